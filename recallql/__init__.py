@@ -1,0 +1,51 @@
+"""recallql: an embedded query engine for AI-agent memory.
+
+Hybrid retrieval (BM25 via tantivy + dense vectors via numpy, fused by RRF), recency, session and
+signal boosts, conversation lineage, and EXPLAIN with per-result score arithmetic.
+
+    >>> import recallql
+    >>> db = recallql.connect()                 # in memory; connect("path/") opens or creates
+    >>> stmt = recallql.parse("SEARCH docs MATCHING 'backup retention' LIMIT 5")
+
+Names are imported lazily so that `import recallql` stays cheap for the CLI.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # language
+    "parse": "recallql.grammar",
+    "bind": "recallql.grammar",
+    "QueryError": "recallql.grammar.errors",
+    "QuerySyntaxError": "recallql.grammar.errors",
+    "QuerySemanticError": "recallql.grammar.errors",
+    "ParameterError": "recallql.grammar.errors",
+    # storage
+    "IngestError": "recallql.index.errors",
+    "SignalRejected": "recallql.index.errors",
+    "DatabaseLocked": "recallql.index.errors",
+    "StoreError": "recallql.index.errors",
+    # database API
+    "connect": "recallql.api",
+    "Database": "recallql.api",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'recallql' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
