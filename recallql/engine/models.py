@@ -1,0 +1,140 @@
+"""Result models returned by `Database.execute` / `Database.explain` (SPEC §8). All pydantic.
+
+Rendering (text tables, EXPLAIN trees) lives in `recallql.engine.explain`, not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from recallql.engine.reasons import Reason
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ReasonEntry(_Model):
+    """One line of a row's score arithmetic: `CODE(detail) +contribution`."""
+
+    code: Reason
+    contribution: float
+    detail: str = ""
+
+    def render(self, precision: int = 5) -> str:
+        head = f"{self.code.value}({self.detail})" if self.detail else self.code.value
+        return f"{head} {self.contribution:+.{precision}f}"
+
+
+class Notice(_Model):
+    """A statement-level warning, e.g. `SESSION_NOT_FOUND`."""
+
+    code: Reason
+    message: str
+
+
+class Row(_Model):
+    """One result row.
+
+    `score` equals the left-to-right sum of `reasons[i].contribution`.
+    """
+
+    id: str
+    collection: str
+    score: float
+    fields: dict[str, Any] = Field(default_factory=dict)
+    reasons: list[ReasonEntry] = Field(default_factory=list)
+    session_id: str | None = None
+    message_id: int | None = None
+    conversation_root: str | None = None
+
+
+class SessionSnapshot(_Model):
+    """A session's state at a point in time (SPEC §2, issue 5).
+
+    Times are aware UTC datetimes. `signal_scores` are decayed sums by signal name and
+    `entities` decayed sums by entity, both at `as_of` (frozen at `ended_at` for closed and
+    archived sessions).
+    """
+
+    id: str
+    agent_id: str
+    status: str
+    source: str | None = None
+    parent_session_id: str | None = None
+    end_reason: str | None = None
+    branched_from: str | None = None
+    delegate_from: str | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+    as_of: datetime
+    keywords: list[str] = Field(default_factory=list)
+    signal_scores: dict[str, float] = Field(default_factory=dict)
+    velocity: float = 0.0
+    entities: dict[str, float] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class PlanNode(_Model):
+    """One operator of an executed plan, root first."""
+
+    operator: str
+    properties: dict[str, Any] = Field(default_factory=dict)
+    rows_in: int | None = None
+    rows_out: int | None = None
+    time_ms: float | None = None
+    children: list[PlanNode] = Field(default_factory=list)
+
+
+class Result(_Model):
+    """The result of a statement: ranked rows plus what the agent needs alongside them.
+
+    Iterable over rows and `len()`-able.
+    """
+
+    statement: str = ""
+    collection: str | None = None
+    rows: list[Row] = Field(default_factory=list)
+    session_snapshot: SessionSnapshot | None = None
+    warnings: list[Notice] = Field(default_factory=list)
+    truncated: bool = False
+    stats: dict[str, Any] = Field(default_factory=dict)
+    columns: list[str] | None = None
+    records: list[dict[str, Any]] | None = None
+
+    def __iter__(self) -> Iterator[Row]:  # type: ignore[override]
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows) if self.records is None else len(self.records)
+
+    def ids(self) -> list[str]:
+        """The row ids in result order."""
+        return [row.id for row in self.rows]
+
+
+class Explain(_Model):
+    """EXPLAIN [ANALYZE] output: the executed plan and the rows with their reasons."""
+
+    statement: str
+    analyze: bool = False
+    verbose: bool = False
+    plan: PlanNode
+    result: Result
+    verbose_details: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def rows(self) -> list[Row]:
+        return self.result.rows
+
+    def to_text(self) -> str:
+        from recallql.engine.explain import render_text
+
+        return render_text(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return self.model_dump_json(indent=indent)

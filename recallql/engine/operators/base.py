@@ -1,0 +1,96 @@
+"""Operator base class and the per-statement execution context (STYLE §4).
+
+Operators are small immutable objects: `describe()` gives the `key=value` pairs EXPLAIN prints and
+`execute(ctx, inputs)` turns the children's outputs into this operator's output. They never modify
+their inputs. Everything that varies per statement (`now`, the snapshot, the session, the signal
+store, the embedder) comes in through the `ExecutionContext`, so operators are deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from recallql.engine.reasons import Reason
+
+
+class SignalSource(Protocol):
+    """Decayed signal sums across all sessions (the cross-session signal boost)."""
+
+    def entity_sums(self, entities: list[str], names: list[str], now_ts: float) -> dict[str, dict[str, float]]:
+        """`{name: {entity: decayed sum}}` for the given entities and signal names at `now_ts`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """What the session boost needs of a session (SPEC §4.3), computed once per statement.
+
+    Attributes:
+        session_id: the session.
+        keywords: lower-cased, de-duplicated annotation keywords.
+        velocity: decayed sum of accepted `reward` signals at `now` (frozen at `ended_at`).
+        entities: decayed signal sums by entity.
+    """
+
+    session_id: str
+    keywords: tuple[str, ...] = ()
+    velocity: float = 0.0
+    entities: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class ExecutionContext:
+    """Everything an operator may read while a statement runs.
+
+    Attributes:
+        snapshot: the collection snapshot (see docs/architecture.md).
+        now_ts: "now" in epoch seconds UTC, read once per statement (or `AS OF`).
+        session: the `FOR SESSION` session's state, None when absent or not found.
+        signals: the cross-session signal store.
+        embed: text -> float32[d] query embedding with the collection's embedder.
+        services: extra per-statement services by name (e.g. the lineage resolver factory).
+    """
+
+    snapshot: Any
+    now_ts: float
+    session: SessionState | None = None
+    signals: SignalSource | None = None
+    embed: Callable[[str], np.ndarray] | None = None
+    services: dict[str, Any] = field(default_factory=dict)
+    notices: dict[Reason, str] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False
+    _masks: dict[Any, np.ndarray] = field(default_factory=dict)
+
+    def notice(self, code: Reason, message: str) -> None:
+        """Record a statement-level warning (the first message for a code wins)."""
+        self.notices.setdefault(code, message)
+
+    def filter_mask(self, expr: Any) -> np.ndarray | None:
+        """The snapshot's bool[size] mask for a filter expression, computed once per statement."""
+        if expr is None:
+            return None
+        mask = self._masks.get(expr)
+        if mask is None:
+            mask = self.snapshot.filter_mask(expr)
+            self._masks[expr] = mask
+        return mask
+
+
+class Operator:
+    """Base of all plan operators. Subclasses are frozen dataclasses with a `children` tuple."""
+
+    name: ClassVar[str] = "Operator"
+    children: tuple[Operator, ...] = ()
+
+    def describe(self) -> dict[str, Any]:
+        """The `key=value` properties EXPLAIN prints for this operator."""
+        return {}
+
+    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Any:
+        """Compute this operator's output from its children's outputs."""
+        raise NotImplementedError

@@ -1,0 +1,108 @@
+"""Leaf operators: the retrieval legs and the boosts-only scan.
+
+Each leg returns its top-N *eligible* rows (SPEC §4.1): the statement's filters are pushed into
+the index as a bool mask, so nothing filtered out can come back through another leg (SPEC §3.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from recallql.engine.candidates import Candidates, LegHits
+from recallql.engine.operators.base import ExecutionContext, Operator
+
+
+@dataclass(frozen=True, eq=False)
+class LexicalScan(Operator):
+    """BM25 top-N over the collection's text field (tantivy; k1 = 1.2, b = 0.75).
+
+    Attributes:
+        fields: the text fields concatenated into the BM25 field (for EXPLAIN).
+        terms: analysed query terms; the query is a boolean SHOULD of term queries built by the
+            index, never a query string.
+        window: the candidate window N.
+        filter: the pushed-down filter expression, or None.
+    """
+
+    fields: tuple[str, ...]
+    terms: tuple[str, ...]
+    window: int
+    filter: Any = None
+    name = "LexicalScan"
+
+    def describe(self) -> dict[str, Any]:
+        props: dict[str, Any] = {"fields": list(self.fields), "terms": list(self.terms)}
+        props["window"] = self.window
+        if self.filter is not None:
+            props["filter"] = "pushed"
+        return props
+
+    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> LegHits:
+        rowids, scores = ctx.snapshot.lexical_topn(
+            list(self.terms), self.window, ctx.filter_mask(self.filter)
+        )
+        return LegHits("lexical", np.asarray(rowids, np.int64), np.asarray(scores, np.float64),
+                       self.window)
+
+
+@dataclass(frozen=True, eq=False)
+class SemanticScan(Operator):
+    """Exact cosine top-N over L2-normalised float32 vectors.
+
+    Attributes:
+        dim: the collection's vector dimension.
+        window: the candidate window N.
+        text: text to embed with the collection's embedder, when `vector` is None.
+        vector: float32[dim] query vector (from `NEAR :v`), or None.
+        filter: the pushed-down filter expression, or None.
+    """
+
+    dim: int
+    window: int
+    text: str | None = None
+    vector: np.ndarray | None = None
+    filter: Any = None
+    name = "SemanticScan"
+
+    def describe(self) -> dict[str, Any]:
+        props: dict[str, Any] = {"metric": "cosine", "dim": self.dim, "window": self.window}
+        props["query"] = "vector" if self.vector is not None else "embedded text"
+        if self.filter is not None:
+            props["filter"] = "pushed"
+        return props
+
+    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> LegHits:
+        vector = self.vector
+        if vector is None:
+            if ctx.embed is None:  # the planner only plans this leg when it can embed
+                raise RuntimeError("no embedder available for the semantic leg")
+            vector = ctx.embed(self.text or "")
+        rowids, scores = ctx.snapshot.semantic_topn(vector, self.window, ctx.filter_mask(self.filter))
+        return LegHits("semantic", np.asarray(rowids, np.int64), np.asarray(scores, np.float64),
+                       self.window)
+
+
+@dataclass(frozen=True, eq=False)
+class EligibleScan(Operator):
+    """Every live row that passes the filter, with relevance 0 (RETRIEVE without MATCHING)."""
+
+    filter: Any = None
+    name = "EligibleScan"
+
+    def describe(self) -> dict[str, Any]:
+        return {"filter": "pushed"} if self.filter is not None else {}
+
+    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
+        mask = np.asarray(ctx.snapshot.live, dtype=bool)
+        allowed = ctx.filter_mask(self.filter)
+        if allowed is not None:
+            mask = mask & allowed
+        rowids = np.flatnonzero(mask).astype(np.int64)
+        m = rowids.shape[0]
+        nan = np.full(m, np.nan)
+        zeros = np.zeros(m, dtype=np.int64)
+        return Candidates(rowid=rowids, lex_rank=zeros, sem_rank=zeros.copy(), bm25=nan,
+                          cosine=nan.copy(), legs=())

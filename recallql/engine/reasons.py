@@ -1,0 +1,77 @@
+"""The closed vocabulary of reason codes (SPEC §5).
+
+Every result row carries a list of `(code, contribution, detail)` entries; the contributions of a
+row sum, left to right, to exactly its score. Statement-level codes travel as warnings/notices on
+the result. Rendering is `CODE(detail) +contribution`, e.g.
+`LEXICAL_MATCH(rank=1, bm25=7.210) +0.50000`.
+
+Row-level codes:
+
+| code | contribution | detail |
+|---|---|---|
+| `LEXICAL_MATCH` | the lexical leg's RRF share | `rank=`, `bm25=` |
+| `SEMANTIC_MATCH` | the semantic leg's RRF share | `rank=`, `cosine=` |
+| `LEG_ABSENT` | 0 | `leg=lexical|semantic`: the row was not in that leg's candidate window |
+| `NO_RELEVANCE` | 0 | RETRIEVE without MATCHING: rows ranked by boosts alone |
+| `SESSION_KEYWORDS` | `keywords · matched/total` | `matched/total` |
+| `SESSION_VELOCITY` | `velocity · v/(v+1)` | `uniform, v=`: the same for every row, never reorders |
+| `SESSION_ENTITY` | `entities · e/(e+1)` | `entity=`, `e=` |
+| `SIGNAL_BOOST` | `Σ w · s/(s+1)` | `name=`, `s=` per signal name |
+| `RECENCY` | `weight · f(age)` | `age=` in days, `shape=` |
+| `RECENCY_FUTURE_CLAMPED` | the zero-age boost | the date is after `now`; age counted as 0 |
+| `RECENCY_MISSING_DATE` | 0 | the row has no date in the recency field |
+| `LINEAGE` | 0 | `root=`, `anchor=`: the row's conversation |
+
+Statement-level codes (warnings): `SESSION_NOT_FOUND`, `LEXICAL_LEG_EMPTY`,
+`SEMANTIC_LEG_UNAVAILABLE`, `LINEAGE_UNRESOLVED_DROPPED`, `LINEAGE_BUDGET_TRUNCATED`,
+`WINDOW_EXHAUSTED`, `LIVE_CONTEXT_HIDDEN`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    """A reason code. The set is closed: every code the engine emits is listed here."""
+
+    # row level
+    LEXICAL_MATCH = "LEXICAL_MATCH"
+    SEMANTIC_MATCH = "SEMANTIC_MATCH"
+    LEG_ABSENT = "LEG_ABSENT"
+    NO_RELEVANCE = "NO_RELEVANCE"
+    SESSION_KEYWORDS = "SESSION_KEYWORDS"
+    SESSION_VELOCITY = "SESSION_VELOCITY"
+    SESSION_ENTITY = "SESSION_ENTITY"
+    SIGNAL_BOOST = "SIGNAL_BOOST"
+    RECENCY = "RECENCY"
+    RECENCY_FUTURE_CLAMPED = "RECENCY_FUTURE_CLAMPED"
+    RECENCY_MISSING_DATE = "RECENCY_MISSING_DATE"
+    LINEAGE = "LINEAGE"
+    # statement level
+    SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
+    LEXICAL_LEG_EMPTY = "LEXICAL_LEG_EMPTY"
+    SEMANTIC_LEG_UNAVAILABLE = "SEMANTIC_LEG_UNAVAILABLE"
+    LINEAGE_UNRESOLVED_DROPPED = "LINEAGE_UNRESOLVED_DROPPED"
+    LINEAGE_BUDGET_TRUNCATED = "LINEAGE_BUDGET_TRUNCATED"
+    WINDOW_EXHAUSTED = "WINDOW_EXHAUSTED"
+    LIVE_CONTEXT_HIDDEN = "LIVE_CONTEXT_HIDDEN"
+
+
+ROW_CODES = frozenset(
+    {
+        Reason.LEXICAL_MATCH,
+        Reason.SEMANTIC_MATCH,
+        Reason.LEG_ABSENT,
+        Reason.NO_RELEVANCE,
+        Reason.SESSION_KEYWORDS,
+        Reason.SESSION_VELOCITY,
+        Reason.SESSION_ENTITY,
+        Reason.SIGNAL_BOOST,
+        Reason.RECENCY,
+        Reason.RECENCY_FUTURE_CLAMPED,
+        Reason.RECENCY_MISSING_DATE,
+        Reason.LINEAGE,
+    }
+)
+STATEMENT_CODES = frozenset(set(Reason) - ROW_CODES)
