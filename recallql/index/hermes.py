@@ -111,8 +111,10 @@ def read_hermes_store(path: str | os.PathLike[str]) -> HermesStore:
         HermesStoreBusy: The file kept changing over several attempts.
     """
     source = Path(path)
-    if not source.is_file():
+    if not source.exists():
         raise HermesFormatError(f"Hermes store {str(source)!r}: no such file")
+    if not source.is_file():
+        raise HermesFormatError(f"Hermes store {str(source)!r}: not a regular file")
     report = HermesReadReport(path=str(source))
     if not _live_sidecars(source):
         for _ in range(_ATTEMPTS):
