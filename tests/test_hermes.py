@@ -165,6 +165,22 @@ def test_live_store_reads_wal_rows_and_stays_byte_identical(tmp_path, dirname):
     assert (result.report.sessions, result.report.messages) == (18, 24)
 
 
+def test_symlinked_live_store_reads_the_wal_next_to_the_real_file(tmp_path):
+    real = tmp_path / "real" / "state.db"
+    real.parent.mkdir()
+    link = tmp_path / "state.db"
+    link.symlink_to(real)
+    writer = builder.build_state_db(real, keep_open=True)
+    try:
+        before = sha256s(real)
+        result = read_hermes_store(link)
+        assert sha256s(real) == before
+    finally:
+        writer.close()
+    assert (result.report.snapshot, result.report.path) == ("copy", str(link))
+    assert "late-session" in {s["id"] for s in result.sessions}
+
+
 def test_store_that_keeps_changing_is_busy(tmp_path, monkeypatch):
     db = tmp_path / "state.db"
     builder.build_state_db(db)

@@ -115,34 +115,36 @@ def read_hermes_store(path: str | os.PathLike[str]) -> HermesStore:
         raise HermesFormatError(f"Hermes store {str(source)!r}: no such file")
     if not source.is_file():
         raise HermesFormatError(f"Hermes store {str(source)!r}: not a regular file")
-    report = HermesReadReport(path=str(source))
-    if not _live_sidecars(source):
-        for _ in range(_ATTEMPTS):
-            before = _fingerprint(source)
-            with _closing(_connect(_ro_uri(source, immutable=True), source, uri=True)) as conn:
-                store = _read(conn, source, report)
-            if _fingerprint(source) == before:
-                report.snapshot = "immutable"
-                return store
-            report = HermesReadReport(path=str(source))
-    return _read_copy(source, HermesReadReport(path=str(source)))
+    real = source.resolve()  # SQLite keeps the sidecars next to the real file (symlinks)
+    for _ in range(_ATTEMPTS):
+        before = _fingerprint(real)
+        if _live_sidecars(real):
+            break
+        report = HermesReadReport(path=str(source))
+        with _closing(_connect(_ro_uri(real, immutable=True), source, uri=True)) as conn:
+            store = _read(conn, source, report)
+        if _fingerprint(real) == before:
+            report.snapshot = "immutable"
+            return store
+    return _read_copy(source, real)
 
 
-def _read_copy(source: Path, report: HermesReadReport) -> HermesStore:
+def _read_copy(source: Path, real: Path) -> HermesStore:
     """Copy the store and its live sidecars to a private directory and read the copy."""
     with tempfile.TemporaryDirectory(prefix="recallql-hermes-") as tmp:
         copy = Path(tmp) / "state.db"
         for _ in range(_ATTEMPTS):
-            before = _fingerprint(source)
-            shutil.copyfile(source, copy)
-            for suffix in _live_sidecars(source):
-                shutil.copyfile(_sidecar(source, suffix), _sidecar(copy, suffix))
-            if _fingerprint(source) == before:
+            before = _fingerprint(real)
+            shutil.copyfile(real, copy)
+            for suffix in _live_sidecars(real):
+                shutil.copyfile(_sidecar(real, suffix), _sidecar(copy, suffix))
+            if _fingerprint(real) == before:
                 break
             for leftover in Path(tmp).iterdir():
                 leftover.unlink()
         else:
             raise HermesStoreBusy(f"Hermes store {str(source)!r} kept changing while being read")
+        report = HermesReadReport(path=str(source))
         with _closing(_connect(str(copy), source, uri=False)) as conn:
             conn.execute("PRAGMA query_only = 1")
             store = _read(conn, source, report)
@@ -179,8 +181,8 @@ def _fingerprint(db: Path) -> tuple[tuple[int, int] | None, ...]:
 
 
 def _ro_uri(db: Path, *, immutable: bool) -> str:
-    """A ``file:`` URI (percent-encoded by ``Path.as_uri``) opening ``db`` read-only."""
-    uri = db.resolve().as_uri() + "?mode=ro"
+    """A ``file:`` URI (percent-encoded by ``Path.as_uri``) opening absolute ``db`` read-only."""
+    uri = db.as_uri() + "?mode=ro"
     return uri + "&immutable=1" if immutable else uri
 
 
