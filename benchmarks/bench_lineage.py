@@ -1,0 +1,126 @@
+"""Lineage resolution of a 10,000-deep compression chain (SPEC §9 target: ≤ 50 ms).
+
+Two fetch backends, same resolver:
+
+- ``dict``: a dict lookup building no objects (rows prebuilt);
+- ``sqlite``: a ``sessions`` table in a temporary file, one ``SELECT ... WHERE id = ?`` per fetch
+  (sqlite3's statement cache keeps the statement prepared), a ``SessionRow`` built per row; each
+  SELECT in autocommit mode is its own read transaction (lock + header check per fetch);
+- ``sqlite-txn``: the same, with the whole resolution inside one read transaction
+  (``BEGIN`` … ``ROLLBACK``), as the engine should run a statement's fetches.
+
+Each figure is the median of several fresh resolvers (a fresh resolver = an empty memo and row
+cache, as for a new statement). Also reports a warm re-resolve (memo hit) and a full
+``chain()`` walk. Run: ``python benchmarks/bench_lineage.py [depth]``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from recallql.engine.lineage import LineageResolver, SessionRow
+
+REPEATS = 7
+_COLUMNS = ("id, parent_session_id, source, end_reason, branched_from, delegate_from, status,"
+            " started_at, ended_at")
+
+
+def chain_rows(depth: int) -> list[SessionRow]:
+    """``s0 ← s1 ← … ← s{depth}``: every session but the tip ended by compression."""
+    rows = []
+    for i in range(depth + 1):
+        tip = i == depth
+        rows.append(SessionRow(
+            id=f"s{i}", parent_session_id=None if i == 0 else f"s{i - 1}",
+            end_reason=None if tip else "compression", status="open" if tip else "closed",
+            started_at=1_760_000_000.0 + i, ended_at=None if tip else 1_760_000_001.0 + i,
+        ))
+    return rows
+
+
+def sqlite_fetch(path: Path, rows: list[SessionRow]) -> tuple[Callable, sqlite3.Connection]:
+    """A SQLite-backed ``fetch`` over a fresh table holding ``rows``."""
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, parent_session_id TEXT, source TEXT,"
+        " end_reason TEXT, branched_from TEXT, delegate_from TEXT, status TEXT,"
+        " started_at REAL, ended_at REAL)"
+    )
+    conn.executemany(f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     [(r.id, r.parent_session_id, r.source, r.end_reason, r.branched_from,
+                       r.delegate_from, r.status, r.started_at, r.ended_at) for r in rows])
+    conn.commit()
+    sql = f"SELECT {_COLUMNS} FROM sessions WHERE id = ?"
+
+    def fetch(session_id: str) -> SessionRow | None:
+        found = conn.execute(sql, (session_id,)).fetchone()
+        return None if found is None else SessionRow(*found)
+
+    return fetch, conn
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Median wall time of ``fn`` in milliseconds."""
+    samples = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000.0)
+    return statistics.median(samples)
+
+
+def bench(name: str, fetch: Callable, depth: int, conn: sqlite3.Connection | None = None) -> None:
+    """Print cold/warm resolve and chain() times; ``conn``: run each inside one transaction."""
+    tip = f"s{depth}"
+    budget = depth + 1
+
+    def in_txn(fn: Callable[[], object]) -> Callable[[], object]:
+        if conn is None:
+            return fn
+
+        def wrapped() -> object:
+            conn.execute("BEGIN")
+            try:
+                return fn()
+            finally:
+                conn.rollback()
+
+        return wrapped
+
+    def cold() -> None:
+        res = LineageResolver(fetch, budget=budget).resolve(tip)
+        assert res.root == "s0" and res.depth == depth, res
+
+    warm_resolver = LineageResolver(fetch, budget=budget)
+    warm_resolver.resolve(tip)
+    cold_ms = timed(in_txn(cold))
+    warm_ms = timed(lambda: warm_resolver.resolve(tip)) * 1000.0
+    chain_ms = timed(in_txn(lambda: LineageResolver(fetch).chain(tip, max_steps=depth + 1)))
+    print(f"{name:10s} depth={depth}  resolve cold={cold_ms:8.2f} ms  "
+          f"({cold_ms * 1000.0 / (depth + 1):5.2f} µs/session)  warm={warm_ms:6.2f} µs  "
+          f"chain()={chain_ms:8.2f} ms")
+
+
+def main(depth: int = 10_000) -> None:
+    rows = chain_rows(depth)
+    by_id = {r.id: r for r in rows}
+    print(f"lineage: {depth}-deep compression chain, median of {REPEATS} fresh resolvers "
+          f"(target: dict resolve ≤ 50 ms)")
+    bench("dict", by_id.get, depth)
+    with tempfile.TemporaryDirectory(prefix="recallql-bench-") as tmp:
+        fetch, conn = sqlite_fetch(Path(tmp) / "sessions.db", rows)
+        try:
+            bench("sqlite", fetch, depth)
+            bench("sqlite-txn", fetch, depth, conn)
+        finally:
+            conn.close()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10_000)

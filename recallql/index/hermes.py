@@ -1,0 +1,380 @@
+"""Read a Hermes Agent session store (``state.db``, Hermes 0.19.0, schema 22) strictly read-only.
+
+Hermes keeps sessions and messages in one SQLite file in WAL mode; recent rows may still sit in
+``state.db-wal``. The reader never writes to the user's files, and SQLite's ``mode=ro`` alone
+does not guarantee that: a read-only connection to a WAL database creates ``-wal``/``-shm``
+files when they are absent and writes its read marks into an existing ``-shm``. So:
+
+- **No sidecar with content** (no ``-wal``/``-journal``, or empty ones): the file is opened in
+  place with ``mode=ro&immutable=1`` (no locks, no sidecar files). Immutable means SQLite assumes
+  nobody writes; the reader checks that the file's size and mtime did not change during the read
+  (a Hermes checkpoint meanwhile) and otherwise retries, then falls back to a copy.
+- **A non-empty ``-wal`` or ``-journal``**: the database and that sidecar are copied into a
+  private temporary directory (the ``-shm`` is not needed; SQLite rebuilds it from the WAL), the
+  copy is opened and read, and the directory is removed. The copy is taken again if any source
+  file changed while it was being copied. This costs disk and time proportional to the store.
+
+Either way the store, its ``-wal`` and its ``-shm`` stay byte-identical and no file appears next to
+them. Rows are returned as plain dicts (see :func:`read_hermes_store`); this module imports
+nothing of the project.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+JSON_CONTENT_PREFIX: Final = "\x00json:"
+_SIDECARS: Final = ("-wal", "-journal")
+_ATTEMPTS: Final = 3
+
+_SESSION_REQUIRED: Final = ("id", "source", "parent_session_id", "started_at")
+_SESSION_OPTIONAL: Final = ("ended_at", "end_reason", "model_config", "title", "model", "archived")
+_MESSAGE_REQUIRED: Final = ("id", "session_id", "role", "content", "timestamp")
+_MESSAGE_OPTIONAL: Final = ("tool_name", "active", "compacted")
+
+
+class HermesFormatError(ValueError):
+    """The path is not a readable Hermes Agent store; the message names the path and the gap."""
+
+
+class HermesStoreBusy(RuntimeError):
+    """The store kept changing while it was read (Hermes writing); retry when it is idle."""
+
+
+@dataclass(slots=True)
+class HermesReadReport:
+    """What was read and what was left out.
+
+    Attributes:
+        path: The store path as given.
+        snapshot: ``immutable`` (read in place) or ``copy`` (read from a private copy).
+        schema_version: ``schema_version.version``, or None when the table is absent.
+        sessions: Session rows returned.
+        messages: Message rows returned.
+        skipped: Rows or values left out, by reason: ``undecodable_json_content`` (message
+            dropped), ``message_without_session`` (message dropped: its session is not in the
+            file), ``malformed_model_config`` (session kept, no markers), ``non_text_marker``
+            (a marker that is not a string: ignored).
+        structured_without_text: ``"\\x00json:"`` messages kept with empty content (no text part).
+        missing_parents: Sorted parent ids that sessions link to but the file does not hold.
+        missing_columns: Optional columns absent in this (older) schema, as ``table.column``.
+    """
+
+    path: str
+    snapshot: str = ""
+    schema_version: int | None = None
+    sessions: int = 0
+    messages: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    structured_without_text: int = 0
+    missing_parents: list[str] = field(default_factory=list)
+    missing_columns: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class HermesStore:
+    """A Hermes store read into memory.
+
+    Attributes:
+        sessions: Dicts with ``id, source, parent_session_id, started_at, ended_at, end_reason,
+            branched_from, delegate_from, title, model, archived`` (times: epoch seconds UTC).
+        messages: Dicts with ``id, session_id, role, content, timestamp, active, compacted,
+            tool_name`` in ``id`` order; ``content`` is text (structured content decoded).
+        report: Counts and gaps.
+    """
+
+    sessions: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    report: HermesReadReport
+
+
+def read_hermes_store(path: str | os.PathLike[str]) -> HermesStore:
+    """Read every session and message of a Hermes ``state.db`` without writing anything.
+
+    Args:
+        path: The ``state.db`` file.
+
+    Returns:
+        The sessions, messages and a report.
+
+    Raises:
+        HermesFormatError: The file is missing, not SQLite, or lacks the Hermes tables/columns.
+        HermesStoreBusy: The file kept changing over several attempts.
+    """
+    source = Path(path)
+    if not source.exists():
+        raise HermesFormatError(f"Hermes store {str(source)!r}: no such file")
+    if not source.is_file():
+        raise HermesFormatError(f"Hermes store {str(source)!r}: not a regular file")
+    real = source.resolve()  # SQLite keeps the sidecars next to the real file (symlinks)
+    for _ in range(_ATTEMPTS):
+        before = _fingerprint(real)
+        if _live_sidecars(real):
+            break
+        report = HermesReadReport(path=str(source))
+        with _closing(_connect(_ro_uri(real, immutable=True), source, uri=True)) as conn:
+            store = _read(conn, source, report)
+        if _fingerprint(real) == before:
+            report.snapshot = "immutable"
+            return store
+    return _read_copy(source, real)
+
+
+def _read_copy(source: Path, real: Path) -> HermesStore:
+    """Copy the store and its live sidecars to a private directory and read the copy."""
+    with tempfile.TemporaryDirectory(prefix="recallql-hermes-") as tmp:
+        copy = Path(tmp) / "state.db"
+        for _ in range(_ATTEMPTS):
+            before = _fingerprint(real)
+            shutil.copyfile(real, copy)
+            for suffix in _live_sidecars(real):
+                shutil.copyfile(_sidecar(real, suffix), _sidecar(copy, suffix))
+            if _fingerprint(real) == before:
+                break
+            for leftover in Path(tmp).iterdir():
+                leftover.unlink()
+        else:
+            raise HermesStoreBusy(f"Hermes store {str(source)!r} kept changing while being read")
+        report = HermesReadReport(path=str(source))
+        with _closing(_connect(str(copy), source, uri=False)) as conn:
+            conn.execute("PRAGMA query_only = 1")
+            store = _read(conn, source, report)
+    report.snapshot = "copy"
+    return store
+
+
+def _sidecar(db: Path, suffix: str) -> Path:
+    return db.with_name(db.name + suffix)
+
+
+def _live_sidecars(db: Path) -> list[str]:
+    """Sidecar suffixes (``-wal``, ``-journal``) that exist next to ``db`` with content."""
+    live = []
+    for suffix in _SIDECARS:
+        try:
+            if _sidecar(db, suffix).stat().st_size > 0:
+                live.append(suffix)
+        except FileNotFoundError:
+            continue
+    return live
+
+
+def _fingerprint(db: Path) -> tuple[tuple[int, int] | None, ...]:
+    """(size, mtime_ns) of the store and each sidecar, None when absent."""
+    out = []
+    for suffix in ("", *_SIDECARS):
+        try:
+            st = _sidecar(db, suffix).stat()
+            out.append((st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            out.append(None)
+    return tuple(out)
+
+
+def _ro_uri(db: Path, *, immutable: bool) -> str:
+    """A ``file:`` URI (percent-encoded by ``Path.as_uri``) opening absolute ``db`` read-only."""
+    uri = db.as_uri() + "?mode=ro"
+    return uri + "&immutable=1" if immutable else uri
+
+
+def _connect(target: str, source: Path, *, uri: bool) -> sqlite3.Connection:
+    """Open ``target`` and touch the schema, so a non-SQLite file fails here."""
+    try:
+        conn = sqlite3.connect(target, uri=uri)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise HermesFormatError(
+            f"Hermes store {str(source)!r}: not an SQLite database ({exc})"
+        ) from exc
+    return conn
+
+
+class _closing:
+    """``contextlib.closing`` for a connection (sqlite3's own context manager does not close)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        return self.conn
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+
+def _read(conn: sqlite3.Connection, source: Path, report: HermesReadReport) -> HermesStore:
+    """Read both tables inside one read transaction (one consistent snapshot)."""
+    conn.execute("BEGIN")
+    try:
+        s_cols = _columns(conn, source, "sessions", _SESSION_REQUIRED, _SESSION_OPTIONAL, report)
+        m_cols = _columns(conn, source, "messages", _MESSAGE_REQUIRED, _MESSAGE_OPTIONAL, report)
+        report.schema_version = _schema_version(conn)
+        skipped: Counter[str] = Counter()
+        sessions = [_session(r, skipped) for r in _select(conn, "sessions", s_cols, "rowid")]
+        known = {s["id"] for s in sessions}
+        messages = list(_messages(_select(conn, "messages", m_cols, "id"), known, skipped, report))
+    finally:
+        conn.rollback()
+    report.sessions, report.messages = len(sessions), len(messages)
+    report.skipped = dict(sorted(skipped.items()))
+    report.missing_parents = sorted(
+        {p for s in sessions if (p := s["parent_session_id"]) is not None and p not in known}
+    )
+    return HermesStore(sessions, messages, report)
+
+
+def _columns(
+    conn: sqlite3.Connection, source: Path, table: str, required: tuple[str, ...],
+    optional: tuple[str, ...], report: HermesReadReport,
+) -> list[str]:
+    """The columns to select; raises when the table or a required column is missing."""
+    present = {row[1] for row in conn.execute("SELECT * FROM pragma_table_info(?)", (table,))}
+    if not present:
+        raise HermesFormatError(
+            f"Hermes store {str(source)!r}: not a Hermes Agent store (no {table!r} table)"
+        )
+    lacking = [c for c in required if c not in present]
+    if lacking:
+        raise HermesFormatError(
+            f"Hermes store {str(source)!r}: table {table!r} lacks column(s) {', '.join(lacking)}"
+        )
+    report.missing_columns += [f"{table}.{c}" for c in optional if c not in present]
+    return [c for c in (*required, *optional) if c in present]
+
+
+def _select(
+    conn: sqlite3.Connection, table: str, cols: list[str], order: str
+) -> Iterable[dict[str, Any]]:
+    # Identifiers come from this module's constants, checked against PRAGMA table_info.
+    sql = f"SELECT {', '.join(cols)} FROM {table} ORDER BY {order}"
+    for values in conn.execute(sql):
+        yield dict(zip(cols, values, strict=True))
+
+
+def _schema_version(conn: sqlite3.Connection) -> int | None:
+    try:
+        row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def _session(row: dict[str, Any], skipped: Counter[str]) -> dict[str, Any]:
+    """One session dict; markers come from ``model_config`` JSON."""
+    branched, delegate = _markers(row.get("model_config"), skipped)
+    return {
+        "id": str(row["id"]),
+        "source": row["source"],
+        "parent_session_id": _opt_str(row["parent_session_id"]),
+        "started_at": _as_float(row["started_at"]),
+        "ended_at": _as_float(row.get("ended_at")),
+        "end_reason": row.get("end_reason"),
+        "branched_from": branched,
+        "delegate_from": delegate,
+        "title": row.get("title"),
+        "model": row.get("model"),
+        "archived": bool(row.get("archived") or 0),
+    }
+
+
+def _markers(raw: Any, skipped: Counter[str]) -> tuple[str | None, str | None]:
+    """``(_branched_from, _delegate_from)`` of a ``model_config`` JSON text."""
+    if raw is None or raw == "":
+        return None, None
+    try:
+        config = json.loads(raw)
+    except (TypeError, ValueError):
+        config = None
+    if not isinstance(config, dict):
+        skipped["malformed_model_config"] += 1
+        return None, None
+    out = []
+    for key in ("_branched_from", "_delegate_from"):
+        value = config.get(key)
+        if value is not None and not isinstance(value, str):
+            skipped["non_text_marker"] += 1
+            value = None
+        out.append(value)
+    return out[0], out[1]
+
+
+def _messages(
+    rows: Iterable[dict[str, Any]], known: set[str], skipped: Counter[str],
+    report: HermesReadReport,
+) -> Iterable[dict[str, Any]]:
+    """Message dicts; drops (and counts) undecodable content and messages without a session."""
+    for row in rows:
+        session_id = str(row["session_id"])
+        if session_id not in known:
+            skipped["message_without_session"] += 1
+            continue
+        content = decode_content(row["content"])
+        if content is None:
+            skipped["undecodable_json_content"] += 1
+            continue
+        if content == "" and str(row["content"]).startswith(JSON_CONTENT_PREFIX):
+            report.structured_without_text += 1
+        active = row.get("active", 1)
+        yield {
+            "id": int(row["id"]),
+            "session_id": session_id,
+            "role": row["role"],
+            "content": content,
+            "timestamp": _as_float(row["timestamp"]),
+            "active": True if active is None else bool(active),
+            "compacted": bool(row.get("compacted") or 0),
+            "tool_name": row.get("tool_name"),
+        }
+
+
+def decode_content(raw: Any) -> str | None:
+    """Message text from a Hermes ``content`` value.
+
+    Plain text is returned as is (NULL as ``""``). ``"\\x00json:"`` + JSON is structured content:
+    a string, a list of parts, or one part; the text parts (strings, or ``{"type": "text",
+    "text": ...}``) are joined with newlines and other parts (images, ...) are skipped.
+
+    Returns:
+        The text, or None when the JSON cannot be decoded.
+    """
+    if raw is None:
+        return ""
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    text = str(raw)
+    if not text.startswith(JSON_CONTENT_PREFIX):
+        return text
+    try:
+        value = json.loads(text[len(JSON_CONTENT_PREFIX):])
+    except ValueError:
+        return None
+    parts = value if isinstance(value, list) else [value]
+    return "\n".join(t for part in parts if (t := _part_text(part)) is not None)
+
+
+def _part_text(part: Any) -> str | None:
+    if isinstance(part, str):
+        return part
+    if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+        return part["text"]
+    return None
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _as_float(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
