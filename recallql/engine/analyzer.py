@@ -1,0 +1,283 @@
+"""Analyzer: resolve a bound SEARCH/RETRIEVE statement against the catalog (SPEC §3, §4).
+
+Checks collection and field names (unknown names raise `QuerySemanticError` with a caret and a
+did-you-mean), literal types against field types, and option values; applies the defaults; and
+translates WHERE into the index's filter expressions. The output, `QuerySpec`, is plain data the
+planner turns into operators.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from recallql.engine.scoring import DecayShape
+from recallql.grammar import nodes as n
+from recallql.grammar import statements as s
+from recallql.grammar.errors import ParameterError, QuerySemanticError
+from recallql.index import filters as f
+from recallql.index.schema import CollectionInfo, FieldType
+
+DEFAULT_LIMIT = 10
+DEFAULT_WINDOW = 100
+DEFAULT_RRF_K = 60.0
+DEFAULT_RECENCY = (0.005, 365.0)
+DEFAULT_SESSION_BOOST = (0.3, 0.2, 0.2)
+DEFAULT_SIGNAL_BOOST = (("reward", 0.1),)
+DEFAULT_BUDGET = 2000
+
+#: Fields every collection has besides its declared ones.
+BUILTIN_FIELDS: dict[str, FieldType] = {
+    "id": FieldType.STR,
+    "doc_id": FieldType.STR,
+    "entity": FieldType.STR,
+    "position": FieldType.INT,
+    "created_at": FieldType.TIMESTAMP,
+}
+
+
+@dataclass(frozen=True)
+class RecencySpec:
+    """Recency boost settings: `weight · f(age)`; half-life in days."""
+
+    weight: float
+    half_life_days: float
+    field: str = "created_at"
+    shape: DecayShape = DecayShape.EXP
+
+
+@dataclass(frozen=True, eq=False)
+class QuerySpec:
+    """A SEARCH or RETRIEVE statement with names resolved and defaults applied."""
+
+    kind: str
+    collection: CollectionInfo
+    text: str | None
+    vector: np.ndarray | None
+    using: str
+    filter: Any
+    session_id: str | None
+    session_boost: tuple[float, float, float] | None
+    signal_weights: tuple[tuple[str, float], ...] | None
+    recency: RecencySpec | None
+    k: float
+    window: int
+    group_by: str | None
+    budget: int
+    as_of: datetime | None
+    limit: int
+    offset: int
+
+
+def _fail(stmt: s.StatementBase, node: n.Node, message: str, hint: str | None = None,
+          cls: type = QuerySemanticError) -> None:
+    raise cls(message, text=stmt.source, span=tuple(node.span), hint=hint)
+
+
+def did_you_mean(name: str, options: list[str]) -> str | None:
+    """A "did you mean" hint for `name` among `options`, or a list of what exists."""
+    close = difflib.get_close_matches(name, options, n=1, cutoff=0.5)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    return f"known: {', '.join(sorted(options))}" if options else None
+
+
+def _number(stmt: s.StatementBase, node: Any, what: str) -> float | None:
+    if node is None:
+        return None
+    value = getattr(node, "value", None)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        _fail(stmt, node, f"{what} must be a number")
+    return float(value)
+
+
+def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo]) -> QuerySpec:
+    """Resolve `stmt` (bound: no parameters left) against `catalog`.
+
+    Raises:
+        QuerySemanticError: unknown collection or field, a value of the wrong type, a clause
+            that does not apply to the collection.
+        ParameterError: a bound vector of the wrong dimension.
+    """
+    info = catalog.get(stmt.collection.name)
+    if info is None:
+        _fail(stmt, stmt.collection, f"unknown collection '{stmt.collection.name}'",
+              did_you_mean(stmt.collection.name, list(catalog)))
+    fields = {**BUILTIN_FIELDS, **dict(info.fields)}
+    vector = _vector(stmt, info)
+    group_by = stmt.group_by.kind if stmt.group_by else None
+    if group_by == "conversation" and "session_id" not in info.fields:
+        _fail(stmt, stmt.group_by, "GROUP BY CONVERSATION needs a collection of messages",
+              "use it on the built-in 'messages' collection")
+    limit = stmt.limit_value
+    return QuerySpec(
+        kind=stmt.kind, collection=info, text=stmt.matching_text, vector=vector,
+        using=stmt.using.mode if stmt.using else "hybrid",
+        filter=_where(stmt, stmt.where, fields) if stmt.where is not None else None,
+        session_id=stmt.session_id,
+        session_boost=_session_boost(stmt),
+        signal_weights=_signal_weights(stmt),
+        recency=_recency(stmt, fields),
+        k=_number(stmt, stmt.fuse.k if stmt.fuse else None, "k") or DEFAULT_RRF_K,
+        window=int(_number(stmt, stmt.fuse.option("window") if stmt.fuse else None, "window")
+                   or DEFAULT_WINDOW),
+        group_by=group_by,
+        budget=int(_number(stmt, stmt.group_by.budget if stmt.group_by else None, "budget")
+                   or DEFAULT_BUDGET),
+        as_of=stmt.as_of.value if stmt.as_of is not None else None,
+        limit=DEFAULT_LIMIT if limit is None else limit,
+        offset=stmt.offset_value,
+    )
+
+
+def _vector(stmt: s.Search | s.Retrieve, info: CollectionInfo) -> np.ndarray | None:
+    near = stmt.near
+    if near is None:
+        return None
+    if not isinstance(near, n.VectorLiteral):
+        _fail(stmt, near, "NEAR takes a vector parameter", cls=ParameterError)
+    if near.value.shape[0] != info.dim:
+        _fail(stmt, near, f"NEAR vector has dimension {near.value.shape[0]}, collection "
+              f"'{info.name}' expects {info.dim}", cls=ParameterError)
+    if not float(np.linalg.norm(near.value)) > 0.0:
+        _fail(stmt, near, "NEAR vector is all zeros; cosine similarity is undefined",
+              cls=ParameterError)
+    return near.value
+
+
+def _session_boost(stmt: s.Search | s.Retrieve) -> tuple[float, float, float] | None:
+    if stmt.session is None:
+        return None
+    clause = stmt.session_boost
+    weights = list(DEFAULT_SESSION_BOOST)
+    if clause is not None:
+        for i, name in enumerate(("keywords", "velocity", "entities")):
+            value = _number(stmt, clause.option(name), name)
+            if value is not None:
+                weights[i] = value
+    return (weights[0], weights[1], weights[2])
+
+
+def _signal_weights(stmt: s.Search | s.Retrieve) -> tuple[tuple[str, float], ...] | None:
+    clause = stmt.signal_boost
+    if isinstance(clause, s.NoSignalBoost):
+        return None
+    if clause is None:
+        return DEFAULT_SIGNAL_BOOST if stmt.kind == "retrieve" else None
+    written = tuple((name, _number(stmt, value, name) or 0.0) for name, value in clause.weights)
+    return written or DEFAULT_SIGNAL_BOOST
+
+
+def _recency(stmt: s.Search | s.Retrieve, fields: Mapping[str, FieldType]) -> RecencySpec | None:
+    clause = stmt.recency
+    if isinstance(clause, s.NoRecency):
+        return None
+    weight, half_life = DEFAULT_RECENCY
+    if clause is None:
+        return RecencySpec(weight, half_life)
+    weight = _number(stmt, clause.weight, "weight") if clause.weight is not None else weight
+    if clause.half_life is not None:
+        half_life = clause.half_life.days  # type: ignore[union-attr]
+    field = "created_at"
+    if clause.field is not None:
+        ident = clause.field
+        field = ident.name if isinstance(ident, n.Identifier) else str(ident.value)  # type: ignore[union-attr]
+        kind = fields.get(field)
+        if kind is None:
+            _fail(stmt, ident, f"unknown field '{field}'", did_you_mean(field, list(fields)))
+        if kind is not FieldType.TIMESTAMP:
+            _fail(stmt, ident, f"recency field '{field}' is {kind.value}, not a timestamp")
+    shape = DecayShape.EXP
+    if clause.shape is not None:
+        shape = DecayShape(str(getattr(clause.shape, "name", clause.shape)).lower())
+    return RecencySpec(weight, half_life, field, shape)
+
+
+# -- WHERE -> index filter expressions ---------------------------------------------------------
+
+
+def _where(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldType]) -> Any:
+    if isinstance(pred, n.And):
+        return f.And(tuple(_where(stmt, p, fields) for p in pred.items))
+    if isinstance(pred, n.Or):
+        return f.Or(tuple(_where(stmt, p, fields) for p in pred.items))
+    if isinstance(pred, n.Not):
+        return f.Not(_where(stmt, pred.item, fields))
+    name, kind = _field(stmt, pred.field, fields)  # type: ignore[attr-defined]
+    if isinstance(pred, n.IsNull):
+        return f.IsNull(name, pred.negated)
+    if isinstance(pred, n.Comparison):
+        return _comparison(stmt, pred, name, kind)
+    if isinstance(pred, n.InList):
+        expr = f.In(name, tuple(_value(stmt, v, kind, name) for v in pred.values))
+        return f.Not(expr) if pred.negated else expr
+    if isinstance(pred, n.Between):
+        if kind in (FieldType.BOOL, FieldType.LIST_STR):
+            _fail(stmt, pred.field, f"BETWEEN does not apply to {kind.value} field '{name}'")
+        expr = f.Between(name, _value(stmt, pred.low, kind, name),
+                         _value(stmt, pred.high, kind, name))
+        return f.Not(expr) if pred.negated else expr
+    if isinstance(pred, n.Like):
+        if kind not in (FieldType.STR, FieldType.LIST_STR):
+            _fail(stmt, pred.field, f"LIKE needs a string field; '{name}' is {kind.value}")
+        expr = f.Like(name, _value(stmt, pred.pattern, FieldType.STR, name))
+        return f.Not(expr) if pred.negated else expr
+    if isinstance(pred, n.Contains):
+        if kind not in (FieldType.STR, FieldType.LIST_STR):
+            _fail(stmt, pred.field, f"CONTAINS needs a string or list field; '{name}' is "
+                  f"{kind.value}")
+        return f.Contains(name, _value(stmt, pred.value, FieldType.STR, name))
+    _fail(stmt, pred, f"unsupported predicate {type(pred).__name__}")  # pragma: no cover
+
+
+def _field(stmt: s.StatementBase, ident: n.Identifier, fields: Mapping[str, FieldType]
+           ) -> tuple[str, FieldType]:
+    kind = fields.get(ident.name)
+    if kind is None:
+        _fail(stmt, ident, f"unknown field '{ident.name}'", did_you_mean(ident.name, list(fields)))
+    return ident.name, kind
+
+
+def _comparison(stmt: s.StatementBase, pred: n.Comparison, name: str, kind: FieldType) -> Any:
+    if isinstance(pred.value, n.NullLiteral):
+        _fail(stmt, pred.value, f"'{name} {pred.op} NULL' is never true",
+              f"use '{name} IS NULL' or '{name} IS NOT NULL'")
+    if pred.op not in ("=", "!=") and kind in (FieldType.BOOL, FieldType.LIST_STR):
+        _fail(stmt, pred.field, f"'{pred.op}' does not apply to {kind.value} field '{name}'")
+    return f.Cmp(name, pred.op, _value(stmt, pred.value, kind, name))
+
+
+_ACCEPTS: dict[FieldType, tuple[type, ...]] = {
+    FieldType.STR: (n.StringLiteral,),
+    FieldType.LIST_STR: (n.StringLiteral,),
+    FieldType.INT: (n.IntegerLiteral, n.FloatLiteral),
+    FieldType.FLOAT: (n.IntegerLiteral, n.FloatLiteral),
+    FieldType.BOOL: (n.BooleanLiteral,),
+    FieldType.TIMESTAMP: (n.TimestampLiteral, n.StringLiteral, n.IntegerLiteral, n.FloatLiteral),
+}
+
+_TYPE_WORDS = {
+    FieldType.STR: "a string", FieldType.LIST_STR: "a string", FieldType.INT: "a number",
+    FieldType.FLOAT: "a number", FieldType.BOOL: "TRUE or FALSE",
+    FieldType.TIMESTAMP: "a TIMESTAMP '...' literal",
+}
+
+
+def _value(stmt: s.StatementBase, node: Any, kind: FieldType, name: str) -> Any:
+    if isinstance(node, n.Parameter):  # pragma: no cover - bind() runs first
+        _fail(stmt, node, f"parameter {node.label} is not bound", cls=ParameterError)
+    if not isinstance(node, _ACCEPTS[kind]):
+        _fail(stmt, node, f"field '{name}' is {kind.value}; expected {_TYPE_WORDS[kind]}")
+    value = node.value
+    if kind is FieldType.TIMESTAMP and isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            _fail(stmt, node, f"'{value}' is not an ISO-8601 timestamp",
+                  "write TIMESTAMP '2025-01-31T00:00:00Z'")
+    return value
