@@ -295,6 +295,10 @@ class LineageResolver:
             return self._record(res)
         return self._record(self._walk(row))
 
+    def row(self, session_id: str) -> SessionRow | None:
+        """The session's row if this resolver has already read it (no fetch, no budget)."""
+        return self._rows.get(session_id)
+
     def chain(
         self, session_id: str, max_steps: int = DEFAULT_MAX_STEPS
     ) -> list[tuple[SessionRow | None, EdgeVerdict]]:

@@ -22,15 +22,12 @@ from dataclasses import dataclass
 
 from recallql.engine.analyzer import QuerySpec
 from recallql.engine.operators.base import Operator
+from recallql.engine.operators.conversation import GroupByConversation, LiveContextFilter
 from recallql.engine.operators.boosts import RecencyBoost, SessionBoost, SignalBoost
 from recallql.engine.operators.fusion import RrfFusion
 from recallql.engine.operators.scan import EligibleScan, LexicalScan, SemanticScan
 from recallql.engine.operators.topk import GroupByDocument, TopK
 from recallql.engine.reasons import Reason
-
-#: Extension points for operators that live in other modules (conversations).
-GROUP_BY_CONVERSATION: Callable[..., Operator] | None = None
-LIVE_CONTEXT: Callable[..., Operator] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,8 +64,8 @@ def plan(
     else:
         legs, terms = _legs(spec, analyze, can_embed, n, notices)
         node = RrfFusion(k=spec.k, children=tuple(legs))
-    if spec.session_id is not None and messages and LIVE_CONTEXT is not None:
-        node = LIVE_CONTEXT(child=node, session_id=spec.session_id)
+    if spec.session_id is not None and messages and spec.group_by != "conversation":
+        node = LiveContextFilter(child=node, session_id=spec.session_id)
     if spec.session_id is not None and spec.session_boost is not None:
         kw, vel, ent = spec.session_boost
         node = SessionBoost(child=node, session_id=spec.session_id, keywords=kw, velocity=vel,
@@ -82,8 +79,8 @@ def plan(
     need = spec.offset + spec.limit
     if spec.group_by == "document":
         node = GroupByDocument(child=node, need=need)
-    elif spec.group_by == "conversation" and GROUP_BY_CONVERSATION is not None:
-        node = GROUP_BY_CONVERSATION(child=node, need=need, budget=spec.budget)
+    elif spec.group_by == "conversation":
+        node = GroupByConversation(child=node, need=need, budget=spec.budget)
     root = TopK(child=node, k=spec.limit, offset=spec.offset)
     return Plan(root=root, notices=tuple(notices), terms=terms, window=n)
 
