@@ -60,9 +60,10 @@ def bind(statement: StatementBase, *args: Any, **params: Any) -> StatementBase:
     if not parameters:
         if args or params:
             given = ", ".join([*(repr(a) for a in args[:3]), *(f":{k}" for k in params)])
-            raise ParameterError(f"the statement has no parameters, but values were given: "
-                                 f"{given}", hint="remove the values, or add ? / :name to the "
-                                 "statement")  # fmt: skip
+            raise ParameterError(
+                f"the statement has no parameters, but values were given: {given}",
+                hint="remove the values, or add ? / :name to the statement",
+            )
         return statement
     values = _resolve(statement, args, params)
 
@@ -97,27 +98,40 @@ def _resolve(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, Any])
     text = stmt.source
     if parameters[0].name is None:  # ? parameters (the parser forbids mixing)
         if params:
-            raise ParameterError(f"the statement uses ? parameters, but named values were "
-                                 f"given: {', '.join(':' + k for k in params)}",
-                                 hint="pass the values by position")  # fmt: skip
+            raise ParameterError(
+                f"the statement uses ? parameters, but named values were "
+                f"given: {', '.join(':' + k for k in params)}",
+                hint="pass the values by position",
+            )
         if len(args) < len(parameters):
             missing = parameters[len(args)]
             raise ParameterError(
                 f"missing value for parameter {missing.label}: {len(parameters)} needed, "
-                f"{len(args)} given", text=text, span=missing.span)  # fmt: skip
+                f"{len(args)} given",
+                text=text,
+                span=missing.span,
+            )
         if len(args) > len(parameters):
-            raise ParameterError(f"too many values: the statement has {len(parameters)} ? "
-                                 f"parameters, {len(args)} values given")  # fmt: skip
+            raise ParameterError(
+                f"too many values: the statement has {len(parameters)} ? "
+                f"parameters, {len(args)} values given"
+            )
         return dict(enumerate(args))
     if args:
         names = ", ".join(dict.fromkeys(p.label for p in parameters))
-        raise ParameterError(f"the statement uses named parameters ({names}), but "
-                             f"{len(args)} positional values were given",
-                             hint="pass the values by name, e.g. q='backup'")  # fmt: skip
+        raise ParameterError(
+            f"the statement uses named parameters ({names}), but "
+            f"{len(args)} positional values were given",
+            hint="pass the values by name, e.g. q='backup'",
+        )
     for parameter in parameters:
         if parameter.name not in params:
-            raise ParameterError(f"missing value for parameter {parameter.label}", text=text,
-                                 span=parameter.span, hint=f"pass {parameter.name}=...")
+            raise ParameterError(
+                f"missing value for parameter {parameter.label}",
+                text=text,
+                span=parameter.span,
+                hint=f"pass {parameter.name}=...",
+            )
     extra = [name for name in params if name not in {p.name for p in parameters}]
     if extra:
         names = ", ".join(dict.fromkeys(p.label for p in parameters))
@@ -185,8 +199,10 @@ def _value(value: Any, node: Parameter) -> Node:
         return _number(value, node)
     if isinstance(value, datetime):
         return _timestamp(value, node)
-    raise _Mistyped("a str, bool, int, float, datetime or None (vectors go only at NEAR, "
-                    "durations only where a duration is expected)")  # fmt: skip
+    raise _Mistyped(
+        "a str, bool, int, float, datetime or None (vectors go only at NEAR, "
+        "durations only where a duration is expected)"
+    )
 
 
 def _duration(value: Any, node: Parameter) -> Node:

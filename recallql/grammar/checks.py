@@ -137,7 +137,9 @@ def _map_options(clause: Any, visit: Visitor) -> Any:
         if slot is None and isinstance(clause, SignalBoost):
             slot = Slot("signal_weight", f"signal weight {key}")
         value = visit(slot, option.value) if slot is not None else option.value
-        changed.append(option if value is option.value else option.model_copy(update={"value": value}))
+        changed.append(
+            option if value is option.value else option.model_copy(update={"value": value})
+        )
     if any(new is not old for new, old in zip(changed, options, strict=True)):
         return clause.model_copy(update={"options": tuple(changed)})
     return clause
@@ -191,9 +193,13 @@ def validate(stmt: StatementBase) -> StatementBase:
     def visit(slot: Slot, node: Node) -> Node:
         if isinstance(node, Parameter):
             if slot.kind in ("name", "shape"):
-                _raise(QuerySemanticError, stmt.source, node,
-                       f"{slot.what} takes a name, not a parameter",
-                       "write the name itself, e.g. field = created_at")  # fmt: skip
+                _raise(
+                    QuerySemanticError,
+                    stmt.source,
+                    node,
+                    f"{slot.what} takes a name, not a parameter",
+                    "write the name itself, e.g. field = created_at",
+                )
             return node
         check_value(slot, slot.what, node, _failer(QuerySemanticError, stmt.source, node))
         return node
@@ -201,7 +207,9 @@ def validate(stmt: StatementBase) -> StatementBase:
     return map_slots(stmt, visit)
 
 
-def _raise(cls: type[QueryError], text: str, node: Node, message: str, hint: str | None) -> NoReturn:
+def _raise(
+    cls: type[QueryError], text: str, node: Node, message: str, hint: str | None
+) -> NoReturn:
     raise cls(message, text=text, span=node.span, hint=hint)
 
 
@@ -231,8 +239,11 @@ def _check_text(slot: Slot, what: str, node: Node, fail: Callable[..., NoReturn]
     if not isinstance(node, StringLiteral):
         fail(f"{what} must be a string, found {node.to_text()}")
     if node.value == "":
-        hint = ("give some text, e.g. MATCHING 'backup policy'" if slot.kind == "text"
-                else "give the session id, e.g. FOR SESSION 's-42'")  # fmt: skip
+        hint = (
+            "give some text, e.g. MATCHING 'backup policy'"
+            if slot.kind == "text"
+            else "give the session id, e.g. FOR SESSION 's-42'"
+        )
         fail(f"{what} is empty", hint)
 
 
@@ -260,8 +271,10 @@ def _check_number(integer: bool, ok: Callable[[float], bool], rule: str) -> Chec
 
 def _check_duration(slot: Slot, what: str, node: Node, fail: Callable[..., NoReturn]) -> None:
     if isinstance(node, IntegerLiteral | FloatLiteral):
-        fail(f"{what} must be a duration such as 30 DAYS, found {node.to_text()}",
-             f"add a unit: {slot.what} = {node.to_text()} DAYS")  # fmt: skip
+        fail(
+            f"{what} must be a duration such as 30 DAYS, found {node.to_text()}",
+            f"add a unit: {slot.what} = {node.to_text()} DAYS",
+        )
     if not isinstance(node, Duration):
         fail(f"{what} must be a duration such as 30 DAYS, found {node.to_text()}")
     if node.value <= 0:

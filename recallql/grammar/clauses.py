@@ -32,8 +32,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ClauseCollector", "CLAUSE_ORDER", "OPTION_NAMES"]
 
-CLAUSE_ORDER = ("MATCHING, USING, NEAR, WHERE, FOR SESSION, WITH/WITHOUT boosts, FUSE, "
-                "GROUP BY, AS OF, LIMIT, OFFSET")  # fmt: skip
+CLAUSE_ORDER = (
+    "MATCHING, USING, NEAR, WHERE, FOR SESSION, WITH/WITHOUT boosts, FUSE, "
+    "GROUP BY, AS OF, LIMIT, OFFSET"
+)
 
 
 class _Clause(NamedTuple):
@@ -119,16 +121,25 @@ class ClauseCollector:
         error = self.builder.error
         if self.allowed is not None and clause.slot not in self.allowed:
             takes = ", ".join(c.title for c in _CLAUSES.values() if c.slot in self.allowed)
-            raise error(f"{self.statement} does not take {clause.title}", span,
-                        hint=f"{self.statement} takes {takes}")  # fmt: skip
+            raise error(
+                f"{self.statement} does not take {clause.title}",
+                span,
+                hint=f"{self.statement} takes {takes}",
+            )
         earlier = self.seen.get(clause.slot)
         if earlier is not None:
-            message = (f"duplicate {clause.title} clause" if earlier[0] == clause.title
-                       else f"{clause.title} contradicts the earlier {earlier[0]}")  # fmt: skip
+            message = (
+                f"duplicate {clause.title} clause"
+                if earlier[0] == clause.title
+                else f"{clause.title} contradicts the earlier {earlier[0]}"
+            )
             raise error(message, span, hint="give each clause once")
         if self.last is not None and clause.rank < self.last[0]:
-            raise error(f"{clause.title} must come before {self.last[1]}", span,
-                        hint=f"clauses go in this order: {CLAUSE_ORDER}")  # fmt: skip
+            raise error(
+                f"{clause.title} must come before {self.last[1]}",
+                span,
+                hint=f"clauses go in this order: {CLAUSE_ORDER}",
+            )
         self.seen[clause.slot] = (clause.title, span)
         self.last = (clause.rank, clause.title)
 
@@ -198,8 +209,11 @@ class ClauseCollector:
             option = self._option(tree, clause, allowed)
             key = option.name.name.lower() if allowed is not None else option.name.name
             if key in seen:
-                raise self.builder.error(f"duplicate option {option.name.name!r} in {clause}",
-                                         option.name.span, hint="give each option once")
+                raise self.builder.error(
+                    f"duplicate option {option.name.name!r} in {clause}",
+                    option.name.span,
+                    hint="give each option once",
+                )
             seen.add(key)
             options.append(option)
         return tuple(options)
@@ -218,11 +232,21 @@ class ClauseCollector:
 
     def _unknown_option(self, name: Identifier, clause: str, allowed: tuple[str, ...]) -> Any:
         if not allowed:
-            return self.builder.error(f"{clause} takes no options", name.span,
-                                      hint=f"remove the parentheses after {clause}")
+            return self.builder.error(
+                f"{clause} takes no options",
+                name.span,
+                hint=f"remove the parentheses after {clause}",
+            )
         close = difflib.get_close_matches(name.name.lower(), allowed, n=1, cutoff=0.6)
         listing = ", ".join(allowed)
-        hint = f"did you mean {close[0]!r}? {clause} takes {listing}" if close else (
-            f"{clause} takes {listing}")  # fmt: skip
-        return self.builder.error(f"unknown option {name.name!r} for {clause}", name.span,
-                                  expected=list(allowed), hint=hint)  # fmt: skip
+        hint = (
+            f"did you mean {close[0]!r}? {clause} takes {listing}"
+            if close
+            else (f"{clause} takes {listing}")
+        )
+        return self.builder.error(
+            f"unknown option {name.name!r} for {clause}",
+            name.span,
+            expected=list(allowed),
+            hint=hint,
+        )

@@ -26,20 +26,33 @@ IDENT_TERMINALS = frozenset({"NAME", "QUOTED_NAME"}) | NON_RESERVED
 VALUE_TERMINALS = frozenset({"STRING", "INT", "FLOAT", "TRUE", "FALSE", "NULL", "TIMESTAMP"})
 PARAM_TERMINALS = frozenset({"PARAM", "QMARK"})
 OP_TERMINALS = frozenset({"EQ", "NE", "LT", "LE", "GT", "GE"})
-PUNCTUATION = {"LPAR": "'('", "RPAR": "')'", "COMMA": "','", "SEMI": "';'", "EQ": "'='",
-               "NE": "'!='", "LT": "'<'", "LE": "'<='", "GT": "'>'", "GE": "'>='",
-               "QMARK": "'?'"}  # fmt: skip
+PUNCTUATION = {
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "COMMA": "','",
+    "SEMI": "';'",
+    "EQ": "'='",
+    "NE": "'!='",
+    "LT": "'<'",
+    "LE": "'<='",
+    "GT": "'>'",
+    "GE": "'>='",
+    "QMARK": "'?'",
+}
 PHRASES = {"FOR": "FOR SESSION", "GROUP": "GROUP BY", "AS": "AS OF"}
-UNIT_TERMINALS = frozenset({"DAYS", "DAY", "HOURS", "HOUR", "MINUTES", "MINUTE", "SECONDS",
-                            "SECOND"})  # fmt: skip
+UNIT_TERMINALS = frozenset(
+    {"DAYS", "DAY", "HOURS", "HOUR", "MINUTES", "MINUTE", "SECONDS", "SECOND"}
+)
 
 # Display order of keywords in "expected" lists: statements, then clauses in clause order.
-_ORDER = ("SEARCH RETRIEVE EXPLAIN SHOW DESCRIBE ANALYZE VERBOSE FORMAT TEXT JSON COLLECTIONS "
-          "SESSIONS SESSION LINEAGE FROM MATCHING USING HYBRID LEXICAL SEMANTIC NEAR WHERE NOT "
-          "IN BETWEEN LIKE CONTAINS IS AND OR NULL FOR WITH WITHOUT RECENCY SIGNAL BOOST FUSE "
-          "RRF GROUP BY DOCUMENT CONVERSATION AS OF TIMESTAMP LIMIT OFFSET DAYS DAY HOURS HOUR "
-          "MINUTES MINUTE SECONDS SECOND TRUE FALSE").split()  # fmt: skip
-_RANK = {name: rank for rank, name in enumerate(_ORDER)}
+_ORDER_TEXT = """
+SEARCH RETRIEVE EXPLAIN SHOW DESCRIBE ANALYZE VERBOSE FORMAT TEXT JSON COLLECTIONS
+SESSIONS SESSION LINEAGE FROM MATCHING USING HYBRID LEXICAL SEMANTIC NEAR WHERE NOT IN
+BETWEEN LIKE CONTAINS IS AND OR NULL FOR WITH WITHOUT RECENCY SIGNAL BOOST FUSE RRF
+GROUP BY DOCUMENT CONVERSATION AS OF TIMESTAMP LIMIT OFFSET DAYS DAY HOURS HOUR MINUTES
+MINUTE SECONDS SECOND TRUE FALSE
+"""
+_RANK = {name: rank for rank, name in enumerate(_ORDER_TEXT.split())}
 _PUNCT_ORDER = ("EQ", "NE", "LT", "LE", "GT", "GE", "LPAR", "COMMA", "RPAR", "SEMI")
 
 
@@ -175,17 +188,17 @@ def describe_expected(expected: set[str], prev: Token | None) -> list[str]:
         if role == "a session id":
             rest -= {"STRING"} | PARAM_TERMINALS
         names.append(role)
-    if VALUE_TERMINALS <= rest:
+    if rest >= VALUE_TERMINALS:
         rest -= VALUE_TERMINALS
         names.append("a value")
     names.extend(_literal_names(rest))
     if rest & PARAM_TERMINALS:
         rest -= PARAM_TERMINALS
         names.append("a parameter")
-    if OP_TERMINALS <= rest:
+    if rest >= OP_TERMINALS:
         rest -= OP_TERMINALS
         names.append("a comparison operator")
-    if UNIT_TERMINALS <= rest:
+    if rest >= UNIT_TERMINALS:
         rest -= UNIT_TERMINALS
         names.append("a time unit (DAYS, HOURS, MINUTES, SECONDS)")
     keywords = sorted((n for n in rest if n in KEYWORDS), key=lambda n: _RANK.get(n, 999))
@@ -223,4 +236,3 @@ def _ident_role(rest: set[str], prev: Token | None) -> str:
     if kind in ("LPAR", "COMMA"):
         return "an option name"
     return "a name"
-

@@ -77,8 +77,12 @@ class QueryError(ValueError):
         return self.render()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        kwargs = {"text": self.text, "span": self.span, "expected": self.expected,
-                  "hint": self.hint}  # fmt: skip
+        kwargs = {
+            "text": self.text,
+            "span": self.span,
+            "expected": self.expected,
+            "hint": self.hint,
+        }
         return (_rebuild, (type(self), self.message, kwargs))
 
     def render(self) -> str:

@@ -34,15 +34,16 @@ def _glued(token: Token, expected: set[str], prev: Token | None, _: list) -> str
     for keyword in sorted((k for k in expected if k in KEYWORDS), key=len, reverse=True):
         rest = word[len(keyword) :]
         if word.startswith(keyword) and rest and (rest in KEYWORDS or rest.isdigit()):
-            return (f"keywords are whole words; put a space after {keyword}: "
-                    f"{keyword} {token[len(keyword):]}")  # fmt: skip
+            return (
+                f"keywords are whole words; put a space after {keyword}: "
+                f"{keyword} {token[len(keyword) :]}"
+            )
     return None
 
 
 def _reserved(token: Token, expected: set[str], prev: Token | None, _: list) -> str | None:
     if token.type in RESERVED and "NAME" in expected:
-        return (f'{token.type} is a reserved word; to use it as a name, double-quote it: '
-                f'"{token}"')  # fmt: skip
+        return f'{token.type} is a reserved word; to use it as a name, double-quote it: "{token}"'
     return None
 
 
@@ -66,8 +67,9 @@ def _as_of(token: Token, expected: set[str], prev: Token | None, _: list) -> str
     return None
 
 
-def _missing_matching(token: Token, expected: set[str], prev: Token | None,
-                      previous: list[Token]) -> str | None:  # fmt: skip
+def _missing_matching(
+    token: Token, expected: set[str], prev: Token | None, previous: list[Token]
+) -> str | None:
     if token.type != "STRING" or "MATCHING" not in expected:
         return None
     if len(previous) >= 2 and previous[-2].type in ("SEARCH", "FROM"):
@@ -89,8 +91,7 @@ def _double_equals(token: Token, expected: set[str], prev: Token | None, _: list
     return None
 
 
-def _statement_start(token: Token, expected: set[str], prev: Token | None,
-                     _: list) -> str | None:  # fmt: skip
+def _statement_start(token: Token, expected: set[str], prev: Token | None, _: list) -> str | None:
     if token.type in STATEMENT_KEYWORDS and "SEMI" in expected:
         return "separate statements with ';'"
     if "SEARCH" in expected and token.type != "$END":
@@ -128,8 +129,9 @@ _RULES: tuple[Rule, ...] = (
 )
 
 
-def for_token(token: Token, expected: set[str], prev: Token | None,
-              previous: list[Token]) -> str | None:  # fmt: skip
+def for_token(
+    token: Token, expected: set[str], prev: Token | None, previous: list[Token]
+) -> str | None:
     """The hint for an unexpected token, or None.
 
     Args:
@@ -154,17 +156,26 @@ def for_character(text: str, pos: int, prev: Token | None) -> tuple[str, int, st
     line_end = text.find("\n", pos)
     rest_of_line = (len(text) if line_end < 0 else line_end) - pos
     if char == "'":
-        return ("unterminated string literal", rest_of_line,
-                "close the string with '; to put a quote inside a string, double it: 'it''s'")
+        return (
+            "unterminated string literal",
+            rest_of_line,
+            "close the string with '; to put a quote inside a string, double it: 'it''s'",
+        )
     if char == '"':
-        return ("unterminated quoted name", rest_of_line,
-                'close the name with "; to put a double quote inside it, double it: "a""b"')
+        return (
+            "unterminated quoted name",
+            rest_of_line,
+            'close the name with "; to put a double quote inside it, double it: "a""b"',
+        )
     number = _NUMBER_WORD.match(text, pos)
     if number and any(c.isdigit() for c in number.group()):
         return _bad_number(number.group())
     if char == "[" or (prev is not None and prev.type == "NEAR"):
-        return (f"unexpected character {char!r}", 1,
-                "a vector is only ever a parameter: NEAR :v, bound to a list or array of numbers")
+        return (
+            f"unexpected character {char!r}",
+            1,
+            "a vector is only ever a parameter: NEAR :v, bound to a list or array of numbers",
+        )
     if char == ":":
         return ("':' must start a parameter name", 1, "name parameters like this: :query")
     if char == "!":

@@ -48,13 +48,21 @@ def number(token: Token, text: str) -> int | float:
     if token.type == "INT":
         value: int | float = int(token)
         if abs(value) > INT64_MAX:
-            raise QuerySyntaxError("whole number out of range", text=text, span=span_of(token),
-                                   hint=f"whole numbers go up to {INT64_MAX}")  # fmt: skip
+            raise QuerySyntaxError(
+                "whole number out of range",
+                text=text,
+                span=span_of(token),
+                hint=f"whole numbers go up to {INT64_MAX}",
+            )
         return value
     value = float(token)
     if not math.isfinite(value):
-        raise QuerySyntaxError("number out of range", text=text, span=span_of(token),
-                               hint="numbers must be finite, e.g. 1e300")  # fmt: skip
+        raise QuerySyntaxError(
+            "number out of range",
+            text=text,
+            span=span_of(token),
+            hint="numbers must be finite, e.g. 1e300",
+        )
     return value
 
 
@@ -101,15 +109,19 @@ def timestamp(string: Token, span: Span, text: str) -> TimestampLiteral:
         value = parse_timestamp(raw)
     except ValueError:
         raise QuerySyntaxError(
-            f"invalid TIMESTAMP {string}", text=text, span=span_of(string),
+            f"invalid TIMESTAMP {string}",
+            text=text,
+            span=span_of(string),
             expected=["an ISO-8601 date-time"],
             hint="write TIMESTAMP '2025-01-31T00:00:00Z' (Z or an offset such as +02:00; "
-            "without one, UTC)") from None  # fmt: skip
+            "without one, UTC)",
+        ) from None
     return TimestampLiteral.model_construct(value=value, span=span)
 
 
 def duration(amount: Token, unit: Token, span: Span, text: str) -> Duration:
     """The node of ``<number> <unit>``; singular units are stored plural."""
     name = unit.type
-    return Duration.model_construct(value=number(amount, text), unit=_UNITS.get(name, name),
-                                    span=span)  # fmt: skip
+    return Duration.model_construct(
+        value=number(amount, text), unit=_UNITS.get(name, name), span=span
+    )

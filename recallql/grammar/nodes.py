@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, field_validator
 __all__ = [
     "Span", "Node", "Identifier", "ScalarLiteral", "StringLiteral", "IntegerLiteral",
     "FloatLiteral", "BooleanLiteral", "NullLiteral", "TimestampLiteral", "Duration",
-    "VectorLiteral", "Parameter", "Scalar", "Value", "Predicate", "AnyPredicate", "Comparison", "InList", "Between",
-    "Like", "Contains", "IsNull", "And", "Or", "Not", "ComparisonOp", "TimeUnit",
+    "VectorLiteral", "Parameter", "Scalar", "Value", "Predicate", "AnyPredicate", "Comparison",
+    "InList", "Between", "Like", "Contains", "IsNull", "And", "Or", "Not", "ComparisonOp",
+    "TimeUnit",
 ]  # fmt: skip
 
 
@@ -169,7 +170,9 @@ class Parameter(Node):
         return f":{self.name}" if self.name is not None else f"?{(self.index or 0) + 1}"
 
 
-Scalar = StringLiteral | IntegerLiteral | FloatLiteral | BooleanLiteral | NullLiteral | TimestampLiteral
+Scalar = (
+    StringLiteral | IntegerLiteral | FloatLiteral | BooleanLiteral | NullLiteral | TimestampLiteral
+)
 """Any scalar literal (the concrete classes, so that dumps keep every field)."""
 
 Value = Scalar | Parameter

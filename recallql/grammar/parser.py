@@ -16,7 +16,7 @@ from lark.exceptions import UnexpectedInput
 
 from recallql.grammar.checks import validate
 from recallql.grammar.diagnostics import syntax_error
-from recallql.grammar.errors import QueryError, QuerySyntaxError
+from recallql.grammar.errors import QuerySyntaxError
 from recallql.grammar.nodes import Span
 from recallql.grammar.statements import StatementBase
 from recallql.grammar.transform import AstBuilder
@@ -48,9 +48,12 @@ def _parse_cached(text: str) -> tuple[StatementBase, ...]:
     try:
         statements = AstBuilder(text).script(tree)
     except RecursionError:
-        raise QuerySyntaxError("the statement is nested too deeply", text=text,
-                               span=Span(0, 0), hint="use fewer nested parentheses or NOTs"
-                               ) from None  # fmt: skip
+        raise QuerySyntaxError(
+            "the statement is nested too deeply",
+            text=text,
+            span=Span(0, 0),
+            hint="use fewer nested parentheses or NOTs",
+        ) from None
     return tuple(validate(statement) for statement in statements)
 
 
@@ -102,13 +105,19 @@ def parse(text: str) -> StatementBase:
     if not statements:
         end = len(text.rstrip())
         raise QuerySyntaxError(
-            "expected a statement, found end of input", text=text, span=Span(end, end),
+            "expected a statement, found end of input",
+            text=text,
+            span=Span(end, end),
             expected=["SEARCH", "RETRIEVE", "EXPLAIN", "SHOW", "DESCRIBE"],
-            hint="e.g. SEARCH docs MATCHING 'backup policy' LIMIT 5")  # fmt: skip
+            hint="e.g. SEARCH docs MATCHING 'backup policy' LIMIT 5",
+        )
     second = statements[1].span
     raise QuerySyntaxError(
-        "expected one statement, found a second one", text=text, span=second,
-        hint="parse() reads one statement; use parse_script() for several")  # fmt: skip
+        "expected one statement, found a second one",
+        text=text,
+        span=second,
+        hint="parse() reads one statement; use parse_script() for several",
+    )
 
 
 def clear_cache() -> None:

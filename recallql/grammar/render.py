@@ -139,17 +139,19 @@ def _options(options: tuple[Option, ...]) -> str:
 
 
 def _clauses(node: QueryStatement) -> list[str]:
-    parts = [f"MATCHING {render(node.matching)}" if node.matching else "",
-             render(node.using) if node.using else "",
-             f"NEAR {render(node.near)}" if node.near else "",
-             f"WHERE {render(node.where)}" if node.where else "",
-             f"FOR SESSION {render(node.session)}" if node.session else "",
-             *(render(boost) for boost in node.boosts),
-             render(node.fuse) if node.fuse else "",
-             render(node.group_by) if node.group_by else "",
-             f"AS OF {render(node.as_of)}" if node.as_of else "",
-             f"LIMIT {render(node.limit)}" if node.limit else "",
-             f"OFFSET {render(node.offset)}" if node.offset else ""]  # fmt: skip
+    parts = [
+        f"MATCHING {render(node.matching)}" if node.matching else "",
+        render(node.using) if node.using else "",
+        f"NEAR {render(node.near)}" if node.near else "",
+        f"WHERE {render(node.where)}" if node.where else "",
+        f"FOR SESSION {render(node.session)}" if node.session else "",
+        *(render(boost) for boost in node.boosts),
+        render(node.fuse) if node.fuse else "",
+        render(node.group_by) if node.group_by else "",
+        f"AS OF {render(node.as_of)}" if node.as_of else "",
+        f"LIMIT {render(node.limit)}" if node.limit else "",
+        f"OFFSET {render(node.offset)}" if node.offset else "",
+    ]
     return [part for part in parts if part]
 
 
@@ -163,16 +165,23 @@ def _query(node: QueryStatement) -> str:
 
 
 def _explain(node: Explain) -> str:
-    words = ["EXPLAIN", "ANALYZE" if node.analyze else "", "VERBOSE" if node.verbose else "",
-             f"FORMAT {node.format.upper()}" if node.format else "", render(node.statement)]  # fmt: skip
+    words = [
+        "EXPLAIN",
+        "ANALYZE" if node.analyze else "",
+        "VERBOSE" if node.verbose else "",
+        f"FORMAT {node.format.upper()}" if node.format else "",
+        render(node.statement),
+    ]
     return " ".join(word for word in words if word)
 
 
 def _show_sessions(node: ShowSessions) -> str:
-    parts = ["SHOW SESSIONS",
-             f"WHERE {render(node.where)}" if node.where else "",
-             f"LIMIT {render(node.limit)}" if node.limit else "",
-             f"OFFSET {render(node.offset)}" if node.offset else ""]  # fmt: skip
+    parts = [
+        "SHOW SESSIONS",
+        f"WHERE {render(node.where)}" if node.where else "",
+        f"LIMIT {render(node.limit)}" if node.limit else "",
+        f"OFFSET {render(node.offset)}" if node.offset else "",
+    ]
     return " ".join(part for part in parts if part)
 
 

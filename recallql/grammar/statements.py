@@ -290,7 +290,13 @@ class Describe(StatementBase):
 
 
 Statement = Annotated[
-    Search | Retrieve | Explain | ShowCollections | ShowSessions | ShowSession | ShowLineage
+    Search
+    | Retrieve
+    | Explain
+    | ShowCollections
+    | ShowSessions
+    | ShowSession
+    | ShowLineage
     | Describe,
     Field(discriminator="kind"),
 ]

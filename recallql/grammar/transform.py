@@ -14,8 +14,8 @@ from lark import Token, Tree
 
 from recallql.grammar import literals
 from recallql.grammar.clauses import ClauseCollector
-from recallql.grammar.literals import span_of
 from recallql.grammar.errors import ParameterError, QuerySyntaxError
+from recallql.grammar.literals import span_of
 from recallql.grammar.nodes import (
     And,
     Between,
@@ -95,10 +95,13 @@ class AstBuilder:
         fields = self._query_fields(tree, tree.children[2:], "SEARCH")
         if "matching" not in fields and "near" not in fields:
             at = collection.span.end
-            raise self.error("SEARCH needs MATCHING <text> or NEAR <vector parameter>",
-                             Span(at, at), expected=["MATCHING", "NEAR"],
-                             hint=f"e.g. SEARCH {collection.to_text()} MATCHING 'backup policy'"
-                             "; RETRIEVE ranks without text")  # fmt: skip
+            raise self.error(
+                "SEARCH needs MATCHING <text> or NEAR <vector parameter>",
+                Span(at, at),
+                expected=["MATCHING", "NEAR"],
+                hint=f"e.g. SEARCH {collection.to_text()} MATCHING 'backup policy'"
+                "; RETRIEVE ranks without text",
+            )
         return self._finish(Search, {**self._base(tree), "collection": collection, **fields})
 
     def retrieve(self, tree: Tree) -> StatementBase:
@@ -111,13 +114,15 @@ class AstBuilder:
         fields = self._query_fields(tree, children[3:], "RETRIEVE")
         if count is not None and "limit" in fields:
             limit_tree = next(c for c in children[3:] if c.data == "limit")
-            raise self.error("the count is given twice: RETRIEVE n and LIMIT",
-                             span_of(limit_tree.children[0]),
-                             hint="give the count once: RETRIEVE 5 FROM c ... or "
-                             "RETRIEVE FROM c ... LIMIT 5")  # fmt: skip
+            raise self.error(
+                "the count is given twice: RETRIEVE n and LIMIT",
+                span_of(limit_tree.children[0]),
+                hint="give the count once: RETRIEVE 5 FROM c ... or RETRIEVE FROM c ... LIMIT 5",
+            )
         collection = self.ident(children[2])
-        return self._finish(Retrieve, {**self._base(tree), "collection": collection,
-                                       "count": count, **fields})  # fmt: skip
+        return self._finish(
+            Retrieve, {**self._base(tree), "collection": collection, "count": count, **fields}
+        )
 
     def explain(self, tree: Tree) -> StatementBase:
         """``EXPLAIN [ANALYZE] [VERBOSE] [FORMAT TEXT|JSON] statement`` (options in any order)."""
@@ -126,8 +131,11 @@ class AstBuilder:
             first = option.children[0]
             name = first.type.lower()
             if name in flags:
-                raise self.error(f"duplicate EXPLAIN option {first.type}", span_of(option),
-                                 hint="give each EXPLAIN option once")  # fmt: skip
+                raise self.error(
+                    f"duplicate EXPLAIN option {first.type}",
+                    span_of(option),
+                    hint="give each EXPLAIN option once",
+                )
             flags[name] = option.children[1].type.lower() if name == "format" else True
         inner = getattr(self, tree.children[-1].data)(tree.children[-1])
         return self._finish(Explain, {**self._base(tree), "statement": inner, **flags})
@@ -165,8 +173,11 @@ class AstBuilder:
             return Identifier.model_construct(name=str(token), quoted=False, span=span_of(token))
         name = token[1:-1].replace('""', '"')
         if not name:
-            raise self.error("empty quoted name", span_of(token),
-                             hint='a quoted name needs at least one character: "my field"')
+            raise self.error(
+                "empty quoted name",
+                span_of(token),
+                hint='a quoted name needs at least one character: "my field"',
+            )
         return Identifier.model_construct(name=name, quoted=True, span=span_of(token))
 
     def session_id(self, item: Tree | Token) -> Node:
@@ -206,8 +217,11 @@ class AstBuilder:
         odd = next((p for p in self.parameters if (p.name is None) != positional), None)
         if odd is not None:
             raise ParameterError(
-                "a statement cannot mix ? and :name parameters", text=self.text, span=odd.span,
-                hint="use either ? (bound by position) or :name (bound by name) throughout")
+                "a statement cannot mix ? and :name parameters",
+                text=self.text,
+                span=odd.span,
+                hint="use either ? (bound by position) or :name (bound by name) throughout",
+            )
 
     # ---- predicates -------------------------------------------------------------------
 
@@ -231,8 +245,9 @@ class AstBuilder:
 
     def comparison(self, tree: Tree) -> Node:
         field, op, value = tree.children
-        return Comparison.model_construct(field=self.ident(field), op=_OPS[op.type],
-                                          value=self.value(value), span=span_of(tree))  # fmt: skip
+        return Comparison.model_construct(
+            field=self.ident(field), op=_OPS[op.type], value=self.value(value), span=span_of(tree)
+        )
 
     def _negated(self, tree: Tree) -> tuple[Identifier, bool, list[Any]]:
         children = tree.children
@@ -242,26 +257,34 @@ class AstBuilder:
     def in_list(self, tree: Tree) -> Node:
         field, negated, rest = self._negated(tree)
         values = tuple(self.value(child) for child in rest[1:-1:2])
-        return InList.model_construct(field=field, values=values, negated=negated,
-                                      span=span_of(tree))  # fmt: skip
+        return InList.model_construct(
+            field=field, values=values, negated=negated, span=span_of(tree)
+        )
 
     def between(self, tree: Tree) -> Node:
         field, negated, rest = self._negated(tree)
-        return Between.model_construct(field=field, low=self.value(rest[0]),
-                                       high=self.value(rest[2]), negated=negated,
-                                       span=span_of(tree))  # fmt: skip
+        return Between.model_construct(
+            field=field,
+            low=self.value(rest[0]),
+            high=self.value(rest[2]),
+            negated=negated,
+            span=span_of(tree),
+        )
 
     def like(self, tree: Tree) -> Node:
         field, negated, rest = self._negated(tree)
-        return Like.model_construct(field=field, pattern=self.value(rest[0]), negated=negated,
-                                    span=span_of(tree))  # fmt: skip
+        return Like.model_construct(
+            field=field, pattern=self.value(rest[0]), negated=negated, span=span_of(tree)
+        )
 
     def contains(self, tree: Tree) -> Node:
         field, _, value = tree.children
-        return Contains.model_construct(field=self.ident(field), value=self.value(value),
-                                        span=span_of(tree))  # fmt: skip
+        return Contains.model_construct(
+            field=self.ident(field), value=self.value(value), span=span_of(tree)
+        )
 
     def is_null(self, tree: Tree) -> Node:
         negated = len(tree.children) == 4
-        return IsNull.model_construct(field=self.ident(tree.children[0]), negated=negated,
-                                      span=span_of(tree))  # fmt: skip
+        return IsNull.model_construct(
+            field=self.ident(tree.children[0]), negated=negated, span=span_of(tree)
+        )
