@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, Union
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
-    "Span", "Node", "Identifier", "ScalarLiteral", "StringLiteral", "IntegerLiteral",
+    "Span", "Node", "tagged", "SCALAR_TYPES", "Identifier", "ScalarLiteral", "StringLiteral",
+    "IntegerLiteral",
     "FloatLiteral", "BooleanLiteral", "NullLiteral", "TimestampLiteral", "Duration",
     "VectorLiteral", "Parameter", "Scalar", "Value", "Predicate", "AnyPredicate", "Comparison",
     "InList", "Between", "Like", "Contains", "IsNull", "And", "Or", "Not", "ComparisonOp",
@@ -55,6 +56,8 @@ class Identifier(Node):
         quoted: whether the source double-quoted it (rendering quotes only when needed).
     """
 
+    kind: Literal["identifier"] = Field(default="identifier", repr=False)
+
     name: str
     quoted: bool = False
 
@@ -66,11 +69,15 @@ class ScalarLiteral(Node):
 class StringLiteral(ScalarLiteral):
     """A single-quoted string; ``value`` is decoded (``'it''s'`` -> ``it's``)."""
 
+    kind: Literal["string"] = Field(default="string", repr=False)
+
     value: str
 
 
 class IntegerLiteral(ScalarLiteral):
     """A whole number (within the signed 64-bit range)."""
+
+    kind: Literal["integer"] = Field(default="integer", repr=False)
 
     value: int
 
@@ -78,11 +85,15 @@ class IntegerLiteral(ScalarLiteral):
 class FloatLiteral(ScalarLiteral):
     """A finite floating-point number; canonical text prints ``repr(value)``."""
 
+    kind: Literal["float"] = Field(default="float", repr=False)
+
     value: float
 
 
 class BooleanLiteral(ScalarLiteral):
     """``TRUE`` or ``FALSE``."""
+
+    kind: Literal["boolean"] = Field(default="boolean", repr=False)
 
     value: bool
 
@@ -90,11 +101,15 @@ class BooleanLiteral(ScalarLiteral):
 class NullLiteral(ScalarLiteral):
     """``NULL``."""
 
+    kind: Literal["null"] = Field(default="null", repr=False)
+
     value: None = None
 
 
 class TimestampLiteral(ScalarLiteral):
     """``TIMESTAMP '<ISO-8601>'``; ``value`` is an aware UTC datetime (naive input means UTC)."""
+
+    kind: Literal["timestamp"] = Field(default="timestamp", repr=False)
 
     value: datetime
 
@@ -111,6 +126,8 @@ class Duration(Node):
         value: the number as written (int or float).
         unit: the plural unit; singular spellings (``1 DAY``) are normalised.
     """
+
+    kind: Literal["duration"] = Field(default="duration", repr=False)
 
     value: int | float
     unit: TimeUnit
@@ -134,6 +151,8 @@ class VectorLiteral(Node):
         name: the name of the parameter it was bound from (None for ``?`` or when built by hand);
             canonical text prints that parameter (``:v`` or ``?``), as a vector has no literal form.
     """
+
+    kind: Literal["vector"] = Field(default="vector", repr=False)
 
     value: np.ndarray
     name: str | None = None
@@ -161,6 +180,8 @@ class VectorLiteral(Node):
 class Parameter(Node):
     """A parameter: ``:name`` (``name`` set) or ``?`` (``index`` set, 0-based in the statement)."""
 
+    kind: Literal["parameter"] = Field(default="parameter", repr=False)
+
     name: str | None = None
     index: int | None = None
 
@@ -170,12 +191,18 @@ class Parameter(Node):
         return f":{self.name}" if self.name is not None else f"?{(self.index or 0) + 1}"
 
 
-Scalar = (
-    StringLiteral | IntegerLiteral | FloatLiteral | BooleanLiteral | NullLiteral | TimestampLiteral
-)
-"""Any scalar literal (the concrete classes, so that dumps keep every field)."""
+def tagged(*types: type) -> Any:
+    """A union of node classes, discriminated by their ``kind`` field."""
+    return Annotated[Union[types], Field(discriminator="kind")]  # noqa: UP007
 
-Value = Scalar | Parameter
+
+SCALAR_TYPES = (StringLiteral, IntegerLiteral, FloatLiteral, BooleanLiteral, NullLiteral,
+                TimestampLiteral)  # fmt: skip
+
+Scalar = tagged(*SCALAR_TYPES)
+"""Any scalar literal (a union of the concrete classes, so that dumps keep every field)."""
+
+Value = tagged(*SCALAR_TYPES, Parameter)
 """What a predicate compares with: a scalar literal, or a parameter until bound."""
 
 
@@ -189,6 +216,8 @@ ComparisonOp = Literal["=", "!=", "<", "<=", ">", ">="]
 class Comparison(Predicate):
     """``field <op> value``; ``<>`` is read as ``!=``."""
 
+    kind: Literal["comparison"] = Field(default="comparison", repr=False)
+
     field: Identifier
     op: ComparisonOp
     value: Value
@@ -197,6 +226,8 @@ class Comparison(Predicate):
 class InList(Predicate):
     """``field [NOT] IN (v1, v2, ...)``."""
 
+    kind: Literal["in"] = Field(default="in", repr=False)
+
     field: Identifier
     values: tuple[Value, ...]
     negated: bool = False
@@ -204,6 +235,8 @@ class InList(Predicate):
 
 class Between(Predicate):
     """``field [NOT] BETWEEN low AND high`` (inclusive)."""
+
+    kind: Literal["between"] = Field(default="between", repr=False)
 
     field: Identifier
     low: Value
@@ -214,6 +247,8 @@ class Between(Predicate):
 class Like(Predicate):
     """``field [NOT] LIKE pattern`` (SQL ``%`` and ``_`` wildcards)."""
 
+    kind: Literal["like"] = Field(default="like", repr=False)
+
     field: Identifier
     pattern: Value
     negated: bool = False
@@ -222,12 +257,16 @@ class Like(Predicate):
 class Contains(Predicate):
     """``field CONTAINS value``: a list field holds the value, or a text field the substring."""
 
+    kind: Literal["contains"] = Field(default="contains", repr=False)
+
     field: Identifier
     value: Value
 
 
 class IsNull(Predicate):
     """``field IS [NOT] NULL``."""
+
+    kind: Literal["is_null"] = Field(default="is_null", repr=False)
 
     field: Identifier
     negated: bool = False
@@ -236,11 +275,15 @@ class IsNull(Predicate):
 class And(Predicate):
     """``a AND b AND ...``: at least two items, in source order."""
 
+    kind: Literal["and"] = Field(default="and", repr=False)
+
     items: tuple[AnyPredicate, ...]
 
 
 class Or(Predicate):
     """``a OR b OR ...``: at least two items, in source order."""
+
+    kind: Literal["or"] = Field(default="or", repr=False)
 
     items: tuple[AnyPredicate, ...]
 
@@ -248,11 +291,13 @@ class Or(Predicate):
 class Not(Predicate):
     """``NOT item``."""
 
+    kind: Literal["not"] = Field(default="not", repr=False)
+
     item: AnyPredicate
 
 
-AnyPredicate = Comparison | InList | Between | Like | Contains | IsNull | And | Or | Not
-"""Any predicate node (the concrete classes)."""
+AnyPredicate = tagged(Comparison, InList, Between, Like, Contains, IsNull, And, Or, Not)
+"""Any predicate node (a union of the concrete classes)."""
 
 for _model in (And, Or, Not):
     _model.model_rebuild()

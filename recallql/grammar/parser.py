@@ -45,15 +45,7 @@ def _parse_cached(text: str) -> tuple[StatementBase, ...]:
         tree = lark_parser().parse(text)
     except UnexpectedInput as exc:
         raise syntax_error(exc, text) from None
-    try:
-        statements = AstBuilder(text).script(tree)
-    except RecursionError:
-        raise QuerySyntaxError(
-            "the statement is nested too deeply",
-            text=text,
-            span=Span(0, 0),
-            hint="use fewer nested parentheses or NOTs",
-        ) from None
+    statements = AstBuilder(text).script(tree)
     return tuple(validate(statement) for statement in statements)
 
 

@@ -14,16 +14,17 @@ from pydantic import Field
 
 from recallql.grammar.errors import ParameterError
 from recallql.grammar.nodes import (
+    SCALAR_TYPES,
     AnyPredicate,
     Duration,
     Identifier,
     IntegerLiteral,
     Node,
     Parameter,
-    Scalar,
     StringLiteral,
     TimestampLiteral,
     VectorLiteral,
+    tagged,
 )
 
 __all__ = [
@@ -33,11 +34,13 @@ __all__ = [
     "QueryStatement", "StatementBase",
 ]  # fmt: skip
 
-OptionValue = Scalar | Parameter | Duration | Identifier
+OptionValue = tagged(*SCALAR_TYPES, Parameter, Duration, Identifier)
 
 
 class Option(Node):
     """``name = value`` inside a clause's parentheses."""
+
+    kind: Literal["option"] = Field(default="option", repr=False)
 
     name: Identifier
     value: OptionValue
@@ -58,11 +61,15 @@ class _WithOptions(Node):
 class Using(Node):
     """``USING HYBRID | LEXICAL | SEMANTIC``: which retrieval legs run."""
 
+    kind: Literal["using"] = Field(default="using", repr=False)
+
     mode: Literal["hybrid", "lexical", "semantic"]
 
 
 class RecencyBoost(_WithOptions):
     """``WITH RECENCY [(weight = n, half_life = <duration>, field = name, shape = EXP)]``."""
+
+    kind: Literal["recency"] = Field(default="recency", repr=False)
 
     @property
     def weight(self) -> OptionValue | None:
@@ -88,9 +95,13 @@ class RecencyBoost(_WithOptions):
 class NoRecency(Node):
     """``WITHOUT RECENCY``."""
 
+    kind: Literal["no_recency"] = Field(default="no_recency", repr=False)
+
 
 class SessionBoost(_WithOptions):
     """``WITH SESSION BOOST [(keywords = n, velocity = n, entities = n)]`` (weights >= 0)."""
+
+    kind: Literal["session_boost"] = Field(default="session_boost", repr=False)
 
     @property
     def keywords(self) -> OptionValue | None:
@@ -111,6 +122,8 @@ class SessionBoost(_WithOptions):
 class SignalBoost(_WithOptions):
     """``WITH SIGNAL BOOST [(<signal name> = n, ...)]``: one weight per signal name."""
 
+    kind: Literal["signal_boost"] = Field(default="signal_boost", repr=False)
+
     @property
     def weights(self) -> tuple[tuple[str, OptionValue], ...]:
         """``(signal name, value node)`` pairs in the order written."""
@@ -120,12 +133,16 @@ class SignalBoost(_WithOptions):
 class NoSignalBoost(Node):
     """``WITHOUT SIGNAL BOOST``."""
 
+    kind: Literal["no_signal_boost"] = Field(default="no_signal_boost", repr=False)
 
-Boost = RecencyBoost | NoRecency | SessionBoost | SignalBoost | NoSignalBoost
+
+Boost = tagged(RecencyBoost, NoRecency, SessionBoost, SignalBoost, NoSignalBoost)
 
 
 class Fuse(_WithOptions):
     """``FUSE RRF [(k = n)]``: reciprocal rank fusion of the legs."""
+
+    kind: Literal["fuse"] = Field(default="fuse", repr=False)
 
     method: Literal["rrf"] = "rrf"
 
@@ -137,6 +154,8 @@ class Fuse(_WithOptions):
 
 class GroupBy(_WithOptions):
     """``GROUP BY DOCUMENT | CONVERSATION [(budget = n)]``."""
+
+    kind: Literal["group_by"] = Field(default="group_by", repr=False)
 
     kind: Literal["document", "conversation"]
 
@@ -223,13 +242,13 @@ class QueryStatement(StatementBase):
 class Search(QueryStatement):
     """``SEARCH <collection> MATCHING <text> ...``: query-driven hybrid retrieval."""
 
-    kind: Literal["search"] = "search"
+    kind: Literal["search"] = Field(default="search", repr=False)
 
 
 class Retrieve(QueryStatement):
     """``RETRIEVE [<n>] FROM <collection> ...``: context-driven recall; ``count`` is the limit."""
 
-    kind: Literal["retrieve"] = "retrieve"
+    kind: Literal["retrieve"] = Field(default="retrieve", repr=False)
     count: IntegerLiteral | Parameter | None = None
 
     @property
@@ -246,7 +265,7 @@ class Explain(StatementBase):
     ``format`` is None when not written (the engine's default is text).
     """
 
-    kind: Literal["explain"] = "explain"
+    kind: Literal["explain"] = Field(default="explain", repr=False)
     analyze: bool = False
     verbose: bool = False
     format: Literal["text", "json"] | None = None
@@ -256,13 +275,13 @@ class Explain(StatementBase):
 class ShowCollections(StatementBase):
     """``SHOW COLLECTIONS``."""
 
-    kind: Literal["show_collections"] = "show_collections"
+    kind: Literal["show_collections"] = Field(default="show_collections", repr=False)
 
 
 class ShowSessions(StatementBase):
     """``SHOW SESSIONS [WHERE ...] [LIMIT n] [OFFSET m]``."""
 
-    kind: Literal["show_sessions"] = "show_sessions"
+    kind: Literal["show_sessions"] = Field(default="show_sessions", repr=False)
     where: AnyPredicate | None = None
     limit: IntegerLiteral | Parameter | None = None
     offset: IntegerLiteral | Parameter | None = None
@@ -271,21 +290,21 @@ class ShowSessions(StatementBase):
 class ShowSession(StatementBase):
     """``SHOW SESSION <id>``."""
 
-    kind: Literal["show_session"] = "show_session"
+    kind: Literal["show_session"] = Field(default="show_session", repr=False)
     session: StringLiteral | Parameter
 
 
 class ShowLineage(StatementBase):
     """``SHOW LINEAGE <id>``: the session's chain of parents."""
 
-    kind: Literal["show_lineage"] = "show_lineage"
+    kind: Literal["show_lineage"] = Field(default="show_lineage", repr=False)
     session: StringLiteral | Parameter
 
 
 class Describe(StatementBase):
     """``DESCRIBE <collection>``: the collection's schema."""
 
-    kind: Literal["describe"] = "describe"
+    kind: Literal["describe"] = Field(default="describe", repr=False)
     collection: Identifier
 
 

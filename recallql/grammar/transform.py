@@ -46,6 +46,9 @@ from recallql.grammar.statements import (
 
 __all__ = ["AstBuilder"]
 
+MAX_DEPTH = 64
+"""Deepest predicate nesting accepted (keeps every recursive pass far from Python's limit)."""
+
 _OPS = {"EQ": "=", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
 
 
@@ -59,6 +62,7 @@ class AstBuilder:
     def __init__(self, text: str) -> None:
         self.text = text
         self.parameters: list[Parameter] = []
+        self.depth = 0
 
     def script(self, tree: Tree) -> list[StatementBase]:
         """Build every statement of a ``script`` tree, in order."""
@@ -226,8 +230,18 @@ class AstBuilder:
     # ---- predicates -------------------------------------------------------------------
 
     def predicate(self, tree: Tree) -> Node:
-        """Any predicate tree."""
-        return getattr(self, tree.data)(tree)
+        """Any predicate tree, at most :data:`MAX_DEPTH` levels deep."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.error(
+                f"the WHERE predicate is nested more than {MAX_DEPTH} levels deep",
+                span_of(tree),
+                hint="use fewer nested parentheses or NOTs",
+            )
+        try:
+            return getattr(self, tree.data)(tree)
+        finally:
+            self.depth -= 1
 
     def or_pred(self, tree: Tree) -> Node:
         items = tuple(self.predicate(child) for child in tree.children[::2])
