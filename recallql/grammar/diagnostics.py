@@ -9,12 +9,9 @@ mistakes are in ``hints.py``. An end-of-input error puts the caret just after th
 from __future__ import annotations
 
 import re
-from copy import copy
-from typing import Any
 
 from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
-from lark.parsers.lalr_parser_state import ParserState
 
 from recallql.grammar import hints
 from recallql.grammar.errors import QuerySyntaxError
@@ -66,76 +63,56 @@ def syntax_error(exc: UnexpectedInput, text: str) -> QuerySyntaxError:
     return QuerySyntaxError("unexpected end of input", text=text, span=(end, end))
 
 
-def _tokens_before(text: str, pos: int) -> list[Token]:
+def _replay(text: str, pos: int) -> tuple[list[Token], set[str]]:
+    """Re-parse ``text`` up to offset ``pos``: the tokens before it and what could come next.
+
+    Computing "expected" from the state where lark failed is imprecise: an LALR parser may
+    reduce on a lookahead before noticing it does not fit, and a state's action table lists
+    terminals that only fit in other contexts. Replaying the tokens before the error and
+    asking the interactive parser what it accepts (it tries each terminal on a copy) is exact.
+    Only the error path pays for it.
+    """
     from recallql.grammar.parser import lark_parser
 
+    interactive = lark_parser().parse_interactive(text)
     tokens: list[Token] = []
     try:
-        for token in lark_parser().lex(text):
+        for token in interactive.iter_parse():
             if token.start_pos >= pos:
                 break
             tokens.append(token)
-    except UnexpectedCharacters:
-        pass
-    return tokens
+    except UnexpectedInput:
+        pass  # the lexer stops at the bad character itself
+    return tokens, set(interactive.accepts())
 
 
 def _unexpected_token(exc: UnexpectedToken, text: str) -> QuerySyntaxError:
     token: Token = exc.token
-    expected = _state_expected(exc) or set(exc.expected)
     if token.type == "$END":
         end = token.end_pos if token.end_pos is not None else 0
         span = (end, end)
-        previous = _tokens_before(text, len(text) + 1)
+        previous, expected = _replay(text, len(text) + 1)
     else:
         span = (token.start_pos, token.end_pos)
-        previous = _tokens_before(text, token.start_pos)
+        previous, expected = _replay(text, token.start_pos)
     prev = previous[-1] if previous else None
     names = describe_expected(expected, prev)
-    after = _after(prev)
-    message = f"expected {join_or(names)}{after}, found {describe_found(token)}"
+    message = f"expected {join_or(names)}{_after(prev)}, found {describe_found(token)}"
     hint = hints.for_token(token, expected, prev, previous)
     return QuerySyntaxError(message, text=text, span=span, expected=names, hint=hint)
 
 
 def _unexpected_character(exc: UnexpectedCharacters, text: str) -> QuerySyntaxError:
     pos = exc.pos_in_stream
-    expected = _state_expected(exc)
-    previous = _tokens_before(text, pos)
+    previous, expected = _replay(text, pos)
     prev = previous[-1] if previous else None
     special = hints.for_character(text, pos, prev)
     if special is not None:
         message, width, hint = special
         return QuerySyntaxError(message, text=text, span=(pos, pos + width), hint=hint)
-    names = describe_expected(expected, prev) if expected else []
-    found = f"unexpected character {text[pos]!r}"
-    message = f"expected {join_or(names)}{_after(prev)}, found {found}" if names else found
+    names = describe_expected(expected, prev)
+    message = f"expected {join_or(names)}{_after(prev)}, found unexpected character {text[pos]!r}"
     return QuerySyntaxError(message, text=text, span=(pos, pos + 1), expected=names)
-
-
-def _state_expected(exc: UnexpectedInput) -> set[str]:
-    """Terminals the parser would really accept at the error (empty if unknown).
-
-    An LALR state's action table can list terminals that only fit in another context (the
-    state after a NAME is shared by every place a name can go), so each candidate is tried
-    on a copy of the parser state, as lark's ``InteractiveParser.accepts()`` does.
-    """
-    state: Any = getattr(exc, "state", None)
-    if not isinstance(state, ParserState):
-        return set()
-    conf = copy(state.parse_conf)
-    conf.callbacks = {}
-    accepted = set()
-    for name in state.parse_conf.states[state.position]:
-        if not name.isupper():  # a rule (goto), not a terminal
-            continue
-        trial = ParserState(conf, state.lexer, list(state.state_stack), list(state.value_stack))
-        try:
-            trial.feed_token(Token(name, ""), name == "$END")
-        except UnexpectedToken:
-            continue
-        accepted.add(name)
-    return accepted
 
 
 def _after(prev: Token | None) -> str:
