@@ -171,10 +171,9 @@ def _number(value: Any, node: Parameter) -> Node:
         if not math.isfinite(value):
             raise _Mistyped("a finite number")
         return FloatLiteral.model_construct(value=value, span=node.span)
-    try:
-        return _integer(value, node)
-    except _Mistyped:
-        raise _Mistyped("a number (int or float)") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Mistyped("a number (int or float)")
+    return _integer(value, node)
 
 
 def _timestamp(value: Any, node: Parameter) -> Node:
