@@ -56,8 +56,7 @@ def bind(statement: StatementBase, *args: Any, **params: Any) -> StatementBase:
         ParameterError: a value is missing, unexpected, of the wrong type or out of range;
             the message names the parameter and the caret points at it.
     """
-    parameters = statement.parameters
-    if not parameters:
+    if not statement.parameters:
         if args or params:
             given = ", ".join([*(repr(a) for a in args[:3]), *(f":{k}" for k in params)])
             raise ParameterError(
@@ -65,7 +64,15 @@ def bind(statement: StatementBase, *args: Any, **params: Any) -> StatementBase:
                 hint="remove the values, or add ? / :name to the statement",
             )
         return statement
-    values = _resolve(statement, args, params)
+    if statement.parameters[0].name is None:  # ? parameters (the parser forbids mixing)
+        values = _positional(statement, args, params)
+    else:
+        values = _named(statement, args, params)
+    return _without_parameters(map_slots(statement, _binder(statement, values)))
+
+
+def _binder(statement: StatementBase, values: dict[Any, Any]) -> Callable[[Slot, Node], Node]:
+    """The slot visitor that replaces each parameter by its checked literal node."""
 
     def visit(slot: Slot, node: Node) -> Node:
         if not isinstance(node, Parameter):
@@ -83,7 +90,7 @@ def bind(statement: StatementBase, *args: Any, **params: Any) -> StatementBase:
         check_value(slot, what, bound, fail)
         return bound
 
-    return _without_parameters(map_slots(statement, visit))
+    return visit
 
 
 def _without_parameters(stmt: StatementBase) -> StatementBase:
@@ -93,32 +100,34 @@ def _without_parameters(stmt: StatementBase) -> StatementBase:
     return stmt.model_copy(update=update)
 
 
-def _resolve(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, Any]) -> dict:
+def _positional(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, Any]) -> dict:
     parameters = stmt.parameters
-    text = stmt.source
-    if parameters[0].name is None:  # ? parameters (the parser forbids mixing)
-        if params:
-            raise ParameterError(
-                f"the statement uses ? parameters, but named values were "
-                f"given: {', '.join(':' + k for k in params)}",
-                hint="pass the values by position",
-            )
-        if len(args) < len(parameters):
-            missing = parameters[len(args)]
-            raise ParameterError(
-                f"missing value for parameter {missing.label}: {len(parameters)} needed, "
-                f"{len(args)} given",
-                text=text,
-                span=missing.span,
-            )
-        if len(args) > len(parameters):
-            raise ParameterError(
-                f"too many values: the statement has {len(parameters)} ? "
-                f"parameters, {len(args)} values given"
-            )
-        return dict(enumerate(args))
+    if params:
+        given = ", ".join(":" + name for name in params)
+        raise ParameterError(
+            f"the statement uses ? parameters, but named values were given: {given}",
+            hint="pass the values by position",
+        )
+    if len(args) < len(parameters):
+        missing = parameters[len(args)]
+        raise ParameterError(
+            f"missing value for parameter {missing.label}: {len(parameters)} needed, "
+            f"{len(args)} given",
+            text=stmt.source,
+            span=missing.span,
+        )
+    if len(args) > len(parameters):
+        raise ParameterError(
+            f"too many values: the statement has {len(parameters)} ? "
+            f"parameters, {len(args)} values given"
+        )
+    return dict(enumerate(args))
+
+
+def _named(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, Any]) -> dict:
+    parameters = stmt.parameters
+    names = ", ".join(dict.fromkeys(p.label for p in parameters))
     if args:
-        names = ", ".join(dict.fromkeys(p.label for p in parameters))
         raise ParameterError(
             f"the statement uses named parameters ({names}), but "
             f"{len(args)} positional values were given",
@@ -128,13 +137,12 @@ def _resolve(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, Any])
         if parameter.name not in params:
             raise ParameterError(
                 f"missing value for parameter {parameter.label}",
-                text=text,
+                text=stmt.source,
                 span=parameter.span,
                 hint=f"pass {parameter.name}=...",
             )
     extra = [name for name in params if name not in {p.name for p in parameters}]
     if extra:
-        names = ", ".join(dict.fromkeys(p.label for p in parameters))
         raise ParameterError(f"unexpected parameter :{extra[0]}; the statement has {names}")
     return params
 

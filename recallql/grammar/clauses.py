@@ -146,55 +146,70 @@ class ClauseCollector:
     # ---- one method per clause rule ---------------------------------------------------
 
     def matching(self, tree: Tree) -> Any:
+        """``MATCHING <string | param>``."""
         return self.builder.value(tree.children[1])
 
     def using(self, tree: Tree) -> Any:
+        """``USING HYBRID | LEXICAL | SEMANTIC``."""
         mode = tree.children[1].type.lower()
         return Using.model_construct(mode=mode, span=span_of(tree))
 
     def near(self, tree: Tree) -> Any:
+        """``NEAR <param>``."""
         return self.builder.value(tree.children[1])
 
     def where(self, tree: Tree) -> Any:
+        """``WHERE <predicate>``."""
         return self.builder.predicate(tree.children[1])
 
     def for_session(self, tree: Tree) -> Any:
+        """``FOR SESSION <id>``."""
         return self.builder.session_id(tree.children[2])
 
     def with_recency(self, tree: Tree) -> Any:
+        """``WITH RECENCY [(options)]``."""
         options = self._options(tree.children[2:], "WITH RECENCY")
         return RecencyBoost.model_construct(options=options, span=span_of(tree))
 
     def without_recency(self, tree: Tree) -> Any:
+        """``WITHOUT RECENCY``."""
         return NoRecency.model_construct(span=span_of(tree))
 
     def with_session_boost(self, tree: Tree) -> Any:
+        """``WITH SESSION BOOST [(options)]``."""
         options = self._options(tree.children[3:], "WITH SESSION BOOST")
         return SessionBoost.model_construct(options=options, span=span_of(tree))
 
     def with_signal_boost(self, tree: Tree) -> Any:
+        """``WITH SIGNAL BOOST [(options)]``."""
         options = self._options(tree.children[3:], "WITH SIGNAL BOOST")
         return SignalBoost.model_construct(options=options, span=span_of(tree))
 
     def without_signal_boost(self, tree: Tree) -> Any:
+        """``WITHOUT SIGNAL BOOST``."""
         return NoSignalBoost.model_construct(span=span_of(tree))
 
     def fuse(self, tree: Tree) -> Any:
+        """``FUSE RRF [(k = n)]``."""
         options = self._options(tree.children[2:], "FUSE")
         return Fuse.model_construct(method="rrf", options=options, span=span_of(tree))
 
     def group_by(self, tree: Tree) -> Any:
+        """``GROUP BY DOCUMENT | CONVERSATION [(budget = n)]``."""
         kind = tree.children[2].type
         options = self._options(tree.children[3:], f"GROUP BY {kind}")
         return GroupBy.model_construct(kind=kind.lower(), options=options, span=span_of(tree))
 
     def as_of(self, tree: Tree) -> Any:
+        """``AS OF <timestamp | param>``."""
         return self.builder.value(tree.children[2])
 
     def limit(self, tree: Tree) -> Any:
+        """``LIMIT <int | param>``."""
         return self.builder.value(tree.children[1])
 
     def offset(self, tree: Tree) -> Any:
+        """``OFFSET <int | param>``."""
         return self.builder.value(tree.children[1])
 
     # ---- options ----------------------------------------------------------------------

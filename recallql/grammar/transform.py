@@ -244,20 +244,25 @@ class AstBuilder:
             self.depth -= 1
 
     def or_pred(self, tree: Tree) -> Node:
+        """``a OR b OR ...``."""
         items = tuple(self.predicate(child) for child in tree.children[::2])
         return Or.model_construct(items=items, span=span_of(tree))
 
     def and_pred(self, tree: Tree) -> Node:
+        """``a AND b AND ...``."""
         items = tuple(self.predicate(child) for child in tree.children[::2])
         return And.model_construct(items=items, span=span_of(tree))
 
     def not_(self, tree: Tree) -> Node:
+        """``NOT p``."""
         return Not.model_construct(item=self.predicate(tree.children[1]), span=span_of(tree))
 
     def group(self, tree: Tree) -> Node:
+        """``( p )``: the inner predicate."""
         return self.predicate(tree.children[1])
 
     def comparison(self, tree: Tree) -> Node:
+        """``field <op> value``."""
         field, op, value = tree.children
         return Comparison.model_construct(
             field=self.ident(field), op=_OPS[op.type], value=self.value(value), span=span_of(tree)
@@ -269,6 +274,7 @@ class AstBuilder:
         return self.ident(children[0]), negated, children[3 if negated else 2 :]
 
     def in_list(self, tree: Tree) -> Node:
+        """``field [NOT] IN (v, ...)``."""
         field, negated, rest = self._negated(tree)
         values = tuple(self.value(child) for child in rest[1:-1:2])
         return InList.model_construct(
@@ -276,6 +282,7 @@ class AstBuilder:
         )
 
     def between(self, tree: Tree) -> Node:
+        """``field [NOT] BETWEEN low AND high``."""
         field, negated, rest = self._negated(tree)
         return Between.model_construct(
             field=field,
@@ -286,18 +293,21 @@ class AstBuilder:
         )
 
     def like(self, tree: Tree) -> Node:
+        """``field [NOT] LIKE pattern``."""
         field, negated, rest = self._negated(tree)
         return Like.model_construct(
             field=field, pattern=self.value(rest[0]), negated=negated, span=span_of(tree)
         )
 
     def contains(self, tree: Tree) -> Node:
+        """``field CONTAINS value``."""
         field, _, value = tree.children
         return Contains.model_construct(
             field=self.ident(field), value=self.value(value), span=span_of(tree)
         )
 
     def is_null(self, tree: Tree) -> Node:
+        """``field IS [NOT] NULL``."""
         negated = len(tree.children) == 4
         return IsNull.model_construct(
             field=self.ident(tree.children[0]), negated=negated, span=span_of(tree)
