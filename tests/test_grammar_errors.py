@@ -75,6 +75,9 @@ HINTS = [
     ("unterminated-name", 'SEARCH d MATCHING \'x\' WHERE "tag = 1', 'close the name with "'),
     ("empty-name", "SEARCH \"\" MATCHING 'x'", "at least one character"),
     ("digit-name", "SEARCH 9lives MATCHING 'x'", 'double-quote it: "9lives"'),
+    ("missing-from", "RETRIEVE 5 docs", "RETRIEVE 5 FROM docs"),
+    ("field-as-value", "SEARCH d MATCHING 'x' WHERE a = b", "text values go in single quotes: 'b'"),
+    ("explain-show", "EXPLAIN SHOW COLLECTIONS", "EXPLAIN takes a SEARCH or RETRIEVE"),
 ]  # fmt: skip
 
 
@@ -180,6 +183,16 @@ def test_error_without_location_renders_message_and_hint() -> None:
 def test_caret_is_clipped_to_the_line_and_tabs_are_kept() -> None:
     err = QuerySyntaxError("m", text="a\tb c\nnext", span=(2, 9))
     assert str(err).splitlines()[2:] == ["  a\tb c", "   \t^^^"]
+
+
+@pytest.mark.parametrize("column", [5, 150, 395], ids=["start", "middle", "end"])
+def test_long_lines_are_cut_around_the_caret(column: int) -> None:
+    text = "x" * 400
+    err = QuerySyntaxError("m", text=text[: column - 1] + "#" + text[column:],
+                           span=(column - 1, column))  # fmt: skip
+    shown, caret = str(err).splitlines()[2:4]
+    assert len(shown) <= 2 + 100 + 2
+    assert shown[caret.index("^")] == "#"
 
 
 def test_errors_pickle() -> None:

@@ -22,6 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+EXCERPT_WIDTH = 100
+"""Longest source line shown in full; longer lines are cut around the caret."""
+
 __all__ = ["QueryError", "QuerySyntaxError", "QuerySemanticError", "ParameterError", "locate"]
 
 
@@ -107,12 +110,23 @@ class QueryError(ValueError):
         start = max(0, min(self.span[0], len(self.text)))
         line_start = self.text.rfind("\n", 0, start) + 1
         line_end = self.text.find("\n", start)
-        if line_end < 0:
-            line_end = len(self.text)
-        line = self.text[line_start:line_end].rstrip("\r")
-        end = max(start + 1, min(self.span[1], line_start + len(line)))
-        pad = "".join("\t" if ch == "\t" else " " for ch in line[: start - line_start])
-        return [f"  {line}", f"  {pad}{'^' * (end - start)}"]
+        line = self.text[line_start : line_end if line_end >= 0 else len(self.text)].rstrip("\r")
+        column = start - line_start
+        width = max(1, min(self.span[1], line_start + len(line)) - start)
+        line, column, width = _window(line, column, width)
+        pad = "".join("\t" if ch == "\t" else " " for ch in line[:column])
+        return [f"  {line}", f"  {pad}{'^' * width}"]
+
+
+def _window(line: str, column: int, width: int, size: int = EXCERPT_WIDTH) -> tuple[str, int, int]:
+    """Cut a long line to about ``size`` characters around the caret, marking cuts with '…'."""
+    if len(line) <= size:
+        return line, column, width
+    width = min(width, size // 2)
+    left = max(0, min(column - size // 3, len(line) - size))
+    right = left + size
+    shown = ("…" if left else "") + line[left:right] + ("…" if right < len(line) else "")
+    return shown, column - left + (1 if left else 0), width
 
 
 def _rebuild(cls: type[QueryError], message: str, kwargs: dict[str, Any]) -> QueryError:

@@ -11,11 +11,12 @@ from collections.abc import Callable
 
 from lark import Token
 
-from recallql.grammar.keywords import KEYWORDS, RESERVED, STATEMENT_KEYWORDS
+from recallql.grammar.keywords import KEYWORDS, NON_RESERVED, RESERVED, STATEMENT_KEYWORDS
 
 __all__ = ["for_token", "for_character"]
 
 _UNITS = ("DAYS", "DAY", "HOURS", "HOUR", "MINUTES", "MINUTE", "SECONDS", "SECOND")
+_NAMES = NON_RESERVED | {"NAME"}
 _NUMBER_WORD = re.compile(r"[+-]?[0-9.][A-Za-z0-9_.]*")
 
 Rule = Callable[[Token, set[str], "Token | None", list[Token]], "str | None"]
@@ -85,6 +86,21 @@ def _matching_text(token: Token, expected: set[str], prev: Token | None, _: list
     return "MATCHING takes text in single quotes, e.g. MATCHING 'backup policy'"
 
 
+def _missing_from(token: Token, expected: set[str], prev: Token | None, _: list) -> str | None:
+    if "FROM" in expected and "NAME" not in expected and token.type in _NAMES:
+        head = f"RETRIEVE {prev}" if prev is not None and prev.type != "RETRIEVE" else "RETRIEVE"
+        return f"put FROM before the collection: {head} FROM {token}"
+    return None
+
+
+def _unquoted_value(token: Token, expected: set[str], prev: Token | None, _: list) -> str | None:
+    if "STRING" in expected and "NAME" not in expected and token.type in _NAMES:
+        return (
+            f"text values go in single quotes: '{token}' (a field cannot be compared with a field)"
+        )
+    return None
+
+
 def _double_equals(token: Token, expected: set[str], prev: Token | None, _: list) -> str | None:
     if token.type == "EQ" and prev is not None and prev.type == "EQ":
         return "compare with a single '='"
@@ -94,8 +110,10 @@ def _double_equals(token: Token, expected: set[str], prev: Token | None, _: list
 def _statement_start(token: Token, expected: set[str], prev: Token | None, _: list) -> str | None:
     if token.type in STATEMENT_KEYWORDS and "SEMI" in expected:
         return "separate statements with ';'"
+    if token.type in STATEMENT_KEYWORDS and "ANALYZE" in expected:
+        return "EXPLAIN takes a SEARCH or RETRIEVE statement"
     if "SEARCH" in expected and token.type != "$END":
-        close = _close(token, set(STATEMENT_KEYWORDS))
+        close = _close(token, set(STATEMENT_KEYWORDS)) if token.type == "NAME" else None
         if close:
             return f"did you mean {close}?"
         return "statements start with SEARCH, RETRIEVE, EXPLAIN, SHOW or DESCRIBE"
@@ -123,6 +141,8 @@ _RULES: tuple[Rule, ...] = (
     _as_of,
     _missing_matching,
     _matching_text,
+    _missing_from,
+    _unquoted_value,
     _double_equals,
     _statement_start,
     _misspelled,
