@@ -403,3 +403,35 @@ def test_parse_is_cached_by_text() -> None:
 def test_parse_rejects_non_text() -> None:
     with pytest.raises(TypeError):
         parse(b"SHOW COLLECTIONS")  # type: ignore[arg-type]
+
+
+# ---- hand-built nodes -------------------------------------------------------------------
+
+
+def test_hand_built_nodes_validate_and_render() -> None:
+    from recallql.grammar import Option, VectorLiteral
+
+    statement = Search(
+        collection=Identifier(name="my docs"),
+        near=VectorLiteral(value=[1, 2]),
+        where=And(items=(Comparison(field=Identifier(name="a"), op="=",
+                                    value=IntegerLiteral(value=1)),
+                         Not(item=IsNull(field=Identifier(name="b"))))),
+        boosts=(RecencyBoost(options=(Option(name=Identifier(name="weight"),
+                                             value=FloatLiteral(value=0.5)),)),),
+    )  # fmt: skip
+    assert statement.to_text() == (
+        'SEARCH "my docs" NEAR ? WHERE a = 1 AND NOT b IS NULL WITH RECENCY (weight = 0.5)'
+    )
+    assert statement.near.value.dtype.name == "float32"
+    assert statement.recency.weight.value == 0.5
+
+
+def test_nodes_are_immutable_and_strict() -> None:
+    from pydantic import ValidationError
+
+    node = parse("SEARCH d MATCHING 'x'")
+    with pytest.raises(ValidationError):
+        node.limit = IntegerLiteral(value=3)  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        Identifier(name="a", colour="red")  # type: ignore[call-arg]
