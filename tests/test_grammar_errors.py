@@ -71,6 +71,7 @@ HINTS = [
     ("shape", "SEARCH d MATCHING 'x' WITH RECENCY (shape = gaus)", "did you mean GAUSS?"),
     ("unit-missing", "SEARCH d MATCHING 'x' WITH RECENCY (half_life = 30)", "30 DAYS"),
     ("field-param", "SEARCH d MATCHING 'x' WITH RECENCY (field = :f)", "field = created_at"),
+    ("shape-param", "SEARCH d MATCHING 'x' WITH RECENCY (shape = :f)", "shape = EXP"),
     ("explain-twice", "EXPLAIN VERBOSE VERBOSE SEARCH d MATCHING 'x'", "each EXPLAIN option once"),
     ("unterminated-name", 'SEARCH d MATCHING \'x\' WHERE "tag = 1', 'close the name with "'),
     ("empty-name", "SEARCH \"\" MATCHING 'x'", "at least one character"),

@@ -37,10 +37,8 @@ from recallql.grammar.statements import (
     Explain,
     Fuse,
     GroupBy,
-    QueryStatement,
     RecencyBoost,
     SessionBoost,
-    ShowSessions,
     SignalBoost,
     StatementBase,
 )
@@ -96,68 +94,76 @@ _HINTS = {
 }
 
 
+_SOURCE_ORDER = ("count", "matching", "near", "where", "session", "boosts", "fuse", "group_by",
+                 "as_of", "limit", "offset")  # fmt: skip
+"""Statement fields holding values, in clause order (which the parser enforces), so the first
+error reported is the first in the text."""
+
+
 def map_slots(stmt: StatementBase, visit: Visitor) -> StatementBase:
     """Return ``stmt`` with every value slot replaced by ``visit(slot, node)``.
 
-    Nodes are rebuilt only where a visit returned a different node, so a visitor that
-    returns its input gives back ``stmt`` itself.
+    Slots are visited in source order. Nodes are rebuilt only where a visit returned a
+    different node, so a visitor that returns its input gives back ``stmt`` itself.
     """
     if isinstance(stmt, Explain):
         inner = map_slots(stmt.statement, visit)
         return stmt if inner is stmt.statement else stmt.model_copy(update={"statement": inner})
     updates: dict[str, Any] = {}
-    for name, slot in _FIELD_SLOTS.items():
-        node = getattr(stmt, name, None)
-        if node is not None:
-            _update(updates, name, node, visit(slot, node))
-    if isinstance(stmt, QueryStatement | ShowSessions) and stmt.where is not None:
-        _update(updates, "where", stmt.where, _map_predicate(stmt.where, visit))
-    if isinstance(stmt, QueryStatement):
-        boosts = tuple(_map_options(boost, visit) for boost in stmt.boosts)
-        if any(new is not old for new, old in zip(boosts, stmt.boosts, strict=True)):
-            updates["boosts"] = boosts
-        for name in ("fuse", "group_by"):
-            node = getattr(stmt, name)
-            if node is not None:
-                _update(updates, name, node, _map_options(node, visit))
+    for name in _SOURCE_ORDER:
+        old = getattr(stmt, name, None)
+        if old is None:
+            continue
+        new = _map_field(name, old, visit)
+        if _changed(new, old):
+            updates[name] = new
     return stmt.model_copy(update=updates) if updates else stmt
 
 
-def _update(updates: dict[str, Any], name: str, old: Any, new: Any) -> None:
-    if new is not old:
-        updates[name] = new
+def _map_field(name: str, node: Any, visit: Visitor) -> Any:
+    if name == "where":
+        return _map_predicate(node, visit)
+    if name == "boosts":
+        return tuple(_map_options(boost, visit) for boost in node)
+    if name in ("fuse", "group_by"):
+        return _map_options(node, visit)
+    return visit(_FIELD_SLOTS[name], node)
+
+
+def _changed(new: Any, old: Any) -> bool:
+    """Whether a visit replaced anything (tuples are compared item by item, by identity)."""
+    if isinstance(new, tuple):
+        return any(a is not b for a, b in zip(new, old, strict=True))
+    return new is not old
 
 
 def _map_options(clause: Any, visit: Visitor) -> Any:
-    options = getattr(clause, "options", ())
-    changed = []
+    options = getattr(clause, "options", None)
+    if not options:  # WITHOUT RECENCY / WITHOUT SIGNAL BOOST, or no options written
+        return clause
+    new_options = []
     for option in options:
         key = option.name.name
         slot = _OPTION_SLOTS.get((type(clause), key))
         if slot is None and isinstance(clause, SignalBoost):
             slot = Slot("signal_weight", f"signal weight {key}")
         value = visit(slot, option.value) if slot is not None else option.value
-        changed.append(
-            option if value is option.value else option.model_copy(update={"value": value})
-        )
-    if any(new is not old for new, old in zip(changed, options, strict=True)):
-        return clause.model_copy(update={"options": tuple(changed)})
-    return clause
+        if value is not option.value:
+            option = option.model_copy(update={"value": value})
+        new_options.append(option)
+    return _rebuilt(clause, {"options": tuple(new_options)})
 
 
 def _map_predicate(node: Any, visit: Visitor) -> Any:
     if isinstance(node, And | Or):
-        items = tuple(_map_predicate(item, visit) for item in node.items)
-        return _rebuilt(node, {"items": (items, node.items)})
+        return _rebuilt(node, {"items": tuple(_map_predicate(i, visit) for i in node.items)})
     if isinstance(node, Not):
-        item = _map_predicate(node.item, visit)
-        return node if item is node.item else node.model_copy(update={"item": item})
+        return _rebuilt(node, {"item": _map_predicate(node.item, visit)})
     slot = Slot("value", f"value for {node.field.name}")
     if isinstance(node, Comparison | Contains):
         return _rebuilt(node, {"value": visit(slot, node.value)})
     if isinstance(node, InList):
-        values = tuple(visit(slot, value) for value in node.values)
-        return _rebuilt(node, {"values": (values, node.values)})
+        return _rebuilt(node, {"values": tuple(visit(slot, value) for value in node.values)})
     if isinstance(node, Between):
         return _rebuilt(node, {"low": visit(slot, node.low), "high": visit(slot, node.high)})
     if isinstance(node, Like):
@@ -167,19 +173,10 @@ def _map_predicate(node: Any, visit: Visitor) -> Any:
 
 
 def _rebuilt(node: Any, updates: dict[str, Any]) -> Any:
-    """``node`` with ``updates`` applied, or ``node`` itself when nothing changed.
-
-    A tuple field is given as ``(new, old)`` and compared item by item.
-    """
-    changed, fields = False, {}
-    for key, new in updates.items():
-        if key in ("items", "values"):
-            new, old = new
-            changed = changed or any(a is not b for a, b in zip(new, old, strict=True))
-        else:
-            changed = changed or new is not getattr(node, key)
-        fields[key] = new
-    return node.model_copy(update=fields) if changed else node
+    """``node`` with ``updates`` applied, or ``node`` itself when nothing changed."""
+    if any(_changed(new, getattr(node, key)) for key, new in updates.items()):
+        return node.model_copy(update=updates)
+    return node
 
 
 def validate(stmt: StatementBase) -> StatementBase:
@@ -193,13 +190,9 @@ def validate(stmt: StatementBase) -> StatementBase:
     def visit(slot: Slot, node: Node) -> Node:
         if isinstance(node, Parameter):
             if slot.kind in ("name", "shape"):
-                _raise(
-                    QuerySemanticError,
-                    stmt.source,
-                    node,
-                    f"{slot.what} takes a name, not a parameter",
-                    "write the name itself, e.g. field = created_at",
-                )
+                example = "shape = EXP" if slot.kind == "shape" else "field = created_at"
+                message = f"{slot.what} takes a name, not a parameter"
+                _raise(QuerySemanticError, stmt.source, node, message, f"e.g. {example}")
             return node
         check_value(slot, slot.what, node, _failer(QuerySemanticError, stmt.source, node))
         return node
