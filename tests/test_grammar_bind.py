@@ -264,7 +264,7 @@ def test_positional_value_check_names_the_position() -> None:
 
 
 def test_the_first_bad_value_in_the_text_is_reported() -> None:
-    err = bound_error("RETRIEVE :c FROM d WHERE a = :w LIMIT :n", c=1, w=[1.0], n=0)
+    err = bound_error("RETRIEVE :c FROM d WHERE a = :w OFFSET :n", c=1, w=[1.0], n=-1)
     assert err.message.startswith("value for a (parameter :w)")
     err = bound_error("RETRIEVE :c FROM d WHERE a = :w", c=0, w=[1.0])
     assert err.message.startswith("RETRIEVE count (parameter :c)")
