@@ -81,7 +81,7 @@ class AstBuilder:
 
     # ---- statements -------------------------------------------------------------------
 
-    def _query_fields(self, tree: Tree, clauses: list[Tree], statement: str) -> dict[str, Any]:
+    def _query_fields(self, clauses: list[Tree], statement: str) -> dict[str, Any]:
         collector = ClauseCollector(self, statement)
         for clause in clauses:
             collector.add(clause)
@@ -96,7 +96,7 @@ class AstBuilder:
     def search(self, tree: Tree) -> StatementBase:
         """``SEARCH ident clause*``."""
         collection = self.ident(tree.children[1])
-        fields = self._query_fields(tree, tree.children[2:], "SEARCH")
+        fields = self._query_fields(tree.children[2:], "SEARCH")
         if "matching" not in fields and "near" not in fields:
             at = collection.span.end
             raise self.error(
@@ -115,7 +115,8 @@ class AstBuilder:
         if not (isinstance(children[1], Token) and children[1].type == "FROM"):
             count = self.value(children[1])
             children = [children[0], *children[2:]]
-        fields = self._query_fields(tree, children[3:], "RETRIEVE")
+        collection = self.ident(children[2])
+        fields = self._query_fields(children[3:], "RETRIEVE")
         if count is not None and "limit" in fields:
             limit_tree = next(c for c in children[3:] if c.data == "limit")
             raise self.error(
@@ -123,7 +124,6 @@ class AstBuilder:
                 span_of(limit_tree.children[0]),
                 hint="give the count once: RETRIEVE 5 FROM c ... or RETRIEVE FROM c ... LIMIT 5",
             )
-        collection = self.ident(children[2])
         return self._finish(
             Retrieve, {**self._base(tree), "collection": collection, "count": count, **fields}
         )
@@ -150,7 +150,7 @@ class AstBuilder:
 
     def show_sessions(self, tree: Tree) -> StatementBase:
         """``SHOW SESSIONS [WHERE ...] [LIMIT n] [OFFSET m]``."""
-        fields = self._query_fields(tree, tree.children[2:], "SHOW SESSIONS")
+        fields = self._query_fields(tree.children[2:], "SHOW SESSIONS")
         return self._finish(ShowSessions, {**self._base(tree), **fields})
 
     def show_session(self, tree: Tree) -> StatementBase:
