@@ -1,0 +1,257 @@
+"""Parameter binding: replace ``:name`` / ``?`` parameters by literal nodes.
+
+Python values map to literals by type (str -> string, bool -> boolean, int -> integer,
+float -> float, None -> NULL, datetime -> timestamp with naive meaning UTC), a timedelta to a
+Duration where a duration is expected, and a list / tuple / numpy array of numbers to a
+:class:`VectorLiteral` at ``NEAR`` only. The value checks of parsing (``LIMIT`` >= 1,
+``weight`` >= 0, ...) run again on the bound values, so every error names the parameter and
+puts the caret under it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from recallql.grammar.checks import Slot, check_value, map_slots
+from recallql.grammar.errors import ParameterError
+from recallql.grammar.literals import INT64_MAX
+from recallql.grammar.nodes import (
+    BooleanLiteral,
+    Duration,
+    FloatLiteral,
+    IntegerLiteral,
+    Node,
+    NullLiteral,
+    Parameter,
+    StringLiteral,
+    TimestampLiteral,
+    VectorLiteral,
+)
+from recallql.grammar.statements import Explain, StatementBase
+
+__all__ = ["bind"]
+
+
+class _Mistyped(Exception):
+    """A value that cannot go in a slot; the message completes "<what> must be ..."."""
+
+
+def bind(statement: StatementBase, *args: Any, **params: Any) -> StatementBase:
+    """Return ``statement`` with every parameter replaced by a literal node.
+
+    Args:
+        statement: a parsed statement (its ``source`` is used for carets).
+        *args: values for ``?`` parameters, in order.
+        **params: values for ``:name`` parameters.
+
+    Returns:
+        The bound statement (``parameters`` empty); ``statement`` itself when it has none.
+
+    Raises:
+        ParameterError: a value is missing, unexpected, of the wrong type or out of range;
+            the message names the parameter and the caret points at it.
+    """
+    if not statement.parameters:
+        if args or params:
+            given = ", ".join([*(repr(a) for a in args[:3]), *(f":{k}" for k in params)])
+            raise ParameterError(
+                f"the statement has no parameters, but values were given: {given}",
+                hint="remove the values, or add ? / :name to the statement",
+            )
+        return statement
+    if statement.parameters[0].name is None:  # ? parameters (the parser forbids mixing)
+        values = _positional(statement, args, params)
+    else:
+        values = _named(statement, args, params)
+    return _without_parameters(map_slots(statement, _binder(statement, values)))
+
+
+def _binder(statement: StatementBase, values: dict[Any, Any]) -> Callable[[Slot, Node], Node]:
+    """The slot visitor that replaces each parameter by its checked literal node."""
+
+    def visit(slot: Slot, node: Node) -> Node:
+        if not isinstance(node, Parameter):
+            return node
+        what = f"{slot.what} (parameter {node.label})"
+
+        def fail(message: str, hint: str | None = None) -> Any:
+            raise ParameterError(message, text=statement.source, span=node.span, hint=hint)
+
+        value = values[node.name if node.name is not None else node.index]
+        try:
+            bound = _CONVERTERS[slot.kind](value, node)
+        except _Mistyped as exc:
+            fail(f"{what} must be {exc}, got {_describe(value)}")
+        check_value(slot, what, bound, fail)
+        return bound
+
+    return visit
+
+
+def _without_parameters(stmt: StatementBase) -> StatementBase:
+    update: dict[str, Any] = {"parameters": ()}
+    if isinstance(stmt, Explain):
+        update["statement"] = stmt.statement.model_copy(update={"parameters": ()})
+    return stmt.model_copy(update=update)
+
+
+def _positional(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, Any]) -> dict:
+    parameters = stmt.parameters
+    if params:
+        given = ", ".join(":" + name for name in params)
+        raise ParameterError(
+            f"the statement uses ? parameters, but named values were given: {given}",
+            hint="pass the values by position",
+        )
+    if len(args) < len(parameters):
+        missing = parameters[len(args)]
+        raise ParameterError(
+            f"missing value for parameter {missing.label}: {len(parameters)} needed, "
+            f"{len(args)} given",
+            text=stmt.source,
+            span=missing.span,
+        )
+    if len(args) > len(parameters):
+        raise ParameterError(
+            f"too many values: the statement has {len(parameters)} ? "
+            f"parameters, {len(args)} values given"
+        )
+    return dict(enumerate(args))
+
+
+def _named(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, Any]) -> dict:
+    parameters = stmt.parameters
+    names = ", ".join(dict.fromkeys(p.label for p in parameters))
+    if args:
+        raise ParameterError(
+            f"the statement uses named parameters ({names}), but "
+            f"{len(args)} positional values were given",
+            hint="pass the values by name, e.g. q='backup'",
+        )
+    for parameter in parameters:
+        if parameter.name not in params:
+            raise ParameterError(
+                f"missing value for parameter {parameter.label}",
+                text=stmt.source,
+                span=parameter.span,
+                hint=f"pass {parameter.name}=...",
+            )
+    extra = [name for name in params if name not in {p.name for p in parameters}]
+    if extra:
+        raise ParameterError(f"unexpected parameter :{extra[0]}; the statement has {names}")
+    return params
+
+
+def _describe(value: Any) -> str:
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:39] + "…"
+    return f"{type(value).__name__} {shown}"
+
+
+def _scalar(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _string(value: Any, node: Parameter) -> Node:
+    value = _scalar(value)
+    if not isinstance(value, str):
+        raise _Mistyped("a str")
+    return StringLiteral.model_construct(value=value, span=node.span)
+
+
+def _integer(value: Any, node: Parameter) -> Node:
+    value = _scalar(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Mistyped("a whole number (int)")
+    if abs(value) > INT64_MAX:
+        raise _Mistyped("a whole number within the 64-bit range")
+    return IntegerLiteral.model_construct(value=value, span=node.span)
+
+
+def _number(value: Any, node: Parameter) -> Node:
+    value = _scalar(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _Mistyped("a finite number")
+        return FloatLiteral.model_construct(value=value, span=node.span)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Mistyped("a number (int or float)")
+    return _integer(value, node)
+
+
+def _timestamp(value: Any, node: Parameter) -> Node:
+    if not isinstance(value, datetime):
+        raise _Mistyped("a datetime")
+    try:
+        moment = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:
+        raise _Mistyped("a datetime within the representable UTC range") from None
+    return TimestampLiteral.model_construct(value=moment, span=node.span)
+
+
+def _value(value: Any, node: Parameter) -> Node:
+    value = _scalar(value)
+    if value is None:
+        return NullLiteral.model_construct(value=None, span=node.span)
+    if isinstance(value, bool):
+        return BooleanLiteral.model_construct(value=value, span=node.span)
+    if isinstance(value, str):
+        return _string(value, node)
+    if isinstance(value, int | float):
+        return _number(value, node)
+    if isinstance(value, datetime):
+        return _timestamp(value, node)
+    raise _Mistyped(
+        "a str, bool, int, float, datetime or None (vectors go only at NEAR, "
+        "durations only where a duration is expected)"
+    )
+
+
+def _duration(value: Any, node: Parameter) -> Node:
+    if not isinstance(value, timedelta):
+        raise _Mistyped("a duration (datetime.timedelta)")
+    seconds = value.total_seconds()
+    for unit, size in (("DAYS", 86400), ("HOURS", 3600), ("MINUTES", 60), ("SECONDS", 1)):
+        if seconds % size == 0:
+            return Duration.model_construct(value=int(seconds // size), unit=unit, span=node.span)
+    return Duration.model_construct(value=seconds, unit="SECONDS", span=node.span)
+
+
+def _vector(value: Any, node: Parameter) -> Node:
+    if not isinstance(value, list | tuple | np.ndarray):
+        raise _Mistyped("a vector (a list, tuple or 1-D numpy array of numbers)")
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError):
+        raise _Mistyped("a vector of numbers") from None
+    if array.dtype.kind not in "iuf" or array.ndim != 1:
+        raise _Mistyped("a 1-D vector of numbers")
+    if array.size == 0:
+        raise _Mistyped("a non-empty vector")
+    with np.errstate(all="ignore"):  # overflow to inf is reported below, not warned about
+        vector = array.astype(np.float32)  # a copy: later changes by the caller cannot leak
+    if not np.isfinite(vector).all():
+        raise _Mistyped("a vector of finite numbers (no NaN or infinity, within float32)")
+    vector.setflags(write=False)
+    return VectorLiteral.model_construct(value=vector, name=node.name, span=node.span)
+
+
+_CONVERTERS: dict[str, Callable[[Any, Parameter], Node]] = {
+    "text": _string,
+    "session": _string,
+    "pattern": _string,
+    "vector": _vector,
+    "value": _value,
+    "timestamp": _timestamp,
+    "count": _integer,
+    "offset": _integer,
+    "weight": _number,
+    "signal_weight": _number,
+    "positive": _number,
+    "duration": _duration,
+}

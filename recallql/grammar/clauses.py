@@ -1,0 +1,267 @@
+"""Build the clauses of SEARCH / RETRIEVE / SHOW SESSIONS and check their order and repetition.
+
+The grammar accepts clauses in any order so that a misplaced clause gets a precise message
+("WHERE must come before LIMIT") instead of a bare "unexpected token". The order is
+:data:`CLAUSE_ORDER`; the boost clauses share one place and may come in any order among
+themselves, but each boost (recency, session boost, signal boost) is given at most once.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from lark import Tree
+
+from recallql.grammar.literals import span_of
+from recallql.grammar.nodes import Identifier, Span
+from recallql.grammar.statements import (
+    Fuse,
+    GroupBy,
+    NoRecency,
+    NoSignalBoost,
+    Option,
+    RecencyBoost,
+    SessionBoost,
+    SignalBoost,
+    Using,
+)
+
+if TYPE_CHECKING:
+    from recallql.grammar.transform import AstBuilder
+
+__all__ = ["ClauseCollector", "CLAUSE_ORDER", "OPTION_NAMES"]
+
+CLAUSE_ORDER = (
+    "MATCHING, USING, NEAR, WHERE, FOR SESSION, WITH/WITHOUT boosts, FUSE, "
+    "GROUP BY, AS OF, LIMIT, OFFSET"
+)
+
+
+class _Clause(NamedTuple):
+    title: str  # keywords that open it, as shown in messages
+    rank: int  # place in CLAUSE_ORDER
+    slot: str  # the statement field it fills (boosts: the boost family)
+
+
+_CLAUSES: dict[str, _Clause] = {
+    "matching": _Clause("MATCHING", 0, "matching"),
+    "using": _Clause("USING", 1, "using"),
+    "near": _Clause("NEAR", 2, "near"),
+    "where": _Clause("WHERE", 3, "where"),
+    "for_session": _Clause("FOR SESSION", 4, "session"),
+    "with_recency": _Clause("WITH RECENCY", 5, "recency"),
+    "without_recency": _Clause("WITHOUT RECENCY", 5, "recency"),
+    "with_session_boost": _Clause("WITH SESSION BOOST", 5, "session_boost"),
+    "with_signal_boost": _Clause("WITH SIGNAL BOOST", 5, "signal_boost"),
+    "without_signal_boost": _Clause("WITHOUT SIGNAL BOOST", 5, "signal_boost"),
+    "fuse": _Clause("FUSE", 6, "fuse"),
+    "group_by": _Clause("GROUP BY", 7, "group_by"),
+    "as_of": _Clause("AS OF", 8, "as_of"),
+    "limit": _Clause("LIMIT", 9, "limit"),
+    "offset": _Clause("OFFSET", 10, "offset"),
+}
+
+_BOOST_SLOTS = frozenset({"recency", "session_boost", "signal_boost"})
+
+_ALLOWED: dict[str, frozenset[str] | None] = {
+    "SEARCH": None,
+    "RETRIEVE": None,
+    "SHOW SESSIONS": frozenset({"where", "limit", "offset"}),
+}
+
+OPTION_NAMES: dict[str, tuple[str, ...] | None] = {
+    "WITH RECENCY": ("weight", "half_life", "field", "shape"),
+    "WITH SESSION BOOST": ("keywords", "velocity", "entities"),
+    "WITH SIGNAL BOOST": None,  # any signal name
+    "FUSE": ("k",),
+    "GROUP BY DOCUMENT": (),
+    "GROUP BY CONVERSATION": ("budget",),
+}
+"""Option names each clause takes (None: any name)."""
+
+
+def head_span(tree: Tree, words: int) -> Span:
+    """Span of the first ``words`` keyword tokens of a clause tree."""
+    last = tree.children[words - 1]
+    return Span(tree.meta.start_pos, last.end_pos)
+
+
+class ClauseCollector:
+    """Collects the clause trees of one statement into AST fields, checking as it goes.
+
+    Args:
+        builder: the AstBuilder (values, identifiers, errors).
+        statement: ``"SEARCH"``, ``"RETRIEVE"`` or ``"SHOW SESSIONS"``.
+
+    Attributes:
+        fields: statement field name -> node; ``boosts`` is a tuple in source order.
+    """
+
+    def __init__(self, builder: AstBuilder, statement: str) -> None:
+        self.builder = builder
+        self.statement = statement
+        self.allowed = _ALLOWED[statement]
+        self.fields: dict[str, Any] = {}
+        self.seen: dict[str, tuple[str, Span]] = {}  # slot -> (title, head span)
+        self.last: tuple[int, str] | None = None  # (rank, title) of the furthest clause
+
+    def add(self, tree: Tree) -> None:
+        """Check one clause against those before it and store its node."""
+        clause = _CLAUSES[tree.data]
+        span = head_span(tree, len(clause.title.split()))
+        self._check_place(clause, span)
+        node = getattr(self, tree.data)(tree)
+        if clause.slot in _BOOST_SLOTS:
+            self.fields["boosts"] = (*self.fields.get("boosts", ()), node)
+        else:
+            self.fields[clause.slot] = node
+
+    def _check_place(self, clause: _Clause, span: Span) -> None:
+        error = self.builder.error
+        if self.allowed is not None and clause.slot not in self.allowed:
+            takes = ", ".join(c.title for c in _CLAUSES.values() if c.slot in self.allowed)
+            raise error(
+                f"{self.statement} does not take {clause.title}",
+                span,
+                hint=f"{self.statement} takes {takes}",
+            )
+        earlier = self.seen.get(clause.slot)
+        if earlier is not None:
+            message = (
+                f"duplicate {clause.title} clause"
+                if earlier[0] == clause.title
+                else f"{clause.title} contradicts the earlier {earlier[0]}"
+            )
+            raise error(message, span, hint="give each clause once")
+        if self.last is not None and clause.rank < self.last[0]:
+            raise error(
+                f"{clause.title} must come before {self.last[1]}",
+                span,
+                hint=f"clauses go in this order: {CLAUSE_ORDER}",
+            )
+        self.seen[clause.slot] = (clause.title, span)
+        self.last = (clause.rank, clause.title)
+
+    # ---- one method per clause rule ---------------------------------------------------
+
+    def matching(self, tree: Tree) -> Any:
+        """``MATCHING <string | param>``."""
+        return self.builder.value(tree.children[1])
+
+    def using(self, tree: Tree) -> Any:
+        """``USING HYBRID | LEXICAL | SEMANTIC``."""
+        mode = tree.children[1].type.lower()
+        return Using.model_construct(mode=mode, span=span_of(tree))
+
+    def near(self, tree: Tree) -> Any:
+        """``NEAR <param>``."""
+        return self.builder.value(tree.children[1])
+
+    def where(self, tree: Tree) -> Any:
+        """``WHERE <predicate>``."""
+        return self.builder.predicate(tree.children[1])
+
+    def for_session(self, tree: Tree) -> Any:
+        """``FOR SESSION <id>``."""
+        return self.builder.session_id(tree.children[2])
+
+    def with_recency(self, tree: Tree) -> Any:
+        """``WITH RECENCY [(options)]``."""
+        options = self._options(tree.children[2:], "WITH RECENCY")
+        return RecencyBoost.model_construct(options=options, span=span_of(tree))
+
+    def without_recency(self, tree: Tree) -> Any:
+        """``WITHOUT RECENCY``."""
+        return NoRecency.model_construct(span=span_of(tree))
+
+    def with_session_boost(self, tree: Tree) -> Any:
+        """``WITH SESSION BOOST [(options)]``."""
+        options = self._options(tree.children[3:], "WITH SESSION BOOST")
+        return SessionBoost.model_construct(options=options, span=span_of(tree))
+
+    def with_signal_boost(self, tree: Tree) -> Any:
+        """``WITH SIGNAL BOOST [(options)]``."""
+        options = self._options(tree.children[3:], "WITH SIGNAL BOOST")
+        return SignalBoost.model_construct(options=options, span=span_of(tree))
+
+    def without_signal_boost(self, tree: Tree) -> Any:
+        """``WITHOUT SIGNAL BOOST``."""
+        return NoSignalBoost.model_construct(span=span_of(tree))
+
+    def fuse(self, tree: Tree) -> Any:
+        """``FUSE RRF [(k = n)]``."""
+        options = self._options(tree.children[2:], "FUSE")
+        return Fuse.model_construct(method="rrf", options=options, span=span_of(tree))
+
+    def group_by(self, tree: Tree) -> Any:
+        """``GROUP BY DOCUMENT | CONVERSATION [(budget = n)]``."""
+        kind = tree.children[2].type
+        options = self._options(tree.children[3:], f"GROUP BY {kind}")
+        return GroupBy.model_construct(kind=kind.lower(), options=options, span=span_of(tree))
+
+    def as_of(self, tree: Tree) -> Any:
+        """``AS OF <timestamp | param>``."""
+        return self.builder.value(tree.children[2])
+
+    def limit(self, tree: Tree) -> Any:
+        """``LIMIT <int | param>``."""
+        return self.builder.value(tree.children[1])
+
+    def offset(self, tree: Tree) -> Any:
+        """``OFFSET <int | param>``."""
+        return self.builder.value(tree.children[1])
+
+    # ---- options ----------------------------------------------------------------------
+
+    def _options(self, rest: list[Any], clause: str) -> tuple[Option, ...]:
+        if not rest:
+            return ()
+        allowed = OPTION_NAMES[clause]
+        options: list[Option] = []
+        seen: set[str] = set()
+        for tree in rest[0].children[1:-1:2]:
+            option = self._option(tree, clause, allowed)
+            key = option.name.name.lower() if allowed is not None else option.name.name
+            if key in seen:
+                raise self.builder.error(
+                    f"duplicate option {option.name.name!r} in {clause}",
+                    option.name.span,
+                    hint="give each option once",
+                )
+            seen.add(key)
+            options.append(option)
+        return tuple(options)
+
+    def _option(self, tree: Tree, clause: str, allowed: tuple[str, ...] | None) -> Option:
+        name = self.builder.ident(tree.children[0])
+        value = self.builder.value(tree.children[2])
+        if allowed is not None:
+            key = name.name.lower()
+            if key not in allowed:
+                raise self._unknown_option(name, clause, allowed)
+            name = Identifier.model_construct(name=key, quoted=name.quoted, span=name.span)
+            if key == "shape" and isinstance(value, Identifier):
+                value = value.model_copy(update={"name": value.name.upper()})
+        return Option.model_construct(name=name, value=value, span=span_of(tree))
+
+    def _unknown_option(self, name: Identifier, clause: str, allowed: tuple[str, ...]) -> Any:
+        if not allowed:
+            return self.builder.error(
+                f"{clause} takes no options",
+                name.span,
+                hint=f"remove the parentheses after {clause}",
+            )
+        close = difflib.get_close_matches(name.name.lower(), allowed, n=1, cutoff=0.6)
+        listing = ", ".join(allowed)
+        hint = (
+            f"did you mean {close[0]!r}? {clause} takes {listing}"
+            if close
+            else (f"{clause} takes {listing}")
+        )
+        return self.builder.error(
+            f"unknown option {name.name!r} for {clause}",
+            name.span,
+            expected=list(allowed),
+            hint=hint,
+        )

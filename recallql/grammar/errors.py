@@ -1,0 +1,149 @@
+"""Errors of the recallql language, rendered with the offending source line and a caret.
+
+Every error a user can cause with query text or parameters is a :class:`QueryError`;
+``str(err)`` is the complete message::
+
+    QuerySyntaxError: expected a whole number after LIMIT, found 'ten' (line 1, column 34)
+
+      SEARCH docs MATCHING 'x' LIMIT ten
+                                     ^^^
+      hint: LIMIT takes a positive whole number, e.g. LIMIT 10
+
+The engine raises :class:`QuerySemanticError` (unknown collection or field) and
+:class:`ParameterError` the same way, passing the statement text and the offending node's span::
+
+    raise QuerySemanticError(
+        "unknown collection 'dcos'", text=text, span=stmt.collection.span,
+        hint="did you mean 'docs'?")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+EXCERPT_WIDTH = 100
+"""Longest source line shown in full; longer lines are cut around the caret."""
+
+__all__ = ["QueryError", "QuerySyntaxError", "QuerySemanticError", "ParameterError", "locate"]
+
+
+def locate(text: str, offset: int) -> tuple[int, int]:
+    """Return the 1-based ``(line, column)`` of character ``offset`` in ``text``.
+
+    Offsets past the end are clamped to ``len(text)`` (the position just after the last
+    character), which is where end-of-input errors point.
+    """
+    offset = max(0, min(offset, len(text)))
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
+
+
+class QueryError(ValueError):
+    """Root of all query errors: a mistake in query text or in the values bound to it.
+
+    Args:
+        message: what is wrong, one line, without the location (it is appended).
+        text: the full source text the span refers to ("" when there is none).
+        span: ``(start, end)`` character offsets of the offending token in ``text``;
+            ``start == end`` marks a position (e.g. end of input). None: no location.
+        expected: friendly names of what would have been accepted (``'a whole number'``,
+            ``'SESSION'``, ``"')'"``), never lark terminal names.
+        hint: an optional suggestion, shown on its own line.
+
+    Attributes:
+        message, text, span, expected, hint: as given (``expected`` as a list).
+        line, column: 1-based position of ``span.start``, or None without a span.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        text: str = "",
+        span: tuple[int, int] | None = None,
+        expected: Iterable[str] = (),
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.text = text
+        self.span = None if span is None else (int(span[0]), int(span[1]))
+        self.expected = list(expected)
+        self.hint = hint
+        self.line: int | None = None
+        self.column: int | None = None
+        if self.span is not None:
+            self.line, self.column = locate(text, self.span[0])
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        kwargs = {
+            "text": self.text,
+            "span": self.span,
+            "expected": self.expected,
+            "hint": self.hint,
+        }
+        return (_rebuild, (type(self), self.message, kwargs))
+
+    def render(self) -> str:
+        """Render the message, the offending line with a caret under the span, and the hint."""
+        head = f"{type(self).__name__}: {self.message}"
+        if self.line is not None:
+            head += f" (line {self.line}, column {self.column})"
+        parts = [head]
+        excerpt = self._excerpt()
+        if excerpt:
+            parts.append("")
+            parts.extend(excerpt)
+        if self.hint:
+            if not excerpt:
+                parts.append("")
+            parts.append(f"  hint: {self.hint}")
+        return "\n".join(parts)
+
+    def _excerpt(self) -> list[str]:
+        if self.span is None:
+            return []
+        start = max(0, min(self.span[0], len(self.text)))
+        line_start = self.text.rfind("\n", 0, start) + 1
+        line_end = self.text.find("\n", start)
+        line = self.text[line_start : line_end if line_end >= 0 else len(self.text)].rstrip("\r")
+        column = start - line_start
+        width = max(1, min(self.span[1], line_start + len(line)) - start)
+        line, column, width = _window(line, column, width)
+        pad = "".join("\t" if ch == "\t" else " " for ch in line[:column])
+        return [f"  {line}", f"  {pad}{'^' * width}"]
+
+
+def _window(line: str, column: int, width: int, size: int = EXCERPT_WIDTH) -> tuple[str, int, int]:
+    """Cut a long line to about ``size`` characters around the caret, marking cuts with '…'."""
+    if len(line) <= size:
+        return line, column, width
+    width = min(width, size // 2)
+    left = max(0, min(column - size // 3, len(line) - size))
+    right = left + size
+    shown = ("…" if left else "") + line[left:right] + ("…" if right < len(line) else "")
+    return shown, column - left + (1 if left else 0), width
+
+
+def _rebuild(cls: type[QueryError], message: str, kwargs: dict[str, Any]) -> QueryError:
+    return cls(message, **kwargs)
+
+
+class QuerySyntaxError(QueryError):
+    """The text is not a well-formed statement: a bad token, a missing or misplaced clause,
+    a duplicate clause or option, an unknown option name, an invalid TIMESTAMP text."""
+
+
+class QuerySemanticError(QueryError):
+    """The statement is well formed but means nothing valid: an out-of-range value
+    (``LIMIT 0``, ``weight = -1``), an empty MATCHING text, or (raised by the engine's analyzer)
+    an unknown collection or field, with a did-you-mean hint."""
+
+
+class ParameterError(QueryError):
+    """A parameter is missing, unexpected, of the wrong type or out of range, or the statement
+    mixes ``?`` and ``:name`` parameters. The caret points at the parameter in the text."""

@@ -1,0 +1,216 @@
+"""Error messages: golden renderings, hints, value checks with a caret, the error classes."""
+
+from __future__ import annotations
+
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+
+from recallql.grammar import (
+    ParameterError,
+    QueryError,
+    QuerySemanticError,
+    QuerySyntaxError,
+    parse,
+)
+
+GOLDEN_FILE = Path(__file__).parent / "fixtures" / "grammar" / "errors.txt"
+
+
+def load_golden() -> list[tuple[str, str, str]]:
+    """Cases of ``errors.txt``: ``=== id``, the query lines, ``---``, the exact message."""
+    cases = []
+    for block in GOLDEN_FILE.read_text(encoding="utf-8").split("\n=== ")[1:]:
+        head, _, rendered = block.partition("\n---\n")
+        name, _, text = head.partition("\n")
+        cases.append((name, text, rendered.rstrip("\n")))
+    return cases
+
+
+GOLDEN = load_golden()
+
+
+def test_golden_file_has_the_common_mistakes() -> None:
+    assert len(GOLDEN) >= 8
+    assert any("end of input" in rendered for _, _, rendered in GOLDEN)
+    assert any("\n" in text for _, text, _ in GOLDEN)
+
+
+@pytest.mark.parametrize(("text", "rendered"), [g[1:] for g in GOLDEN], ids=[g[0] for g in GOLDEN])
+def test_golden_rendering(text: str, rendered: str) -> None:
+    with pytest.raises(QueryError) as info:
+        parse(text)
+    assert str(info.value) == rendered
+
+
+HINTS = [
+    ("misspelled-keyword", "SEARCH docs MATCHNG 'x'", "did you mean MATCHING?"),
+    ("misspelled-statement", "SERCH docs MATCHING 'x'", "did you mean SEARCH?"),
+    ("not-a-statement", "SELECT * FROM docs", "statements start with SEARCH"),
+    ("no-separator", "SHOW COLLECTIONS SHOW SESSIONS", "separate statements with ';'"),
+    ("glued-number", "SEARCH d MATCHING 'x' LIMIT5", "put a space after LIMIT: LIMIT 5"),
+    ("glued-unit", "SEARCH d MATCHING 'x' WITH RECENCY (half_life = 30DAYS)", "30 DAYS"),
+    ("unquoted-text", "SEARCH d MATCHING backup", "MATCHING 'backup'"),
+    ("as-of-string", "SEARCH d MATCHING 'x' AS OF '2025-01-01'", "AS OF TIMESTAMP '2025-01-01'"),
+    ("vector-brackets", "SEARCH d NEAR [0.1, 0.2]", "a vector is only ever a parameter"),
+    ("double-equals", "SEARCH d MATCHING 'x' WHERE a == 1", "single '='"),
+    ("bang", "SEARCH d MATCHING 'x' WHERE a ! 1", "'!='"),
+    ("offset-word", "SEARCH d MATCHING 'x' OFFSET some", "OFFSET takes a whole number"),
+    ("bare-colon", "SEARCH d MATCHING : q", "name parameters like this: :query"),
+    ("duplicate-clause", "SEARCH d MATCHING 'x' LIMIT 1 LIMIT 2", "give each clause once"),
+    ("contradiction", "SEARCH d MATCHING 'x' WITH SIGNAL BOOST WITHOUT SIGNAL BOOST",
+     "give each clause once"),
+    ("duplicate-option", "SEARCH d MATCHING 'x' FUSE RRF (k = 1, K = 2)", "give each option once"),
+    ("count-twice", "RETRIEVE 3 FROM d LIMIT 3", "give the count once"),
+    ("show-sessions-clause", "SHOW SESSIONS FOR SESSION s",
+     "SHOW SESSIONS takes WHERE, LIMIT, OFFSET"),
+    ("group-options", "SEARCH d MATCHING 'x' GROUP BY DOCUMENT (budget = 5)",
+     "remove the parentheses"),
+    ("shape", "SEARCH d MATCHING 'x' WITH RECENCY (shape = gaus)", "did you mean GAUSS?"),
+    ("unit-missing", "SEARCH d MATCHING 'x' WITH RECENCY (half_life = 30)", "30 DAYS"),
+    ("field-param", "SEARCH d MATCHING 'x' WITH RECENCY (field = :f)", "field = created_at"),
+    ("shape-param", "SEARCH d MATCHING 'x' WITH RECENCY (shape = :f)", "shape = EXP"),
+    ("explain-twice", "EXPLAIN VERBOSE VERBOSE SEARCH d MATCHING 'x'", "each EXPLAIN option once"),
+    ("unterminated-name", 'SEARCH d MATCHING \'x\' WHERE "tag = 1', 'close the name with "'),
+    ("empty-name", "SEARCH \"\" MATCHING 'x'", "at least one character"),
+    ("digit-name", "SEARCH 9lives MATCHING 'x'", 'double-quote it: "9lives"'),
+    ("missing-from", "RETRIEVE 5 docs", "RETRIEVE 5 FROM docs"),
+    ("field-as-value", "SEARCH d MATCHING 'x' WHERE a = b", "text values go in single quotes: 'b'"),
+    ("explain-show", "EXPLAIN SHOW COLLECTIONS", "EXPLAIN takes a SEARCH or RETRIEVE"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "hint"), [h[1:] for h in HINTS], ids=[h[0] for h in HINTS])
+def test_hints_for_common_mistakes(text: str, hint: str) -> None:
+    with pytest.raises(QueryError) as info:
+        parse(text)
+    assert hint in info.value.hint
+
+
+VALUE_CHECKS = [
+    ("weight", "SEARCH d MATCHING 'x' WITH RECENCY (weight = -1)", "weight", "-1"),
+    ("weight-float", "SEARCH d MATCHING 'x' WITH RECENCY (weight = -0.5)", "weight", "-0.5"),
+    ("half-life-zero", "SEARCH d MATCHING 'x' WITH RECENCY (half_life = 0 DAYS)", "half_life",
+     "0 DAYS"),
+    ("half-life-negative", "SEARCH d MATCHING 'x' WITH RECENCY (half_life = -2 HOURS)",
+     "half_life", "-2 HOURS"),
+    ("limit-zero", "SEARCH d MATCHING 'x' LIMIT 0", "LIMIT", "0"),
+    ("limit-negative", "SEARCH d MATCHING 'x' LIMIT -3", "LIMIT", "-3"),
+    ("offset-negative", "SEARCH d MATCHING 'x' LIMIT 3 OFFSET -1", "OFFSET", "-1"),
+    ("rrf-k-zero", "SEARCH d MATCHING 'x' FUSE RRF (k = 0)", "RRF k", "0"),
+    ("rrf-k-negative", "SEARCH d MATCHING 'x' FUSE RRF (k = -60.0)", "RRF k", "-60.0"),
+    ("keywords", "SEARCH d MATCHING 'x' WITH SESSION BOOST (keywords = -0.1)", "keywords", "-0.1"),
+    ("velocity", "SEARCH d MATCHING 'x' WITH SESSION BOOST (velocity = -1)", "velocity", "-1"),
+    ("entities", "SEARCH d MATCHING 'x' WITH SESSION BOOST (entities = -2)", "entities", "-2"),
+    ("budget", "SEARCH m MATCHING 'x' GROUP BY CONVERSATION (budget = 0)", "budget", "0"),
+    ("retrieve-zero", "RETRIEVE 0 FROM docs", "RETRIEVE count", "0"),
+    ("empty-text", "SEARCH d MATCHING ''", "MATCHING text", "''"),
+    ("empty-session", "SEARCH d MATCHING 'x' FOR SESSION ''", "session id", "''"),
+    ("weight-string", "SEARCH d MATCHING 'x' WITH RECENCY (weight = 'high')", "weight", "'high'"),
+    ("limit-show", "SHOW SESSIONS LIMIT 0", "LIMIT", "0"),
+    ("like-number", "SEARCH d MATCHING 'x' WHERE a LIKE 5", "LIKE pattern", "5"),
+    ("shape-value", "SEARCH d MATCHING 'x' WITH RECENCY (shape = 3)", "shape", "3"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "token"), [v[1:] for v in VALUE_CHECKS], ids=[v[0] for v in VALUE_CHECKS]
+)
+def test_invalid_values_name_the_parameter_with_a_caret(text: str, name: str, token: str) -> None:
+    with pytest.raises(QuerySemanticError) as info:
+        parse(text)
+    err = info.value
+    assert err.message.startswith(name)
+    start, end = err.span
+    assert text[start:end] == token
+    caret_line = str(err).splitlines()[3]
+    assert caret_line == "  " + " " * start + "^" * (end - start)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["SEARCH d MATCHING 'x' WITH RECENCY (weight = 0)", "SEARCH d MATCHING 'x' LIMIT 1 OFFSET 0",
+     "SEARCH d MATCHING 'x' WITH SIGNAL BOOST (dislike = -0.5)", "SEARCH d MATCHING ' '",
+     "SEARCH d MATCHING 'x' FUSE RRF (k = 0.5)"],
+    ids=["weight-zero", "offset-zero", "negative-signal-weight", "blank-text", "small-k"],
+)  # fmt: skip
+def test_boundary_values_are_accepted(text: str) -> None:
+    assert parse(text).to_text() == text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("SEARCH d MATCHING 'x' LIMIT 9223372036854775808", "whole number out of range"),
+     ("SEARCH d MATCHING 'x' WHERE a = 1e400", "number out of range"),
+     ("SEARCH d MATCHING 'x' WHERE " + "NOT " * 100 + "a = 1", "nested more than 64 levels")],
+    ids=["int64", "float", "nesting"],
+)  # fmt: skip
+def test_limits(text: str, message: str) -> None:
+    with pytest.raises(QuerySyntaxError, match=message):
+        parse(text)
+
+
+# ---- the error classes ------------------------------------------------------------------
+
+
+def test_hierarchy() -> None:
+    for cls in (QuerySyntaxError, QuerySemanticError, ParameterError):
+        assert issubclass(cls, QueryError)
+    assert issubclass(QueryError, ValueError)
+
+
+def test_engine_can_raise_a_semantic_error_with_a_caret() -> None:
+    text = "SEARCH dcos MATCHING 'x'"
+    stmt = parse(text)
+    err = QuerySemanticError("unknown collection 'dcos'", text=stmt.source,
+                             span=stmt.collection.span, hint="did you mean 'docs'?")  # fmt: skip
+    assert str(err) == (
+        "QuerySemanticError: unknown collection 'dcos' (line 1, column 8)\n\n"
+        "  SEARCH dcos MATCHING 'x'\n"
+        "         ^^^^\n"
+        "  hint: did you mean 'docs'?"
+    )
+    assert (err.line, err.column, err.expected) == (1, 8, [])
+
+
+def test_error_without_location_renders_message_and_hint() -> None:
+    err = ParameterError("unexpected parameter :x", hint="remove it")
+    assert str(err) == "ParameterError: unexpected parameter :x\n\n  hint: remove it"
+    assert err.line is None and err.column is None
+
+
+def test_caret_is_clipped_to_the_line_and_tabs_are_kept() -> None:
+    err = QuerySyntaxError("m", text="a\tb c\nnext", span=(2, 9))
+    assert str(err).splitlines()[2:] == ["  a\tb c", "   \t^^^"]
+
+
+@pytest.mark.parametrize("column", [5, 150, 395], ids=["start", "middle", "end"])
+def test_long_lines_are_cut_around_the_caret(column: int) -> None:
+    text = "x" * 400
+    err = QuerySyntaxError("m", text=text[: column - 1] + "#" + text[column:],
+                           span=(column - 1, column))  # fmt: skip
+    shown, caret = str(err).splitlines()[2:4]
+    assert len(shown) <= 2 + 100 + 2
+    assert shown[caret.index("^")] == "#"
+
+
+def test_errors_pickle() -> None:
+    err = QuerySyntaxError("bad", text="x y", span=(2, 3), expected=["a name"], hint="h")
+    copy = pickle.loads(pickle.dumps(err))
+    assert type(copy) is QuerySyntaxError and str(copy) == str(err)
+    assert copy.expected == ["a name"]
+
+
+LARK_NAME = re.compile(r"^(__ANON|\$END|NAME$|QUOTED_NAME$|STRING$|INT$|FLOAT$|PARAM$|QMARK$|LPAR$"
+                       r"|RPAR$|COMMA$|SEMI$|EQ$|NE$|LT$|LE$|GT$|GE$)")  # fmt: skip
+
+
+@pytest.mark.parametrize("text", [g[1] for g in GOLDEN] + [h[1] for h in HINTS])
+def test_expected_uses_friendly_names(text: str) -> None:
+    with pytest.raises(QueryError) as info:
+        parse(text)
+    for name in info.value.expected:
+        assert not LARK_NAME.match(name), name
+    assert not re.search(r"__ANON|\$END|\bQUOTED_NAME\b|\bQMARK\b|\bLPAR\b", str(info.value))
