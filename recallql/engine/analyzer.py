@@ -124,7 +124,7 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo]) 
         signal_weights=_signal_weights(stmt),
         recency=_recency(stmt, fields),
         k=_number(stmt, stmt.fuse.k if stmt.fuse else None, "k") or DEFAULT_RRF_K,
-        window=int(_number(stmt, stmt.fuse.option("window") if stmt.fuse else None, "window")
+        window=int(_number(stmt, stmt.fuse.window if stmt.fuse else None, "window")
                    or DEFAULT_WINDOW),
         group_by=group_by,
         budget=int(_number(stmt, stmt.group_by.budget if stmt.group_by else None, "budget")

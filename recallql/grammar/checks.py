@@ -81,6 +81,7 @@ _OPTION_SLOTS: dict[tuple[type, str], Slot] = {
     (SessionBoost, "velocity"): Slot("weight", "velocity"),
     (SessionBoost, "entities"): Slot("weight", "entities"),
     (Fuse, "k"): Slot("positive", "RRF k"),
+    (Fuse, "window"): Slot("count", "window"),
     (GroupBy, "budget"): Slot("count", "budget"),
 }
 
@@ -91,6 +92,7 @@ _HINTS = {
     "budget": "budget is how many session rows lineage may fetch, e.g. budget = 2000",
     "weight": "weights are numbers >= 0; 0 turns the boost off",
     "RRF k": "k is a positive number, usually 60",
+    "window": "window is how many candidates each leg returns, e.g. window = 100",
 }
 
 

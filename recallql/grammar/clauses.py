@@ -74,7 +74,7 @@ OPTION_NAMES: dict[str, tuple[str, ...] | None] = {
     "WITH RECENCY": ("weight", "half_life", "field", "shape"),
     "WITH SESSION BOOST": ("keywords", "velocity", "entities"),
     "WITH SIGNAL BOOST": None,  # any signal name
-    "FUSE": ("k",),
+    "FUSE": ("k", "window"),
     "GROUP BY DOCUMENT": (),
     "GROUP BY CONVERSATION": ("budget",),
 }

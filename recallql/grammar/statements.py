@@ -151,6 +151,11 @@ class Fuse(_WithOptions):
         """The RRF constant (number > 0), or None."""
         return self.option("k")
 
+    @property
+    def window(self) -> OptionValue | None:
+        """The candidate window N of each leg (whole number > 0), or None."""
+        return self.option("window")
+
 
 class GroupBy(_WithOptions):
     """``GROUP BY DOCUMENT | CONVERSATION [(budget = n)]``."""
