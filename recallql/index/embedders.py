@@ -201,3 +201,12 @@ def resolve(spec: object, dim: int | None = None) -> Embedder | None:
             dim = int(np.asarray(spec(["probe"])).shape[-1])
         return CallableEmbedder(spec, dim)
     raise StoreError(f"embedder must be 'default', None or a callable, got {spec!r}")
+
+
+def by_name(name: str | None) -> Embedder | None:
+    """Rebuild a built-in embedder from its recorded name (``None`` for caller-defined ones)."""
+    if name == MINILM_NAME:
+        return MiniLMEmbedder()
+    if name and name.startswith("hash-blake2b-") and name.rsplit("-", 1)[1].isdigit():
+        return HashEmbedder(int(name.rsplit("-", 1)[1]))
+    return None
