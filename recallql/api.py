@@ -32,8 +32,9 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
             database.
         embedder: what the built-in collections ``docs`` and ``messages`` embed with when they
             are first created: ``"default"`` (all-MiniLM-L6-v2, 384-d, local), ``None`` (vectors
-            only from the caller) or a callable ``list[str] -> float32[n, d]``. On an existing
-            database it must match what they were created with (``None`` attaches nothing).
+            only from the caller; the built-ins are then 384-d) or a callable
+            ``list[str] -> float32[n, d]``. On an existing database it must match what they were
+            created with (``None`` attaches nothing).
         readonly: open an existing database as a reader (no lock; sees the last committed
             batch; any number of readers alongside one writer).
 
@@ -63,7 +64,8 @@ class Database:
         for name, (text_fields, fields) in BUILTIN_COLLECTIONS.items():
             if store.readonly and name not in {c.name for c in store.collections()}:
                 continue
-            self._open_collection(name, text_fields, fields, None, resolved, builtin=True)
+            dim = None if resolved is not None else emb.MINILM_DIM
+            self._open_collection(name, text_fields, fields, dim, resolved, builtin=True)
 
     @property
     def path(self) -> str | None:
@@ -87,7 +89,10 @@ class Database:
                 raise StoreError(f"collection {name!r}: dim is required when embedder=None")
             dim = existing.info.dim
         if self.store.readonly:
-            info = self.store.collection(name)
+            if existing is None:
+                raise StoreError(f"the database {self.path} is open read-only; cannot create "
+                                 f"collection {name!r}")
+            info = existing.info
             check_same(info, make_info(name, text_fields, fields, dim,
                                        embedder and embedder.name))
         else:

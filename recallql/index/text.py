@@ -83,8 +83,11 @@ class TextIndex:
 
     def delete_rows(self, rowids: Sequence[int]) -> None:
         """Queue deletion of the documents of these rowids."""
-        for rowid in rowids:
-            self.writer.delete_documents_by_term("rowid", int(rowid))
+        rows = [int(r) for r in rowids]
+        for start in range(0, len(rows), 4096):
+            chunk = rows[start:start + 4096]
+            # (delete_documents_by_term sends a Python int as an i64 term: it never matches u64)
+            self.writer.delete_documents_by_query(Query.term_set_query(SCHEMA, "rowid", chunk))
 
     def batches_after(self, seq: int) -> int:
         """Number of documents whose batch number is greater than `seq` (uncommitted ones)."""
