@@ -112,9 +112,10 @@ def _segment(batch: ItemBatch, start: int) -> tuple[np.ndarray, np.ndarray] | No
 
 
 def manifest_values(collection_id: int, file: str, rowids: np.ndarray) -> tuple:
-    """Manifest row for a segment: explicit rowids only when they are not one range."""
-    lo, hi = int(rowids[0]), int(rowids[-1]) + 1
-    contiguous = hi - lo == len(rowids)
+    """Manifest row for a segment: explicit rowids (in row order of the file, not necessarily
+    sorted) unless they are exactly the range ``lo..hi-1``."""
+    lo, hi = int(rowids.min()), int(rowids.max()) + 1
+    contiguous = hi - lo == len(rowids) and bool((np.diff(rowids) == 1).all())
     blob = None if contiguous else rowids.astype("<i8").tobytes()
     return (collection_id, file, lo, hi, len(rowids), blob)
 

@@ -260,7 +260,8 @@ def _stack_supplied(v: _Validator, dim: int) -> None:
     for index, raw in v.vectors:
         label = repr(b.ids[index])
         try:
-            arr = np.asarray(raw, dtype=np.float32)
+            with np.errstate(over="ignore"):  # 1e39 → inf, rejected below as non-finite
+                arr = np.asarray(raw, dtype=np.float32)
         except (TypeError, ValueError):
             raise IngestError("vector must be a sequence of numbers", item=label,
                               field="vector") from None
