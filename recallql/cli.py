@@ -48,17 +48,13 @@ def _batches(items: Iterable[dict], size: int) -> Iterator[list[dict]]:
         yield chunk
 
 
-def _items(paths: list[Path], fmt: str, keys: set[str] | None, dropped: set[str]
-           ) -> Iterator[dict]:
-    """Items of all paths; with `keys`, undeclared extras of built-in formats are dropped."""
+def _items(paths: list[Path], fmt: str, drop: set[str], dropped: set[str]) -> Iterator[dict]:
+    """Items of all paths, without the loaders' extra keys in `drop` (collected in `dropped`);
+    other unknown keys (e.g. from JSONL) stay and are reported as errors by ingest."""
     from recallql.index import loaders
 
     for path in paths:
-        items = loaders.load_path(path, fmt)
-        if keys is None:
-            yield from items
-            continue
-        for item, gone in loaders.project(items, keys):
+        for item, gone in loaders.project(loaders.load_path(path, fmt), drop):
             dropped |= gone
             yield item
 
@@ -77,8 +73,7 @@ def ingest(
     """Ingest files (JSONL, text/Markdown, CACM, Cranfield, Debian changelogs) into a
     collection; each batch of items is committed all-or-nothing."""
     import recallql
-    from recallql.index.loaders import FORMATS
-    from recallql.index.schema import CORE_KEYS
+    from recallql.index.loaders import EXTRA_KEYS, FORMATS
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"use one of: {', '.join(FORMATS)}", param_hint="--format")
@@ -92,8 +87,8 @@ def ingest(
         info = next((c for c in database.collections() if c.name == collection), None)
         if info is None:
             raise fail(f"no collection {collection!r} in {db}")
-        keys = None if fmt == "jsonl" else CORE_KEYS | set(info.text_fields) | set(info.fields)
-        _run_ingest(database, collection, _items(paths, fmt, keys, dropped := set()),
+        drop = set(EXTRA_KEYS) - set(info.text_fields) - set(info.fields)
+        _run_ingest(database, collection, _items(paths, fmt, drop, dropped := set()),
                     batch_size, dropped)
 
 

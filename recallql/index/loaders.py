@@ -7,7 +7,7 @@
 
 Items carry ``id``, ``title``, ``body``, ``created_at`` where known, ``doc_id``/``position`` for
 chunks, ``source`` (the format) and format-specific extras (``authors``, ``tags``,
-``citation``, ``version``) that a collection may or may not declare (see `project`).
+``citation``) that a collection may or may not declare (`EXTRA_KEYS`, see `project`).
 """
 
 from __future__ import annotations
@@ -286,8 +286,12 @@ def _walk(root: Path, kind: str) -> Iterator[dict]:
             yield from load_text(file, root)
 
 
-def project(items: Iterable[Mapping], keys: set[str]) -> Iterator[tuple[dict, set[str]]]:
-    """Keep only `keys` of each item; yields (item, dropped key names)."""
+#: Keys the built-in loaders add beyond the `docs` collection's fields.
+EXTRA_KEYS = frozenset({"authors", "citation"})
+
+
+def project(items: Iterable[Mapping], drop: set[str]) -> Iterator[tuple[dict, set[str]]]:
+    """Drop the `drop` keys of each item; yields (item, dropped key names)."""
     for item in items:
-        kept = {k: v for k, v in item.items() if k in keys}
+        kept = {k: v for k, v in item.items() if k not in drop}
         yield kept, set(item) - set(kept)
