@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from recallql.index.errors import IngestError
-from recallql.index.items import ItemBatch, check_vectors, validate
+from recallql.index.items import ItemBatch, TextSink, check_vectors, validate
 from recallql.index.metadata import ITEM_INSERT, ExtraSql, MetadataStore
 from recallql.index.vectors import Segment, merged_parts, plan_merge
 
@@ -71,9 +71,15 @@ class IngestReport:
         return self.added + self.replaced
 
 
-def prepare(state: CollectionState, items: Iterable[object], embedder: Embedder | None
-            ) -> tuple[ItemBatch, int]:
+def prepare(state: CollectionState, items: Iterable[object], embedder: Embedder | None,
+            sink: TextSink | None = None) -> tuple[ItemBatch, int]:
     """Validate `items` and embed those without a vector.
+
+    Args:
+        state: the collection.
+        items: raw items.
+        embedder: the attached embedder, or None.
+        sink: receives validated texts as they come (see `recallql.index.items.validate`).
 
     Returns:
         (batch, number of embedded items).
@@ -82,7 +88,7 @@ def prepare(state: CollectionState, items: Iterable[object], embedder: Embedder 
         IngestError: invalid item, missing embedder, bad embedder output.
     """
     info = state.info
-    batch = validate(info, items)
+    batch = validate(info, items, sink)
     missing = np.flatnonzero(~batch.has_vector)
     if len(missing) == 0:
         return batch, 0
@@ -96,8 +102,11 @@ def prepare(state: CollectionState, items: Iterable[object], embedder: Embedder 
             item=repr(first), field="vector")
     texts = [batch.texts[i] for i in missing]
     vectors = np.asarray(embedder(texts), dtype=np.float32)
-    labels = [repr(batch.ids[i]) for i in missing]
-    batch.vectors[missing] = check_vectors(vectors, info.dim, labels, f"embedder {embedder.name!r}")
+    if vectors.shape != (len(texts), info.dim):
+        raise IngestError(f"embedder {embedder.name!r} returned shape {vectors.shape}, "
+                          f"expected ({len(texts)}, {info.dim})", field="vector")
+    batch.vectors[missing] = check_vectors(vectors, info.dim, lambda i: repr(
+        batch.ids[int(missing[i])]), f"embedder {embedder.name!r}")
     batch.has_vector[missing] = True
     return batch, len(missing)
 
@@ -121,20 +130,26 @@ def manifest_values(collection_id: int, file: str, rowids: np.ndarray) -> tuple:
 
 
 def commit(state: CollectionState, batch: ItemBatch, embedded: int,
-           extra_sql: ExtraSql | None, started: float) -> IngestReport:
-    """Write a prepared batch (steps 2–5 of the protocol); the caller recovers on failure."""
+           extra_sql: ExtraSql | None, started: float, seq: int
+           ) -> tuple[IngestReport, list[int]]:
+    """Write a prepared batch whose texts were already added to tantivy (by the `prepare`
+    sink) as batch `seq` from rowid ``state.size`` (steps 3–5 of the protocol); the caller
+    recovers on failure.
+
+    Returns:
+        The report and the rowids the batch tombstoned.
+    """
     meta, text = state.meta, state.text
     row = meta.collection(state.info.name, meta.write)
-    assert row is not None and row.id == state.id
-    seq = meta.committed_batch(meta.write) + 1
+    assert row is not None and row.id == state.id and row.next_row == state.size
+    assert seq == meta.committed_batch(meta.write) + 1
     start, n = row.next_row, len(batch)
-    replaced = meta.live_rows(row.id, batch.ids)
-    segment = _segment(batch, start)
-    if segment is not None:
-        state.files.write(f"b{seq}.npy", [segment[0]])
+    replaced = state.live_rows(batch.ids)
     purge = meta.pending_purge(row)
     text.delete_rows(purge)
-    text.add(range(start, start + n), seq, batch.texts)
+    segment = _segment(batch, start)
+    if segment is not None:  # written while tantivy indexes in the background
+        state.files.write(f"b{seq}.npy", [segment[0]])
     text.commit()
     with meta.transaction() as conn:
         conn.executemany("UPDATE items SET dead_batch = ? WHERE collection_id = ? AND row = ?",
@@ -149,8 +164,9 @@ def commit(state: CollectionState, batch: ItemBatch, embedded: int,
         if extra_sql is not None:
             extra_sql(conn)
         conn.execute("UPDATE state SET value = ? WHERE key = 'committed_batch'", (seq,))
-    return IngestReport(state.info.name, seq, n - len(replaced), len(replaced), embedded, start,
-                        time.perf_counter() - started)
+    report = IngestReport(state.info.name, seq, n - len(replaced), len(replaced), embedded,
+                          start, time.perf_counter() - started)
+    return report, list(replaced.values())
 
 
 def _item_rows(collection_id: int, start: int, seq: int, b: ItemBatch) -> Iterable[tuple]:
@@ -206,4 +222,4 @@ def _merge_once(state: CollectionState, meta: MetadataStore, rows: list, k: int)
             conn.execute("INSERT INTO segments VALUES (?,?,?,?,?,?)",
                          manifest_values(state.id, name, rowids))
     state.files.remove([r.file for r in rows])
-    state.refresh()
+    state.refresh_segments()

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import json.encoder
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -39,6 +40,8 @@ def to_epoch(value: object) -> float:
     Raises:
         ValueError: unparseable string, non-finite or out-of-range number, or another type.
     """
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return _datetime_epoch(value)
     if isinstance(value, bool):
         raise ValueError(f"expected a timestamp, got a bool ({value!r})")
     if isinstance(value, Real):
@@ -54,13 +57,15 @@ def to_epoch(value: object) -> float:
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         value = dt.datetime(value.year, value.month, value.day)
     if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.UTC)
-        try:
-            return value.timestamp()
-        except (OverflowError, ValueError) as exc:
-            raise ValueError(f"timestamp {value!r} out of range: {exc}") from None
+        return _datetime_epoch(value if value.tzinfo else value.replace(tzinfo=dt.UTC))
     raise ValueError(f"expected a datetime, ISO-8601 string or epoch seconds, got {value!r}")
+
+
+def _datetime_epoch(value: dt.datetime) -> float:
+    try:
+        return value.timestamp()
+    except (OverflowError, ValueError) as exc:
+        raise ValueError(f"timestamp {value!r} out of range: {exc}") from None
 
 
 @dataclass
@@ -99,6 +104,8 @@ class ItemBatch:
 
 
 def _item_id(value: object, index: int) -> str:
+    if type(value) is str and 0 < len(value) <= MAX_ID_CHARS and not value.isspace():
+        return value
     where = f"#{index}"
     if isinstance(value, bool) or not isinstance(value, str | Integral):
         raise IngestError(f"id must be a string or an integer, got {value!r}", item=where,
@@ -115,6 +122,8 @@ def _opt_str(raw: Mapping, key: str, item: str) -> str | None:
     value = raw.get(key)
     if value is None:
         return None
+    if type(value) is str and value.strip():
+        return value
     if isinstance(value, bool) or not isinstance(value, str | Integral) or not str(value).strip():
         raise IngestError(f"must be a non-empty string, got {value!r}", item=item, field=key)
     return str(value)
@@ -122,6 +131,8 @@ def _opt_str(raw: Mapping, key: str, item: str) -> str | None:
 
 def _position(raw: Mapping, item: str) -> int:
     value = raw.get("position", 0)
+    if type(value) is int and 0 <= value <= _INT64[1]:
+        return value
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value <= _INT64[1]:
@@ -138,8 +149,24 @@ def _timestamp(value: object, item: str, key: str) -> float | None:
         raise IngestError(str(exc), item=item, field=key) from None
 
 
+def _plain_ok(kind: FieldType, value: object) -> bool:
+    """Fast path: a value of exactly the plain Python type of `kind`, in range."""
+    kind_of = type(value)
+    if kind_of is str:
+        return kind is FieldType.STR
+    if kind_of is bool:
+        return kind is FieldType.BOOL
+    if kind_of is int:
+        return kind is FieldType.INT and _INT64[0] <= value <= _INT64[1]  # type: ignore[operator]
+    if kind_of is float:
+        return kind is FieldType.FLOAT and math.isfinite(value)  # type: ignore[arg-type]
+    return False
+
+
 def _field_value(kind: FieldType, value: object, item: str, key: str) -> object:
     """Check one declared field value; returns the stored (JSON-able) value."""
+    if _plain_ok(kind, value):
+        return value
     ok = True
     if kind is FieldType.STR:
         ok = isinstance(value, str)
@@ -164,6 +191,20 @@ def _field_value(kind: FieldType, value: object, item: str, key: str) -> object:
     return value
 
 
+def _json_encoder() -> Callable[[object], str]:
+    """A compact UTF-8 JSON encoder built once (``json.dumps`` rebuilds its C encoder per call,
+    which costs more than the encoding of a small object)."""
+    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+    if c_make_encoder is None:  # pragma: no cover - pure-Python json
+        return json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
+    encoder = c_make_encoder(None, None, json.encoder.encode_basestring, None, ":", ",",
+                             False, False, False)
+    return lambda value: "".join(encoder(value, 0))
+
+
+_encode = _json_encoder()
+
+
 class _Validator:
     """Validates items of one collection into an `ItemBatch`."""
 
@@ -175,15 +216,15 @@ class _Validator:
         self.seen: set[str] = set()
 
     def add(self, raw: object, index: int) -> None:
-        if not isinstance(raw, Mapping):
+        if type(raw) is not dict and not isinstance(raw, Mapping):
             raise IngestError(f"an item must be a dict, got {type(raw).__name__}", item=f"#{index}")
         item = _item_id(raw.get("id"), index)
         if item in self.seen:
             raise IngestError("duplicate id within the batch", item=repr(item), field="id")
         self.seen.add(item)
         where = repr(item)
-        unknown = [k for k in raw if k not in self.allowed]
-        if unknown:
+        if not self.allowed.issuperset(raw):
+            unknown = [k for k in raw if k not in self.allowed]
             raise IngestError(
                 f"unknown field (collection {self.info.name!r} has text fields "
                 f"{list(self.info.text_fields)} and fields {sorted(self.info.fields)})",
@@ -212,7 +253,7 @@ class _Validator:
                                   item=where, field=name)
             values[name] = value
         self.batch.texts.append("\n".join(values.values()))
-        self.batch.text_json.append(json.dumps(values, ensure_ascii=False))
+        self.batch.text_json.append(_encode(values))
 
     def _fields(self, raw: Mapping, where: str) -> None:
         values = {}
@@ -221,76 +262,100 @@ class _Validator:
             if value is not None:
                 values[name] = _field_value(kind, value, where, name)
         self.batch.fields.append(values or None)
-        self.batch.fields_json.append(json.dumps(values, ensure_ascii=False) if values else None)
+        self.batch.fields_json.append(_encode(values) if values else None)
 
 
-def check_vectors(matrix: np.ndarray, dim: int, label: list[str], source: str) -> np.ndarray:
+def check_vectors(matrix: np.ndarray, dim: int, label: Callable[[int], str],
+                  source: str) -> np.ndarray:
     """Check float32[n, dim] rows are finite and non-zero; return them L2-normalised.
 
     Args:
         matrix: the vectors.
         dim: expected dimension.
-        label: item label per row (for errors).
+        label: item label of a row (for errors).
         source: ``"vector"`` or the embedder name (for errors).
 
     Raises:
         IngestError: wrong shape, a non-finite component, or a zero vector (names the item).
     """
-    if matrix.ndim != 2 or matrix.shape != (len(label), dim):
+    if matrix.ndim != 2 or matrix.shape[1] != dim:
         raise IngestError(f"{source} returned shape {matrix.shape}, expected "
-                          f"({len(label)}, {dim})", field="vector")
-    wide = matrix.astype(np.float64)
-    finite = np.isfinite(wide).all(axis=1)
-    norms = np.sqrt(np.einsum("ij,ij->i", wide, wide)) if len(wide) else np.zeros(0)
+                          f"(n, {dim})", field="vector")
+    finite = np.isfinite(matrix).all(axis=1)
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
     bad = np.flatnonzero(~finite | (norms == 0) | ~np.isfinite(norms))
     if len(bad):
         i = int(bad[0])
         what = "a non-finite component" if not finite[i] else "zero norm"
-        raise IngestError(f"vector has {what} (from {source})", item=label[i], field="vector")
-    return (wide / norms[:, None]).astype(np.float32)
+        raise IngestError(f"vector has {what} (from {source})", item=label(i), field="vector")
+    return matrix * (1.0 / norms).astype(np.float32)[:, None]
+
+
+def _one_vector(raw: object, dim: int, label: str) -> np.ndarray:
+    try:
+        with np.errstate(over="ignore"):  # 1e39 → inf, rejected later as non-finite
+            arr = np.asarray(raw, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise IngestError("vector must be a sequence of numbers", item=label,
+                          field="vector") from None
+    if arr.ndim != 1 or arr.shape[0] != dim:
+        raise IngestError(f"wrong vector dimension: expected {dim}, got "
+                          f"{arr.shape[0] if arr.ndim == 1 else arr.shape}",
+                          item=label, field="vector")
+    return arr
 
 
 def _stack_supplied(v: _Validator, dim: int) -> None:
     b = v.batch
-    b.vectors = np.zeros((len(b.ids), dim), np.float32)
-    b.has_vector = np.zeros(len(b.ids), bool)
-    if not v.vectors:
-        return
-    rows, labels, arrays = [], [], []
-    for index, raw in v.vectors:
-        label = repr(b.ids[index])
-        try:
-            with np.errstate(over="ignore"):  # 1e39 → inf, rejected below as non-finite
-                arr = np.asarray(raw, dtype=np.float32)
-        except (TypeError, ValueError):
-            raise IngestError("vector must be a sequence of numbers", item=label,
-                              field="vector") from None
-        if arr.ndim != 1 or arr.shape[0] != dim:
-            raise IngestError(f"wrong vector dimension: expected {dim}, got "
-                              f"{arr.shape[0] if arr.ndim == 1 else arr.shape}",
-                              item=label, field="vector")
-        rows.append(index)
-        labels.append(label)
-        arrays.append(arr)
-    b.vectors[rows] = check_vectors(np.stack(arrays), dim, labels, "vector")
+    n, rows = len(b.ids), [index for index, _ in v.vectors]
+    b.has_vector = np.zeros(n, bool)
     b.has_vector[rows] = True
+    stacked = None
+    try:  # fast path: one conversion for the whole batch
+        with np.errstate(over="ignore"):
+            stacked = np.asarray([raw for _, raw in v.vectors], dtype=np.float32)
+    except (TypeError, ValueError):
+        pass
+    if stacked is None or stacked.shape != (len(rows), dim):
+        stacked = np.stack([_one_vector(raw, dim, repr(b.ids[i])) for i, raw in v.vectors]
+                           or [np.zeros(dim, np.float32)])[: len(rows)]
+    normalised = check_vectors(stacked, dim, lambda i: repr(b.ids[rows[i]]), "vector")
+    if len(rows) == n:
+        b.vectors = normalised
+    else:
+        b.vectors = np.zeros((n, dim), np.float32)
+        b.vectors[rows] = normalised
 
 
-def validate(info: CollectionInfo, items: Iterable[object]) -> ItemBatch:
+TextSink = Callable[[int, list[str]], object]
+
+
+def validate(info: CollectionInfo, items: Iterable[object], sink: TextSink | None = None,
+             chunk: int = 1024) -> ItemBatch:
     """Validate raw items of `info`'s collection.
 
     Args:
         info: the collection schema.
         items: iterable of dicts (see SPEC §8 `ingest`).
+        sink: called as ``sink(first_index, texts)`` with the joined texts of every `chunk`
+            validated items (so the caller can start indexing them while validation goes on;
+            on an error it must discard what it received).
+        chunk: items per `sink` call.
 
     Returns:
         The batch; supplied vectors are normalised, the others still zero (see `has_vector`).
 
     Raises:
-        IngestError: the first invalid item (nothing is written).
+        IngestError: the first invalid item.
     """
     validator = _Validator(info)
+    texts, sent = validator.batch.texts, 0
     for index, raw in enumerate(items):
         validator.add(raw, index)
+        if sink is not None and index + 1 - sent >= chunk:
+            sink(sent, texts[sent:index + 1])
+            sent = index + 1
     _stack_supplied(validator, info.dim)
+    if sink is not None and sent < len(texts):
+        sink(sent, texts[sent:])
     return validator.batch

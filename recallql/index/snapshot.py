@@ -31,6 +31,7 @@ from recallql.index.columns import (
 )
 from recallql.index.errors import FilterError, StoreError
 from recallql.index.filters import filter_mask
+from recallql.index.items import ItemBatch
 from recallql.index.metadata import NEW_ROWS_SQL, CollectionRow, MetadataStore
 from recallql.index.schema import CollectionInfo, FieldType
 from recallql.index.text import TextIndex
@@ -41,11 +42,19 @@ REFRESH_ATTEMPTS = 8
 
 @dataclass
 class _Delta:
+    """What changed since the last refresh: new rows (columnar), tombstoned rowids, and the
+    whole segment list."""
+
     seq: int
     size: int
-    rows: list[tuple]
+    columns: dict[str, list]
+    has_vector: Sequence[bool]
+    fields: list[dict | None]
     dead: list[int]
     segments: list[Segment]
+
+
+_COLUMNS = ("id", "doc_id", "entity", "position", "created_at")
 
 
 class CollectionState:
@@ -75,6 +84,7 @@ class CollectionState:
         self.segments: list[Segment] = []
         self.snapshot: CollectionSnapshot | None = None
         self._ranks: tuple[int, np.ndarray] = (0, np.zeros(0, np.int64))
+        self._latest = np.zeros(0, np.int64)
 
     def current(self, seq: int) -> CollectionSnapshot:
         """The snapshot at committed batch `seq`, refreshing when it changed."""
@@ -111,36 +121,80 @@ class CollectionState:
         dead = [r for (r,) in conn.execute(
             "SELECT row FROM items WHERE collection_id = ? AND dead_batch > ?",
             (self.id, max(self.seq, 0)))]
-        segments = [self.files.load(s, functools.partial(
-            self.meta.segment_rowids, self.id, s.file, conn)) for s in self.meta.segments(
-            self.id, conn)]
-        return _Delta(seq, row.next_row, rows, dead, segments)
+        rowids, ids, doc_ids, entities, positions, created, has_vec, fields = (
+            [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in range(8)])
+        if rowids and (rowids[0] != self.size or len(rowids) != row.next_row - self.size):
+            raise StoreError(f"collection {self.info.name!r}: rowids are not dense")
+        doc_ids = [doc or item for doc, item in zip(doc_ids, ids, strict=True)]
+        entities = [ent or doc for ent, doc in zip(entities, doc_ids, strict=True)]
+        columns = dict(zip(_COLUMNS, (ids, doc_ids, entities, positions, created), strict=True))
+        parsed = [json.loads(f) if f else None for f in fields] if self.fields else []
+        return _Delta(seq, row.next_row, columns, has_vec, parsed, dead, self._segments(conn))
+
+    def _segments(self, conn) -> list[Segment]:
+        return [self.files.load(s, functools.partial(self.meta.segment_rowids, self.id, s.file,
+                                                     conn))
+                for s in self.meta.segments(self.id, conn)]
+
+    def apply_local(self, seq: int, batch: ItemBatch, dead: list[int]) -> CollectionSnapshot:
+        """Advance to batch `seq`, which this process just committed, from its in-memory copy
+        (instead of reading the rows back); falls back to `refresh` when out of step."""
+        if self.seq != seq - 1 or self.snapshot is None:
+            return self.refresh()
+        doc_ids = [d or i for d, i in zip(batch.doc_ids, batch.ids, strict=True)]
+        entities = [e or d for e, d in zip(batch.entities, doc_ids, strict=True)]
+        columns = dict(zip(_COLUMNS, (batch.ids, doc_ids, entities, batch.positions,
+                                      batch.created_at), strict=True))
+        with self.meta.read_transaction() as conn:
+            segments = self._segments(conn)
+        delta = _Delta(seq, self.size + len(batch), columns, batch.has_vector, batch.fields,
+                       dead, segments)
+        searcher = self.text.searcher()
+        self._apply(delta)
+        self.snapshot = CollectionSnapshot(self, searcher)
+        return self.snapshot
+
+    def refresh_segments(self) -> CollectionSnapshot:
+        """Re-read the segment manifest (after a merge); rows are unchanged."""
+        with self.meta.read_transaction() as conn:
+            self.segments = self._segments(conn)
+        self.snapshot = CollectionSnapshot(self, self.text.searcher())
+        return self.snapshot
 
     def _apply(self, d: _Delta) -> None:
-        if d.rows:
-            cols = list(zip(*d.rows, strict=True))
-            rowids, ids, doc_ids, entities, positions, created, has_vec, fields = cols
-            if rowids[0] != self.size or len(rowids) != d.size - self.size:
-                raise StoreError(f"collection {self.info.name!r}: rowids are not dense")
-            doc_ids = [doc or item for doc, item in zip(doc_ids, ids, strict=True)]
-            entities = [ent or doc for ent, doc in zip(entities, doc_ids, strict=True)]
-            for name, values in (("id", ids), ("doc_id", doc_ids), ("entity", entities),
-                                 ("position", positions), ("created_at", created)):
-                self.columns[name].extend(list(values))
-            self.has_vector.extend(has_vec)
-            self._extend_fields(fields)
+        if d.size > self.size:
+            for name in _COLUMNS:
+                self.columns[name].extend(d.columns[name])
+            self.has_vector.extend(d.has_vector)
+            for name, column in self.fields.items():
+                column.extend([f.get(name) if f else None for f in d.fields])
+            self._track_ids(d.size)
         live = np.ones(d.size, bool)
         live[: self.size] = self.live
         live[np.asarray(d.dead, np.int64)] = False
         live.flags.writeable = False
         self.live, self.size, self.seq, self.segments = live, d.size, d.seq, d.segments
 
-    def _extend_fields(self, blobs: Sequence[str | None]) -> None:
-        if not self.fields:
-            return
-        parsed = [json.loads(b) if b else {} for b in blobs]
-        for name, column in self.fields.items():
-            column.extend([p.get(name) for p in parsed])
+    def _track_ids(self, size: int) -> None:
+        """Remember the newest rowid of every item id (for replacement lookups)."""
+        codes = self.columns["id"].codes(size)[self.size:]  # type: ignore[attr-defined]
+        if len(self._latest) < len(self.pool.vocab):
+            grown = np.full(max(len(self.pool.vocab), 2 * len(self._latest)), -1, np.int64)
+            grown[: len(self._latest)] = self._latest
+            self._latest = grown
+        self._latest[codes] = np.arange(self.size, size)
+
+    def live_rows(self, ids: Sequence[str]) -> dict[str, int]:
+        """The live rowid of each of `ids` that has one (state must be current)."""
+        found = {}
+        index, latest, live = self.pool.index, self._latest, self.live
+        for item in ids:
+            code = index.get(item)
+            if code is not None and code < len(latest):
+                row = int(latest[code])
+                if row >= 0 and live[row]:
+                    found[item] = row
+        return found
 
     def id_ranks(self) -> np.ndarray:
         """int64 rank of every pooled string in code-point order (cached per pool size)."""

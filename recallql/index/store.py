@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import sqlite3
 import threading
@@ -30,6 +31,7 @@ from recallql.index import batch as batches
 from recallql.index.batch import IngestReport
 from recallql.index.embedders import Embedder
 from recallql.index.errors import DatabaseLocked, StoreError
+from recallql.index.items import ItemBatch
 from recallql.index.metadata import CollectionRow, ExtraSql, MetadataStore
 from recallql.index.schema import CollectionInfo, make_info
 from recallql.index.snapshot import CollectionSnapshot, CollectionState
@@ -184,17 +186,34 @@ class Store:
             if embedder is not None and embedder.name != state.info.embedder_name:
                 raise StoreError(f"collection {name!r} uses embedder "
                                  f"{state.info.embedder_name!r}, not {embedder.name!r}")
-            prepared, embedded = batches.prepare(state, items, embedder)
+            seq = self.meta.committed_batch(self.meta.write) + 1
+            state.current(seq - 1)
+            sink = functools.partial(_index_texts, state.text, state.size, seq)
+            try:  # tantivy indexes validated chunks while the rest is validated
+                prepared, embedded = batches.prepare(state, items, embedder, sink)
+            except BaseException:
+                state.text.rollback()
+                raise
             if len(prepared) == 0 and extra_sql is None:
                 return IngestReport(name, 0, 0, 0, 0, state.size, time.perf_counter() - started)
             try:
-                report = batches.commit(state, prepared, embedded, extra_sql, started)
+                report, dead = batches.commit(state, prepared, embedded, extra_sql, started, seq)
             except BaseException:
                 self._recover_after_failure(state)
                 raise
-            state.refresh()
-            batches.merge_segments(state, self.meta)
+            self._advance(state, seq, prepared, dead)
             return report
+
+    def _advance(self, state: CollectionState, seq: int, batch: ItemBatch, dead: list[int]
+                 ) -> None:
+        """Bring the in-memory state to the batch just committed, then merge segments."""
+        try:
+            state.apply_local(seq, batch, dead)
+        except BaseException:
+            self._states.pop(state.info.name, None)  # rebuilt from SQLite on next use
+            state.text.close()
+            raise
+        batches.merge_segments(state, self.meta)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -283,6 +302,11 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _index_texts(text: TextIndex, first_row: int, seq: int, offset: int, texts: list[str]
+                 ) -> None:
+    text.add(range(first_row + offset, first_row + offset + len(texts)), seq, texts)
 
 
 def check_same(stored: CollectionInfo, wanted: CollectionInfo) -> None:

@@ -23,6 +23,9 @@ from recallql.index.metadata import SegmentRow
 
 #: A tier holds segments of factor**t … factor**(t+1)-1 rows; `factor` segments of a tier merge.
 MERGE_FACTOR = 8
+#: Segments above this tier (≥ 8**4 = 4096 rows) are never merged: scanning a few large segments
+#: costs no more than one, and rewriting them would dominate bulk ingest.
+MAX_MERGE_TIER = 3
 #: Candidates within this much (absolute cosine) of the coarse n-th score are re-scored exactly.
 REFINE_MARGIN = 1e-4
 
@@ -69,7 +72,7 @@ def _write_rows(path: Path, dim: int, parts: Sequence[np.ndarray]) -> None:
     with open(tmp, "wb") as out:
         np.lib.format.write_array_header_1_0(out, header)
         for part in parts:
-            out.write(np.ascontiguousarray(part, dtype="<f4").tobytes())
+            out.write(np.ascontiguousarray(part, dtype="<f4").data)
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, path)
@@ -144,12 +147,13 @@ def tier(rows: int) -> int:
 
 
 def plan_merge(rows: Sequence[SegmentRow]) -> list[SegmentRow]:
-    """The segments to merge next: all of the lowest tier holding ≥ MERGE_FACTOR of them."""
+    """The segments to merge next: all of the lowest tier (≤ MAX_MERGE_TIER) holding at least
+    MERGE_FACTOR of them."""
     tiers: dict[int, list[SegmentRow]] = {}
     for row in rows:
         tiers.setdefault(tier(row.n), []).append(row)
     for level in sorted(tiers):
-        if len(tiers[level]) >= MERGE_FACTOR:
+        if level <= MAX_MERGE_TIER and len(tiers[level]) >= MERGE_FACTOR:
             return tiers[level]
     return []
 
