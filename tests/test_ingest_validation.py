@@ -163,3 +163,18 @@ def test_declared_field_types(tmp_path):
         row = db.snapshot("t").fetch([0])[0]
         assert (row["n"], row["x"], row["b"], row["at"], row["tags"]) == (
             3, 2.0, True, 1577836800.0, ["a"])
+
+
+def test_error_after_texts_were_streamed_to_tantivy(index_db, index_docs):
+    """Validated chunks go to tantivy while validation continues; a late error discards them."""
+    index_db.ingest("docs", index_docs)
+    before = _state(index_db)
+    searcher_docs = index_db.store._state("docs").text.searcher().num_docs
+    items = [{"id": f"bulk{i}", "title": "valid bulk"} for i in range(3000)]
+    items[2500]["created_at"] = "garbage"
+    with pytest.raises(IngestError, match="'bulk2500', field 'created_at'"):
+        index_db.ingest("docs", items)
+    assert _state(index_db) == before
+    index_db.ingest("docs", items[:10])
+    assert index_db.store._state("docs").text.searcher().num_docs == searcher_docs + 10
+    assert index_db.snapshot("docs").lexical_topn(["bulk"], 100)[0].size == 10
