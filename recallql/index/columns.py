@@ -29,8 +29,8 @@ class Buffer:
         """Append values (converted to the buffer's dtype)."""
         arr = np.asarray(values, dtype=self._buf.dtype)
         need = self.n + len(arr)
-        if need > len(self._buf):
-            grown = np.zeros(max(need, 2 * len(self._buf)), self._buf.dtype)
+        if need > len(self._buf):  # grow by 1/4: bounded waste for large columns
+            grown = np.zeros(max(need, len(self._buf) + len(self._buf) // 4), self._buf.dtype)
             grown[: self.n] = self._buf[: self.n]
             self._buf = grown
         self._buf[self.n:need] = arr
@@ -74,23 +74,25 @@ class StrPool:
 
 
 class StrView(Sequence[str]):
-    """The strings of a coded column as a read-only sequence indexed by rowid."""
+    """The strings of a str column as a read-only sequence indexed by rowid (first `size`)."""
 
-    def __init__(self, pool: StrPool, codes: np.ndarray):
-        self._vocab = pool.vocab
-        self._codes = codes
+    def __init__(self, column: StrArray | StrColumn | DerivedStrColumn, size: int):
+        self._column = column
+        self._size = size
 
     def __len__(self) -> int:
-        return len(self._codes)
+        return self._size
 
     def __getitem__(self, index):  # type: ignore[override]
         if isinstance(index, slice):
-            return [self._vocab[c] for c in self._codes[index]]
-        return self._vocab[self._codes[operator.index(index)]]
+            return [self._column.get(i) for i in range(*index.indices(self._size))]
+        i = operator.index(index)
+        if not -self._size <= i < self._size:
+            raise IndexError(f"rowid {i} out of range")
+        return self._column.get(i % self._size)
 
     def __iter__(self) -> Iterator[str]:
-        vocab = self._vocab
-        return (vocab[c] for c in self._codes.tolist())
+        return iter(self._column.values(self._size))
 
 
 class Column:
@@ -154,6 +156,89 @@ class StrColumn(Column):
     def where(self, predicate: Callable[[str], bool], size: int) -> np.ndarray:
         """bool[size]: rows whose value satisfies `predicate` (missing → False)."""
         return self.pool.gather(predicate, self.codes(size))
+
+    def get(self, row: int) -> str | None:
+        code = int(self._codes.view(row + 1)[row])
+        return None if code == MISSING else self.pool.vocab[code]
+
+    def values(self, size: int) -> list[str | None]:
+        vocab = self.pool.vocab
+        return [None if c == MISSING else vocab[c] for c in self.codes(size).tolist()]
+
+
+class StrArray(Column):
+    """Item ids: UTF-8 bytes in one growing buffer plus end offsets (compact: no per-string
+    Python object is kept). Never missing."""
+
+    kind = FieldType.STR
+
+    def __init__(self) -> None:
+        self._bytes = Buffer(np.uint8)
+        self._ends = Buffer(np.int64)
+
+    def extend(self, values: list[object]) -> None:
+        encoded = [str(v).encode() for v in values]
+        end = int(self._ends.view(self._ends.n)[-1]) if self._ends.n else 0
+        self._ends.extend(np.cumsum([len(e) for e in encoded], dtype=np.int64) + end)
+        self._bytes.extend(np.frombuffer(b"".join(encoded), np.uint8))
+
+    def get(self, row: int) -> str:
+        ends = self._ends.view(row + 1)
+        start = int(ends[row - 1]) if row else 0
+        return bytes(self._bytes.view(int(ends[row]))[start:]).decode()
+
+    def values(self, size: int) -> list[str]:
+        ends = self._ends.view(size).tolist()
+        if not ends:
+            return []
+        blob = bytes(self._bytes.view(ends[-1]))
+        return [blob[a:b].decode() for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+
+    def present(self, size: int) -> np.ndarray:
+        return np.ones(size, bool)
+
+    def where(self, predicate: Callable[[str], bool], size: int) -> np.ndarray:
+        return np.fromiter((predicate(v) for v in self.values(size)), bool, size)
+
+
+SAME = -2
+
+
+class DerivedStrColumn(StrColumn):
+    """A str column that usually equals another one (doc_id = id, entity = doc_id): such rows
+    store the code `SAME` instead of a pooled string. Values given as None mean "same"."""
+
+    def __init__(self, base: StrArray | StrColumn):
+        super().__init__()
+        self.base = base
+
+    def extend(self, values: list[object]) -> None:
+        code = self.pool.code
+        self._codes.extend([SAME if v is None else code(v) for v in values])  # type: ignore
+
+    def get(self, row: int) -> str | None:
+        code = int(self._codes.view(row + 1)[row])
+        return self.base.get(row) if code == SAME else self.pool.vocab[code]
+
+    def values(self, size: int) -> list[str | None]:
+        vocab, base = self.pool.vocab, None
+        out = []
+        for row, c in enumerate(self.codes(size).tolist()):
+            if c == SAME:
+                base = base if base is not None else self.base.values(size)
+                out.append(base[row])
+            else:
+                out.append(vocab[c])
+        return out
+
+    def where(self, predicate: Callable[[str], bool], size: int) -> np.ndarray:
+        codes = self.codes(size)
+        table = np.fromiter((predicate(s) for s in self.pool.vocab), bool, len(self.pool.vocab))
+        mask = np.append(table, [False, False])[codes]  # SAME (-2) and MISSING (-1): False
+        same = codes == SAME
+        if same.any():
+            mask[same] = self.base.where(predicate, size)[same]
+        return mask
 
 
 class ListColumn(Column):

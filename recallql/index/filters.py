@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from recallql.index.columns import ListColumn, NumberColumn, StrColumn
+from recallql.index.columns import ListColumn, NumberColumn, StrArray, StrColumn
 from recallql.index.errors import FilterError
 from recallql.index.items import to_epoch
 from recallql.index.schema import FieldType
@@ -145,7 +145,7 @@ def _coerce(column: Column, value: object, name: str) -> object:
 
 def _predicate(column: Column, test: Callable[[object], bool], size: int) -> np.ndarray:
     """Rows whose value satisfies `test` (for str columns: any element for lists)."""
-    if isinstance(column, StrColumn):
+    if isinstance(column, StrColumn | StrArray):
         return column.where(test, size)
     if isinstance(column, ListColumn):
         return column.any(test, size)

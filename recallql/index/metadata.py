@@ -100,6 +100,7 @@ def _connect(path: Path | None, readonly: bool) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 10000")
+        conn.execute("PRAGMA cache_size = -512")  # KiB; rows are read once into columns
         if not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")

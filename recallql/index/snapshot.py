@@ -23,9 +23,10 @@ from recallql.index.analysis import analyze
 from recallql.index.columns import (
     Buffer,
     Column,
+    DerivedStrColumn,
     NumberColumn,
+    StrArray,
     StrColumn,
-    StrPool,
     StrView,
     make_column,
 )
@@ -41,15 +42,12 @@ REFRESH_ATTEMPTS = 8
 
 
 @dataclass
-class _Delta:
-    """What changed since the last refresh: new rows (columnar), tombstoned rowids, and the
-    whole segment list."""
+class _Head:
+    """The committed state to advance to: batch number, row count, rowids tombstoned since the
+    last refresh, and the whole segment list."""
 
     seq: int
     size: int
-    columns: dict[str, list]
-    has_vector: Sequence[bool]
-    fields: list[dict | None]
     dead: list[int]
     segments: list[Segment]
 
@@ -71,10 +69,11 @@ class CollectionState:
                  files: SegmentFiles):
         self.id, self.info = row.id, row.info
         self.meta, self.text, self.files = meta, text, files
-        self.pool = StrPool()
+        ids = StrArray()
+        doc_ids = DerivedStrColumn(ids)
         self.columns: dict[str, Column] = {
-            "id": StrColumn(self.pool), "doc_id": StrColumn(self.pool),
-            "entity": StrColumn(self.pool), "position": NumberColumn(FieldType.INT),
+            "id": ids, "doc_id": doc_ids, "entity": DerivedStrColumn(doc_ids),
+            "position": NumberColumn(FieldType.INT),
             "created_at": NumberColumn(FieldType.TIMESTAMP),
         }
         self.fields = {name: make_column(kind) for name, kind in row.info.fields.items()}
@@ -83,8 +82,8 @@ class CollectionState:
         self.size, self.seq = 0, -1
         self.segments: list[Segment] = []
         self.snapshot: CollectionSnapshot | None = None
-        self._ranks: tuple[int, np.ndarray] = (0, np.zeros(0, np.int64))
-        self._latest = np.zeros(0, np.int64)
+        self._id_rows: dict[str, int] | None = None  # writer only, built on first use
+        self.broken = False
 
     def current(self, seq: int) -> CollectionSnapshot:
         """The snapshot at committed batch `seq`, refreshing when it changed."""
@@ -94,42 +93,55 @@ class CollectionState:
         return self.snapshot
 
     def refresh(self) -> CollectionSnapshot:
-        """Catch up with the last committed batch (retrying if a merge removed a file we were
-        about to open).
+        """Catch up with the last committed batch (retrying if a merge removed a segment file
+        we were about to open).
 
         Raises:
-            StoreError: the state could not be read consistently.
+            StoreError: the state could not be read consistently (the state is then `broken`
+                and must be rebuilt).
         """
         for _ in range(REFRESH_ATTEMPTS):
             try:
                 with self.meta.read_transaction() as conn:
-                    delta = self._read(conn)
-                searcher = self.text.searcher()
+                    head = self._read_head(conn)
+                    self._read_rows(conn, head.size)
+                break
             except FileNotFoundError:
-                continue
-            self._apply(delta)
-            self.snapshot = CollectionSnapshot(self, searcher)
-            return self.snapshot
-        raise StoreError(f"collection {self.info.name!r}: could not read a consistent state")
+                if self.broken:
+                    raise
+        else:
+            raise StoreError(f"collection {self.info.name!r}: could not read a consistent state")
+        return self._finish(head)
 
-    def _read(self, conn) -> _Delta:
+    def _read_head(self, conn) -> _Head:
         seq = self.meta.committed_batch(conn)
         row = self.meta.collection(self.info.name, conn)
         if row is None or row.id != self.id:
             raise StoreError(f"collection {self.info.name!r} disappeared from the store")
-        rows = conn.execute(NEW_ROWS_SQL, (self.id, self.size, row.next_row)).fetchall()
         dead = [r for (r,) in conn.execute(
             "SELECT row FROM items WHERE collection_id = ? AND dead_batch > ?",
             (self.id, max(self.seq, 0)))]
-        rowids, ids, doc_ids, entities, positions, created, has_vec, fields = (
-            [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in range(8)])
-        if rowids and (rowids[0] != self.size or len(rowids) != row.next_row - self.size):
-            raise StoreError(f"collection {self.info.name!r}: rowids are not dense")
-        doc_ids = [doc or item for doc, item in zip(doc_ids, ids, strict=True)]
-        entities = [ent or doc for ent, doc in zip(entities, doc_ids, strict=True)]
-        columns = dict(zip(_COLUMNS, (ids, doc_ids, entities, positions, created), strict=True))
-        parsed = [json.loads(f) if f else None for f in fields] if self.fields else []
-        return _Delta(seq, row.next_row, columns, has_vec, parsed, dead, self._segments(conn))
+        return _Head(seq, row.next_row, dead, self._segments(conn))
+
+    def _read_rows(self, conn, size: int) -> None:
+        """Append rows ``self.size … size-1`` from SQLite, in chunks (bounded memory)."""
+        cursor = conn.execute(NEW_ROWS_SQL, (self.id, self.size, size))
+        first = self.size
+        try:
+            while chunk := cursor.fetchmany(2048):
+                rowids, ids, doc_ids, entities, positions, created, has_vec, fields = zip(
+                    *chunk, strict=True)
+                if rowids[0] != first or rowids[-1] != first + len(chunk) - 1:
+                    raise StoreError(f"collection {self.info.name!r}: rowids are not dense")
+                parsed = [json.loads(f) if f else None for f in fields] if self.fields else []
+                self._append(first, (ids, doc_ids, entities, positions, created), has_vec,
+                             parsed)
+                first += len(chunk)
+            if first != size:
+                raise StoreError(f"collection {self.info.name!r}: rows missing")
+        except BaseException:
+            self.broken = True
+            raise
 
     def _segments(self, conn) -> list[Segment]:
         return [self.files.load(s, functools.partial(self.meta.segment_rowids, self.id, s.file,
@@ -141,18 +153,15 @@ class CollectionState:
         (instead of reading the rows back); falls back to `refresh` when out of step."""
         if self.seq != seq - 1 or self.snapshot is None:
             return self.refresh()
-        doc_ids = [d or i for d, i in zip(batch.doc_ids, batch.ids, strict=True)]
-        entities = [e or d for e, d in zip(batch.entities, doc_ids, strict=True)]
-        columns = dict(zip(_COLUMNS, (batch.ids, doc_ids, entities, batch.positions,
-                                      batch.created_at), strict=True))
         with self.meta.read_transaction() as conn:
             segments = self._segments(conn)
-        delta = _Delta(seq, self.size + len(batch), columns, batch.has_vector, batch.fields,
-                       dead, segments)
-        searcher = self.text.searcher()
-        self._apply(delta)
-        self.snapshot = CollectionSnapshot(self, searcher)
-        return self.snapshot
+        try:
+            self._append(self.size, (batch.ids, batch.doc_ids, batch.entities, batch.positions,
+                                     batch.created_at), batch.has_vector, batch.fields)
+        except BaseException:
+            self.broken = True
+            raise
+        return self._finish(_Head(seq, self.size + len(batch), dead, segments))
 
     def refresh_segments(self) -> CollectionSnapshot:
         """Re-read the segment manifest (after a merge); rows are unchanged."""
@@ -161,48 +170,46 @@ class CollectionState:
         self.snapshot = CollectionSnapshot(self, self.text.searcher())
         return self.snapshot
 
-    def _apply(self, d: _Delta) -> None:
-        if d.size > self.size:
-            for name in _COLUMNS:
-                self.columns[name].extend(d.columns[name])
-            self.has_vector.extend(d.has_vector)
-            for name, column in self.fields.items():
-                column.extend([f.get(name) if f else None for f in d.fields])
-            self._track_ids(d.size)
-        live = np.ones(d.size, bool)
-        live[: self.size] = self.live
-        live[np.asarray(d.dead, np.int64)] = False
-        live.flags.writeable = False
-        self.live, self.size, self.seq, self.segments = live, d.size, d.seq, d.segments
+    def _append(self, first: int, values: tuple, has_vector: Sequence[bool],
+                fields: Sequence[dict | None]) -> None:
+        """Append rows ``first …`` to every column (rows past `size` stay invisible until
+        `_finish`). `values`: ids, doc_ids and entities (None: same as id / doc_id),
+        positions, created_at."""
+        for name, column in zip(_COLUMNS, values, strict=True):
+            self.columns[name].extend(list(column))
+        self.has_vector.extend(has_vector)
+        for name, column in self.fields.items():
+            column.extend([f.get(name) if f else None for f in fields])
+        self._track_ids(first, first + len(has_vector))
 
-    def _track_ids(self, size: int) -> None:
-        """Remember the newest rowid of every item id (for replacement lookups)."""
-        codes = self.columns["id"].codes(size)[self.size:]  # type: ignore[attr-defined]
-        if len(self._latest) < len(self.pool.vocab):
-            grown = np.full(max(len(self.pool.vocab), 2 * len(self._latest)), -1, np.int64)
-            grown[: len(self._latest)] = self._latest
-            self._latest = grown
-        self._latest[codes] = np.arange(self.size, size)
+    def _finish(self, head: _Head) -> CollectionSnapshot:
+        live = np.ones(head.size, bool)
+        live[: self.size] = self.live
+        live[np.asarray(head.dead, np.int64)] = False
+        live.flags.writeable = False
+        self.live, self.size, self.seq, self.segments = live, head.size, head.seq, head.segments
+        self.snapshot = CollectionSnapshot(self, self.text.searcher())
+        return self.snapshot
+
+    def _track_ids(self, first: int, end: int) -> None:
+        """Keep the writer's id → newest rowid map (if built) up to date."""
+        if self._id_rows is not None:
+            get = self.columns["id"].get  # type: ignore[attr-defined]
+            for row in range(first, end):
+                self._id_rows[get(row)] = row
 
     def live_rows(self, ids: Sequence[str]) -> dict[str, int]:
         """The live rowid of each of `ids` that has one (state must be current)."""
+        if self._id_rows is None:
+            values = self.columns["id"].values(self.size)  # type: ignore[attr-defined]
+            self._id_rows = dict(zip(values, range(self.size), strict=True))
         found = {}
-        index, latest, live = self.pool.index, self._latest, self.live
+        rows, live = self._id_rows, self.live
         for item in ids:
-            code = index.get(item)
-            if code is not None and code < len(latest):
-                row = int(latest[code])
-                if row >= 0 and live[row]:
-                    found[item] = row
+            row = rows.get(item)
+            if row is not None and row < len(live) and live[row]:
+                found[item] = row
         return found
-
-    def id_ranks(self) -> np.ndarray:
-        """int64 rank of every pooled string in code-point order (cached per pool size)."""
-        known, ranks = self._ranks
-        if known != len(self.pool.vocab):
-            ranks = self.pool.sort_ranks()
-            self._ranks = (len(ranks), ranks)
-        return ranks
 
 
 class CollectionSnapshot:
@@ -232,10 +239,11 @@ class CollectionSnapshot:
 
     @functools.cached_property
     def id_rank(self) -> np.ndarray:
-        """int64[size]: order-preserving rank of each row's item id (code-point order); equal
-        ids have equal ranks."""
-        codes = self._state.columns["id"].codes(self.size)  # type: ignore[attr-defined]
-        return self._state.id_ranks()[codes]
+        """int64[size]: rank of each row's item id in code-point order (equal ids, i.e. an id
+        and its tombstoned versions, have equal ranks). Computed on first use."""
+        values = list(self.ids)
+        rank = {v: i for i, v in enumerate(sorted(set(values)))}
+        return np.fromiter((rank[v] for v in values), np.int64, len(values))
 
     @staticmethod
     def analyze(text: str) -> list[str]:
@@ -345,5 +353,5 @@ class CollectionSnapshot:
 
 
 def _str_view(column: Column, size: int) -> StrView:
-    assert isinstance(column, StrColumn)
-    return StrView(column.pool, column.codes(size))
+    assert isinstance(column, StrArray | StrColumn)
+    return StrView(column, size)

@@ -275,6 +275,9 @@ class Store:
 
     def _state(self, name: str) -> CollectionState:
         state = self._states.get(name)
+        if state is not None and state.broken:  # a failed refresh: rebuild from SQLite
+            state.text.close()
+            state = None
         if state is None:
             row = self._row(name)
             base = None if self.path is None else self.path / "collections" / name

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,16 +39,17 @@ class Segment:
     hi: int
     vecs: np.ndarray
     explicit: np.ndarray | None = None
-    _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def rowids(self) -> np.ndarray:
         """int64[m]."""
         if self.explicit is not None:
             return self.explicit
-        if "range" not in self._cache:
-            self._cache["range"] = np.arange(self.lo, self.hi, dtype=np.int64)
-        return self._cache["range"]
+        return np.arange(self.lo, self.hi, dtype=np.int64)
+
+    def rowids_at(self, local: np.ndarray) -> np.ndarray:
+        """int64 rowids of the rows at positions `local` of this segment."""
+        return self.lo + local.astype(np.int64) if self.explicit is None else self.explicit[local]
 
     def eligible(self, mask: np.ndarray) -> np.ndarray:
         """bool[m]: `mask` at this segment's rowids."""
@@ -191,27 +192,39 @@ def normalise_query(vec: object, dim: int) -> np.ndarray:
     return q / norm
 
 
-def _coarse(segments: Sequence[Segment], q32: np.ndarray, eligible: np.ndarray):
-    """Float32 scores of every eligible row: (segment no, local index, rowid, score) arrays."""
-    segs, locs, rows, scores = [], [], [], []
+def _candidates(scores: np.ndarray, n: int) -> np.ndarray:
+    """Indices of `scores` that may be in the top n: all within REFINE_MARGIN of the n-th."""
+    if len(scores) <= n:
+        return np.arange(len(scores))
+    kth = np.partition(scores, len(scores) - n)[len(scores) - n]
+    return np.flatnonzero(scores >= kth - REFINE_MARGIN)
+
+
+def _coarse(segments: Sequence[Segment], q32: np.ndarray, eligible: np.ndarray, n: int):
+    """Float32 pass: per segment, the eligible rows that may be in the top n, as arrays
+    (segment no, local index, rowid, score); None when no row is eligible."""
+    segs, locs, scores = [], [], []
     for no, seg in enumerate(segments):
         ok = seg.eligible(eligible)
         hits = int(np.count_nonzero(ok))
         if hits == 0:
             continue
         if hits == len(ok):
-            local = np.arange(len(ok))
-            score = seg.vecs @ q32
+            local, score = None, seg.vecs @ q32
         else:
             local = np.flatnonzero(ok)
             score = seg.vecs[local] @ q32 if hits * 8 < len(ok) else (seg.vecs @ q32)[local]
-        segs.append(np.full(len(local), no, np.int32))
-        locs.append(local)
-        rows.append(seg.rowids[local])
-        scores.append(score)
+        keep = _candidates(score, n)
+        locs.append(keep if local is None else local[keep])
+        scores.append(score[keep])
+        segs.append(np.full(len(keep), no, np.int32))
     if not segs:
         return None
-    return tuple(np.concatenate(x) for x in (segs, locs, rows, scores))
+    local = np.concatenate(locs)
+    seg_no = np.concatenate(segs)
+    rowids = np.concatenate([segments[no].rowids_at(loc) for no, loc in zip(
+        (int(s[0]) for s in segs), locs, strict=True)])
+    return seg_no, local, rowids, np.concatenate(scores)
 
 
 def semantic_topn(segments: Sequence[Segment], query: np.ndarray, n: int, eligible: np.ndarray,
@@ -233,14 +246,12 @@ def semantic_topn(segments: Sequence[Segment], query: np.ndarray, n: int, eligib
         (rowids int64[m], cosine float32[m]), m = min(n, eligible rows with a vector).
     """
     empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
-    coarse = _coarse(segments, query.astype(np.float32), eligible) if n > 0 else None
+    coarse = _coarse(segments, query.astype(np.float32), eligible, n) if n > 0 else None
     if coarse is None:
         return empty
     seg_no, local, rowids, scores = coarse
-    if len(scores) > n:
-        kth = np.partition(scores, len(scores) - n)[len(scores) - n]
-        pick = np.flatnonzero(scores >= kth - REFINE_MARGIN)
-        seg_no, local, rowids = seg_no[pick], local[pick], rowids[pick]
+    pick = _candidates(scores, n)
+    seg_no, local, rowids = seg_no[pick], local[pick], rowids[pick]
     exact = np.empty(len(rowids), np.float32)
     for no in np.unique(seg_no):
         at = np.flatnonzero(seg_no == no)
