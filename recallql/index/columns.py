@@ -65,13 +65,6 @@ class StrPool:
         table = np.fromiter((predicate(s) for s in self.vocab), bool, len(self.vocab))
         return np.append(table, False)[codes]
 
-    def sort_ranks(self) -> np.ndarray:
-        """int64[len(vocab)]: rank of each string in code-point order."""
-        order = sorted(range(len(self.vocab)), key=self.vocab.__getitem__)
-        ranks = np.empty(len(order), np.int64)
-        ranks[order] = np.arange(len(order))
-        return ranks
-
 
 class StrView(Sequence[str]):
     """The strings of a str column as a read-only sequence indexed by rowid (first `size`)."""

@@ -211,17 +211,6 @@ class MetadataStore:
                 (info.name, json.dumps(list(info.text_fields)), json.dumps(fields), info.dim,
                  info.embedder_name, time.time()))
 
-    def live_rows(self, collection_id: int, ids: Sequence[str]) -> dict[str, int]:
-        """Map the given item ids that are live in the collection to their rowids."""
-        found: dict[str, int] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            found.update(self.write.execute(
-                f"SELECT item_id, row FROM items WHERE collection_id = ? AND dead_batch IS NULL"
-                f" AND item_id IN ({marks})", (collection_id, *chunk)).fetchall())
-        return found
-
     def pending_purge(self, collection: CollectionRow) -> list[int]:
         """Rowids tombstoned since the tantivy index last deleted them."""
         return [r for (r,) in self.write.execute(

@@ -9,6 +9,8 @@ later or unfinished batches are excluded by the `live` mask, which comes from SQ
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
 import json
 import math
@@ -39,6 +41,24 @@ from recallql.index.text import TextIndex
 from recallql.index.vectors import Segment, SegmentFiles, normalise_query, semantic_topn
 
 REFRESH_ATTEMPTS = 8
+#: After loading this many rows at once, freed heap memory is handed back to the OS.
+BULK_ROWS = 50_000
+
+
+@functools.cache
+def _libc_trim():
+    """glibc's ``malloc_trim``, or None elsewhere."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def _trim_heap() -> None:
+    """Return the free heap left by a bulk load (Python's chunked reads) to the OS."""
+    trim = _libc_trim()
+    if trim is not None:
+        trim(0)
 
 
 @dataclass
@@ -111,6 +131,8 @@ class CollectionState:
                     raise
         else:
             raise StoreError(f"collection {self.info.name!r}: could not read a consistent state")
+        if head.size - self.size >= BULK_ROWS:
+            _trim_heap()
         return self._finish(head)
 
     def _read_head(self, conn) -> _Head:
