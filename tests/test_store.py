@@ -256,18 +256,21 @@ def test_filters_on_a_real_store(index_db, index_docs):
     assert {snap.ids[r] for r in rows} == {"backup-1", "creds"}
 
 
-def test_vector_segments_merge_and_stay_exact(tmp_path):
+@pytest.mark.parametrize("on_disk", [True, False], ids=["disk", "memory"])
+def test_vector_segments_merge_and_stay_exact(tmp_path, on_disk):
     rng = np.random.default_rng(7)
     vecs = index_unit(rng, 70, 8)
-    with recallql.connect(tmp_path / "db", embedder=None) as db:
+    with recallql.connect(tmp_path / "db" if on_disk else None, embedder=None) as db:
         db.create_collection("v", ("text",), dim=8, embedder=None)
         for i in range(70):
             db.ingest("v", [{"id": f"i{i:03d}", "text": "t", "vector": vecs[i]}])
         db.ingest("v", [{"id": "i005", "text": "t", "vector": vecs[69]}])
-        files = sorted(os.listdir(tmp_path / "db" / "collections" / "v" / "vectors"))
         snap = db.snapshot("v")
         rows, cos = snap.semantic_topn(vecs[10], 71)
-    assert len(files) < 20, files
+        if on_disk:
+            files = os.listdir(tmp_path / "db" / "collections" / "v" / "vectors")
+            assert sorted(files) == sorted(s.file for s in snap._segments)
+    assert len(snap._segments) < 20
     assert len(rows) == 70 and snap.ids[rows[0]] == "i010" and cos[0] == pytest.approx(1.0)
     expected = sorted(((-float(v @ vecs[10]), f"i{i:03d}") for i, v in enumerate(vecs)
                        if i != 5))
