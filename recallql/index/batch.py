@@ -1,22 +1,29 @@
 """Batches: one `ingest` call is one all-or-nothing write across SQLite, tantivy and vectors.
 
-Commit protocol for batch ``S`` (``S`` = committed batch + 1) of a collection:
+Commit protocol for batch ``S`` (``S`` = committed batch + 1) of a collection, under the writer
+lock, with rowids ``next_row … next_row+n-1`` (dense):
 
-1. Validate every item and embed the ones without a vector, in memory. Any problem raises
-   `IngestError`; nothing has been written.
-2. Allocate rowids ``next_row … next_row+n-1`` (dense; a failed batch's rowids are reused by the
-   next batch, which is safe because step 6 runs first).
-3. Write the batch's vectors to a new segment file ``b<S>.npy`` (temp file, fsync, rename, fsync
+1. Validate every item and embed the ones without a vector, in memory. Validated chunks of
+   texts are already handed to the tantivy writer (documents carry their rowid and batch ``S``)
+   so that tantivy indexes them on its own thread meanwhile; they are queued, not committed.
+   Any problem raises `IngestError` and the queued documents are rolled back: nothing has been
+   written.
+2. Write the batch's vectors to a new segment file ``b<S>.npy`` (temp file, fsync, rename, fsync
    directory). Files are never overwritten in place.
-4. tantivy: delete the documents of rows tombstoned by earlier committed batches, add the new
-   documents (text, rowid, batch ``S``), ``commit()``.
-5. One SQLite transaction (WAL, ``synchronous=FULL``): item rows, tombstones of replaced ids
-   (``dead_batch = S``), the manifest entry of the segment, the collection's ``next_row``, the
-   caller's `extra_sql`, and ``state.committed_batch = S``. Its COMMIT is the commit point.
-6. On any failure after step 2 (and whenever a writer opens): recovery deletes tantivy documents
+3. tantivy: queue the deletion of documents tombstoned by earlier committed batches, then
+   ``commit()``.
+4. One SQLite transaction (WAL, ``synchronous=FULL``): tombstones of replaced ids
+   (``dead_batch = S``), item rows, the manifest entry of the segment, the collection's
+   ``next_row``, the caller's `extra_sql`, and ``state.committed_batch = S``. Its COMMIT is the
+   commit point.
+5. On any failure after step 1 (and whenever a writer opens): recovery deletes tantivy documents
    whose batch is greater than the committed one and removes segment files the manifest does not
-   name. Until then such documents and files are invisible anyway: readers only return rows that
-   SQLite says are committed and live.
+   name. Until then they are invisible anyway: readers only return rows that SQLite says are
+   committed and live. A failed batch's rowids and number are reused by the next batch, which
+   is safe because recovery runs first.
+
+Documents of replaced items are deleted from tantivy only by a *later* batch's commit (step 3),
+so a crash between the tantivy commit and the SQLite commit can never remove a committed row.
 
 After the commit, small vector segments may be merged (`merge_segments`); a merge writes a new
 file, swaps the manifest rows in one transaction, then unlinks the inputs, so a crash at any
@@ -132,8 +139,8 @@ def manifest_values(collection_id: int, file: str, rowids: np.ndarray) -> tuple:
 def commit(state: CollectionState, batch: ItemBatch, embedded: int,
            extra_sql: ExtraSql | None, started: float, seq: int
            ) -> tuple[IngestReport, list[int]]:
-    """Write a prepared batch whose texts were already added to tantivy (by the `prepare`
-    sink) as batch `seq` from rowid ``state.size`` (steps 3–5 of the protocol); the caller
+    """Write a prepared batch whose texts were already queued in tantivy (by the `prepare`
+    sink) as batch `seq` from rowid ``state.size`` (steps 2–4 of the protocol); the caller
     recovers on failure.
 
     Returns:
