@@ -1,0 +1,30 @@
+"""recallql.index: storage and fetching — SQLite metadata, tantivy BM25 index, numpy vectors.
+
+Imports nothing of the rest of the project. The engine uses `Store` and `CollectionSnapshot`
+(see `docs/architecture.md`).
+"""
+
+from recallql.index.batch import IngestReport
+from recallql.index.errors import (
+    DatabaseLocked,
+    FilterError,
+    IngestError,
+    SignalRejected,
+    StoreError,
+)
+from recallql.index.schema import CollectionInfo, FieldType
+from recallql.index.snapshot import CollectionSnapshot
+from recallql.index.store import Store
+
+__all__ = [
+    "CollectionInfo",
+    "CollectionSnapshot",
+    "DatabaseLocked",
+    "FieldType",
+    "FilterError",
+    "IngestError",
+    "IngestReport",
+    "SignalRejected",
+    "Store",
+    "StoreError",
+]

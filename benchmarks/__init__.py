@@ -1,0 +1,1 @@
+"""recallql benchmarks (run one with ``python -m benchmarks.<name>``)."""

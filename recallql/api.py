@@ -1,0 +1,181 @@
+"""The Python API: `connect()` and `Database` (storage half; the engine adds queries).
+
+    >>> import recallql
+    >>> db = recallql.connect()                       # in memory; connect("dir/") on disk
+    >>> db.ingest("docs", [{"id": "a", "title": "Backup", "body": "retention policy"}])
+
+`Database` is a thin layer over `recallql.index.Store`: it resolves embedders and keeps the one
+attached to each collection.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+
+from recallql.index import embedders as emb
+from recallql.index.batch import IngestReport
+from recallql.index.errors import StoreError
+from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, make_info
+from recallql.index.snapshot import CollectionSnapshot
+from recallql.index.store import Store, check_same
+
+__all__ = ["Database", "IngestReport", "connect"]
+
+
+def connect(path: str | os.PathLike | None = None, *, embedder: object = "default",
+            readonly: bool = False) -> Database:
+    """Open or create a database.
+
+    Args:
+        path: a directory (opened, or created when missing), or ``None`` for an in-memory
+            database.
+        embedder: what the built-in collections ``docs`` and ``messages`` embed with when they
+            are first created: ``"default"`` (all-MiniLM-L6-v2, 384-d, local), ``None`` (vectors
+            only from the caller; the built-ins are then 384-d) or a callable
+            ``list[str] -> float32[n, d]``. On an existing database it must match what they were
+            created with (``None`` attaches nothing).
+        readonly: open an existing database as a reader (no lock; sees the last committed
+            batch; any number of readers alongside one writer).
+
+    Raises:
+        DatabaseLocked: another writer has the database open.
+        StoreError: not a recallql database, or an embedder that does not match.
+    """
+    store = Store.open(path, readonly=readonly)
+    try:
+        return Database(store, embedder)
+    except BaseException:
+        store.close()
+        raise
+
+
+class Database:
+    """A recallql database. Use `connect`. A context manager (closes on exit).
+
+    Attributes:
+        store: the underlying `recallql.index.Store`.
+    """
+
+    def __init__(self, store: Store, embedder: object = "default"):
+        self.store = store
+        self._embedders: dict[str, emb.Embedder | None] = {}
+        resolved = emb.resolve(embedder)
+        for name, (text_fields, fields) in BUILTIN_COLLECTIONS.items():
+            if store.readonly and name not in {c.name for c in store.collections()}:
+                continue
+            dim = None if resolved is not None else emb.MINILM_DIM
+            self._open_collection(name, text_fields, fields, dim, resolved, builtin=True)
+
+    @property
+    def path(self) -> str | None:
+        """The database directory, or ``None`` in memory."""
+        return None if self.store.path is None else str(self.store.path)
+
+    def _open_collection(self, name: str, text_fields: Sequence[str],
+                         fields: Mapping[str, object] | None, dim: int | None,
+                         embedder: emb.Embedder | None, builtin: bool = False) -> CollectionInfo:
+        existing = self.store.meta.collection(name)
+        if existing is not None and embedder is None and builtin:
+            self._embedders[name] = None  # explicit None: attach nothing
+            return existing.info
+        if embedder is not None:
+            if dim is not None and dim != embedder.dim:
+                raise StoreError(f"collection {name!r}: dim={dim} but embedder "
+                                 f"{embedder.name!r} returns {embedder.dim}-d vectors")
+            dim = embedder.dim
+        elif dim is None:
+            if existing is None:
+                raise StoreError(f"collection {name!r}: dim is required when embedder=None")
+            dim = existing.info.dim
+        if self.store.readonly:
+            if existing is None:
+                raise StoreError(f"the database {self.path} is open read-only; cannot create "
+                                 f"collection {name!r}")
+            info = existing.info
+            check_same(info, make_info(name, text_fields, fields, dim,
+                                       embedder and embedder.name))
+        else:
+            info = self.store.create_collection(name, text_fields, fields, dim,
+                                                embedder and embedder.name)
+        self._embedders[name] = embedder
+        return info
+
+    def create_collection(self, name: str, text_fields: Sequence[str] = ("title", "body"),
+                          fields: Mapping[str, object] | None = None, dim: int | None = None,
+                          embedder: object = "default") -> CollectionInfo:
+        """Create a collection (or open it when it exists with the same definition).
+
+        Args:
+            name: 1–64 letters, digits or ``_``.
+            text_fields: fields concatenated into the BM25 text (and embedded).
+            fields: filterable fields and types: ``{"tag": str, "year": int, "score": float,
+                "ok": bool, "at": datetime, "tags": list[str]}``.
+            dim: vector dimension; taken from the embedder when omitted; required with
+                ``embedder=None``.
+            embedder: ``"default"``, ``None`` (vectors supplied by the caller), or a callable
+                ``list[str] -> float32[n, dim]`` (its name: ``fn.name`` or ``fn.__qualname__``).
+
+        Returns:
+            The collection's `CollectionInfo`.
+
+        Raises:
+            StoreError: invalid definition, or it exists with another schema/embedder/dim.
+        """
+        resolved = emb.resolve(embedder, dim)
+        return self._open_collection(name, text_fields, fields, dim, resolved)
+
+    def set_embedder(self, collection: str, embedder: object) -> None:
+        """Re-attach a collection's caller-defined embedder after reopening the database.
+
+        Raises:
+            StoreError: its name or dimension differs from the one the collection records.
+        """
+        info = self.store.collection(collection)
+        resolved = emb.resolve(embedder, info.dim)
+        if resolved is None or resolved.name != info.embedder_name or resolved.dim != info.dim:
+            got = None if resolved is None else f"{resolved.name!r} (dim {resolved.dim})"
+            raise StoreError(f"collection {collection!r} uses embedder {info.embedder_name!r} "
+                             f"(dim {info.dim}); got {got}")
+        self._embedders[collection] = resolved
+
+    def embedder(self, collection: str) -> emb.Embedder | None:
+        """The embedder attached to a collection (``None`` when vectors come from the caller
+        or the collection's caller-defined embedder was not re-attached)."""
+        if collection not in self._embedders:
+            self._embedders[collection] = emb.by_name(self.store.collection(collection)
+                                                      .embedder_name)
+        return self._embedders[collection]
+
+    def ingest(self, collection: str, items: Iterable[Mapping[str, object]]) -> IngestReport:
+        """Add or replace items, as one all-or-nothing batch.
+
+        Args:
+            collection: collection name.
+            items: dicts with ``id`` (str or int), the text fields, ``created_at`` (datetime,
+                ISO-8601 str or epoch seconds; naive = UTC), ``entity``, ``doc_id``,
+                ``position``, ``vector`` (optional) and the declared fields.
+
+        Raises:
+            IngestError: an invalid item (names the item and field); nothing was written.
+            StoreError: unknown collection, read-only database.
+        """
+        return self.store.ingest(collection, items, self.embedder(collection))
+
+    def collections(self) -> list[CollectionInfo]:
+        """All collections."""
+        return self.store.collections()
+
+    def snapshot(self, collection: str) -> CollectionSnapshot:
+        """The collection's snapshot at the last committed batch (see `Store.snapshot`)."""
+        return self.store.snapshot(collection)
+
+    def close(self) -> None:
+        """Close the database (releases the writer lock)."""
+        self.store.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,130 @@
+"""The ``recallql`` command line (typer). Each command is a small function over `recallql.api`;
+others (query, explain, shell, sessions, import, demo, bench) are added alongside ``ingest``.
+
+Exit codes: 0 ok, 1 data or query error (message on stderr), 2 usage.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="recallql: an embedded query engine for AI-agent memory.")
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)
+
+DbOption = Annotated[Path, typer.Option("--db", help="Database directory (created if missing).")]
+EMBEDDERS = ("default", "none", "hash")
+
+
+@app.callback()
+def _root() -> None:
+    """recallql: an embedded query engine for AI-agent memory."""
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print `message` on stderr and return the Exit to raise."""
+    err.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _embedder(name: str) -> object:
+    from recallql.index.embedders import HashEmbedder
+
+    return {"default": "default", "none": None, "hash": HashEmbedder()}[name]
+
+
+def _batches(items: Iterable[dict], size: int) -> Iterator[list[dict]]:
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
+
+
+def _items(paths: list[Path], fmt: str, drop: set[str], dropped: set[str]) -> Iterator[dict]:
+    """Items of all paths, without the loaders' extra keys in `drop` (collected in `dropped`);
+    other unknown keys (e.g. from JSONL) stay and are reported as errors by ingest."""
+    from recallql.index import loaders
+
+    for path in paths:
+        for item, gone in loaders.project(loaders.load_path(path, fmt), drop):
+            dropped |= gone
+            yield item
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Files or directories to ingest.")],
+    db: DbOption = Path("recallql.db"),
+    collection: Annotated[str, typer.Option(help="Target collection.")] = "docs",
+    fmt: Annotated[str, typer.Option("--format", help="auto|jsonl|text|cacm|cranfield|debian"
+                                     )] = "auto",
+    embedder: Annotated[str, typer.Option(help="default|none|hash (for new databases)")
+                        ] = "default",
+    batch_size: Annotated[int, typer.Option(min=1, help="Items per batch.")] = 2000,
+) -> None:
+    """Ingest files (JSONL, text/Markdown, CACM, Cranfield, Debian changelogs) into a
+    collection; each batch of items is committed all-or-nothing."""
+    import recallql
+    from recallql.index.loaders import EXTRA_KEYS, FORMATS
+
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"use one of: {', '.join(FORMATS)}", param_hint="--format")
+    if embedder not in EMBEDDERS:
+        raise typer.BadParameter(f"use one of: {', '.join(EMBEDDERS)}", param_hint="--embedder")
+    try:
+        database = recallql.connect(db, embedder=_embedder(embedder))
+    except (recallql.StoreError, recallql.DatabaseLocked) as exc:
+        raise fail(str(exc)) from None
+    with database:
+        info = next((c for c in database.collections() if c.name == collection), None)
+        if info is None:
+            raise fail(f"no collection {collection!r} in {db}")
+        drop = set(EXTRA_KEYS) - set(info.text_fields) - set(info.fields)
+        _run_ingest(database, collection, _items(paths, fmt, drop, dropped := set()),
+                    batch_size, dropped)
+
+
+def _run_ingest(database, collection: str, items: Iterable[dict], batch_size: int,
+                dropped: set[str]) -> None:
+    import recallql
+
+    started, added, replaced, embedded, batches = time.perf_counter(), 0, 0, 0, 0
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+               MofNCompleteColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        task = progress.add_task(f"ingesting into {collection}", total=None)
+        try:
+            for chunk in _batches(items, batch_size):
+                report = database.ingest(collection, chunk)
+                added, replaced = added + report.added, replaced + report.replaced
+                embedded, batches = embedded + report.embedded, batches + 1
+                progress.advance(task, len(chunk))
+        except (recallql.IngestError, recallql.StoreError, OSError) as exc:
+            progress.stop()
+            note = f" ({added + replaced} items in {batches} earlier batches were committed)"
+            raise fail(f"{exc}{note if batches else ''}") from None
+    if dropped:
+        err.print(f"note: fields not declared in {collection!r} were not stored: "
+                  f"{', '.join(sorted(dropped))}")
+    seconds = time.perf_counter() - started
+    total = added + replaced
+    out.print(f"ingested {total} items into {collection} ({added} new, {replaced} replaced, "
+              f"{embedded} embedded) in {batches} batches, {seconds:.1f} s "
+              f"({total / max(seconds, 1e-9):,.0f} items/s)", soft_wrap=True)
+
+
+def main() -> None:
+    """Console entry point (``recallql``)."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""Batches: one `ingest` call is one all-or-nothing write across SQLite, tantivy and vectors.
+
+Commit protocol for batch ``S`` (``S`` = committed batch + 1) of a collection, under the writer
+lock, with rowids ``next_row … next_row+n-1`` (dense):
+
+1. Validate every item and embed the ones without a vector, in memory. Validated chunks of
+   texts are already handed to the tantivy writer (documents carry their rowid and batch ``S``)
+   so that tantivy indexes them on its own thread meanwhile; they are queued, not committed.
+   Any problem raises `IngestError` and the queued documents are rolled back: nothing has been
+   written.
+2. Write the batch's vectors to a new segment file ``b<S>.npy`` (temp file, fsync, rename, fsync
+   directory). Files are never overwritten in place.
+3. tantivy: queue the deletion of documents tombstoned by earlier committed batches, then
+   ``commit()``.
+4. One SQLite transaction (WAL, ``synchronous=FULL``): tombstones of replaced ids
+   (``dead_batch = S``), item rows, the manifest entry of the segment, the collection's
+   ``next_row``, the caller's `extra_sql`, and ``state.committed_batch = S``. Its COMMIT is the
+   commit point.
+5. On any failure after step 1 (and whenever a writer opens): recovery deletes tantivy documents
+   whose batch is greater than the committed one and removes segment files the manifest does not
+   name. Until then they are invisible anyway: readers only return rows that SQLite says are
+   committed and live. A failed batch's rowids and number are reused by the next batch, which
+   is safe because recovery runs first.
+
+Documents of replaced items are deleted from tantivy only by a *later* batch's commit (step 3),
+so a crash between the tantivy commit and the SQLite commit can never remove a committed row.
+
+After the commit, small vector segments may be merged (`merge_segments`); a merge writes a new
+file, swaps the manifest rows in one transaction, then unlinks the inputs, so a crash at any
+point leaves either the old or the new segments listed, and the other files are orphans.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from recallql.index.errors import IngestError
+from recallql.index.items import ItemBatch, TextSink, check_vectors, validate
+from recallql.index.metadata import ITEM_INSERT, ExtraSql, MetadataStore
+from recallql.index.vectors import Segment, merged_parts, plan_merge
+
+if TYPE_CHECKING:
+    from recallql.index.embedders import Embedder
+    from recallql.index.snapshot import CollectionState
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What one `ingest` call committed.
+
+    Attributes:
+        collection: collection name.
+        batch: the batch sequence number (0 when the batch was empty and nothing was written).
+        added: items whose id was new.
+        replaced: items that replaced a live item with the same id.
+        embedded: items whose vector came from the collection's embedder.
+        first_rowid: rowid of the batch's first item (rowids are consecutive).
+        seconds: wall-clock duration of the call, in seconds.
+    """
+
+    collection: str
+    batch: int
+    added: int
+    replaced: int
+    embedded: int
+    first_rowid: int
+    seconds: float
+
+    @property
+    def count(self) -> int:
+        """Items written."""
+        return self.added + self.replaced
+
+
+def prepare(state: CollectionState, items: Iterable[object], embedder: Embedder | None,
+            sink: TextSink | None = None) -> tuple[ItemBatch, int]:
+    """Validate `items` and embed those without a vector.
+
+    Args:
+        state: the collection.
+        items: raw items.
+        embedder: the attached embedder, or None.
+        sink: receives validated texts as they come (see `recallql.index.items.validate`).
+
+    Returns:
+        (batch, number of embedded items).
+
+    Raises:
+        IngestError: invalid item, missing embedder, bad embedder output.
+    """
+    info = state.info
+    batch = validate(info, items, sink)
+    missing = np.flatnonzero(~batch.has_vector)
+    if len(missing) == 0:
+        return batch, 0
+    if embedder is None:
+        if info.embedder_name is None:
+            return batch, 0
+        first = batch.ids[int(missing[0])]
+        raise IngestError(
+            f"no vector given and the collection's embedder {info.embedder_name!r} is not "
+            "attached (pass vectors, or attach it with set_embedder)",
+            item=repr(first), field="vector")
+    texts = [batch.texts[i] for i in missing]
+    vectors = np.asarray(embedder(texts), dtype=np.float32)
+    if vectors.shape != (len(texts), info.dim):
+        raise IngestError(f"embedder {embedder.name!r} returned shape {vectors.shape}, "
+                          f"expected ({len(texts)}, {info.dim})", field="vector")
+    batch.vectors[missing] = check_vectors(vectors, info.dim, lambda i: repr(
+        batch.ids[int(missing[i])]), f"embedder {embedder.name!r}")
+    batch.has_vector[missing] = True
+    return batch, len(missing)
+
+
+def _segment(batch: ItemBatch, start: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(vectors, rowids) of the batch rows that have a vector, or None."""
+    rows = np.flatnonzero(batch.has_vector)
+    if len(rows) == 0:
+        return None
+    vectors = batch.vectors if len(rows) == len(batch) else batch.vectors[rows]
+    return vectors, rows.astype(np.int64) + start
+
+
+def manifest_values(collection_id: int, file: str, rowids: np.ndarray) -> tuple:
+    """Manifest row for a segment: explicit rowids (in row order of the file, not necessarily
+    sorted) unless they are exactly the range ``lo..hi-1``."""
+    lo, hi = int(rowids.min()), int(rowids.max()) + 1
+    contiguous = hi - lo == len(rowids) and bool((np.diff(rowids) == 1).all())
+    blob = None if contiguous else rowids.astype("<i8").tobytes()
+    return (collection_id, file, lo, hi, len(rowids), blob)
+
+
+def commit(state: CollectionState, batch: ItemBatch, embedded: int,
+           extra_sql: ExtraSql | None, started: float, seq: int
+           ) -> tuple[IngestReport, list[int]]:
+    """Write a prepared batch whose texts were already queued in tantivy (by the `prepare`
+    sink) as batch `seq` from rowid ``state.size`` (steps 2–4 of the protocol); the caller
+    recovers on failure.
+
+    Returns:
+        The report and the rowids the batch tombstoned.
+    """
+    meta, text = state.meta, state.text
+    row = meta.collection(state.info.name, meta.write)
+    assert row is not None and row.id == state.id and row.next_row == state.size
+    assert seq == meta.committed_batch(meta.write) + 1
+    start, n = row.next_row, len(batch)
+    replaced = state.live_rows(batch.ids)
+    purge = meta.pending_purge(row)
+    text.delete_rows(purge)
+    segment = _segment(batch, start)
+    if segment is not None:  # written while tantivy indexes in the background
+        state.files.write(f"b{seq}.npy", [segment[0]])
+    text.commit()
+    with meta.transaction() as conn:
+        conn.executemany("UPDATE items SET dead_batch = ? WHERE collection_id = ? AND row = ?",
+                         [(seq, row.id, r) for r in replaced.values()])
+        conn.executemany(ITEM_INSERT, _item_rows(row.id, start, seq, batch))
+        if segment is not None:
+            conn.execute("INSERT INTO segments VALUES (?,?,?,?,?,?)",
+                         manifest_values(row.id, f"b{seq}.npy", segment[1]))
+        conn.execute("UPDATE collections SET next_row = ?, purged_batch = ? WHERE id = ?",
+                     (start + n, seq - 1 if purge else row.purged_batch, row.id))
+        conn.execute("INSERT INTO batches VALUES (?,?,?,?)", (seq, row.id, n, time.time()))
+        if extra_sql is not None:
+            extra_sql(conn)
+        conn.execute("UPDATE state SET value = ? WHERE key = 'committed_batch'", (seq,))
+    report = IngestReport(state.info.name, seq, n - len(replaced), len(replaced), embedded,
+                          start, time.perf_counter() - started)
+    return report, list(replaced.values())
+
+
+def _item_rows(collection_id: int, start: int, seq: int, b: ItemBatch) -> Iterable[tuple]:
+    has_vector = b.has_vector.tolist()
+    return zip([collection_id] * len(b), range(start, start + len(b)), b.ids, b.doc_ids,
+               b.entities, b.positions, b.created_at, [seq] * len(b), has_vector, b.text_json,
+               b.fields_json, strict=True)
+
+
+def recover(state: CollectionState, committed: int) -> None:
+    """Undo what an unfinished batch or merge left: tantivy documents of batches after
+    `committed`, and segment files the manifest does not name."""
+    state.text.rollback()
+    if state.text.batches_after(committed):
+        state.text.delete_batches_after(committed)
+        state.text.commit()
+    known = {s.file for s in state.meta.segments(state.id, state.meta.write)}
+    state.files.remove_orphans(known)
+
+
+def merge_segments(state: CollectionState, meta: MetadataStore) -> int:
+    """Merge vector segments while a tier holds too many (see `recallql.index.vectors`).
+
+    Returns:
+        Number of merges done. A failed merge is reported as a warning (the batch that triggered
+        it is already committed); its leftovers are removed by the next recovery.
+    """
+    done = 0
+    while True:
+        rows = plan_merge(meta.segments(state.id, meta.write))
+        if not rows:
+            return done
+        try:
+            _merge_once(state, meta, rows, done)
+        except OSError as exc:  # pragma: no cover - disk full and the like
+            warnings.warn(f"vector segment merge failed: {exc}", RuntimeWarning, stacklevel=2)
+            return done
+        done += 1
+
+
+def _merge_once(state: CollectionState, meta: MetadataStore, rows: list, k: int) -> None:
+    by_file = {s.file: s for s in state.segments}
+    inputs: list[Segment] = [by_file[r.file] for r in rows]
+    parts, rowids = merged_parts(inputs, state.live)
+    seq = meta.committed_batch(meta.write)
+    name = f"m{seq}-{k}.npy"
+    if len(rowids):
+        state.files.write(name, parts)
+    with meta.transaction() as conn:
+        conn.executemany("DELETE FROM segments WHERE collection_id = ? AND file = ?",
+                         [(state.id, r.file) for r in rows])
+        if len(rowids):
+            conn.execute("INSERT INTO segments VALUES (?,?,?,?,?,?)",
+                         manifest_values(state.id, name, rowids))
+    state.files.remove([r.file for r in rows])
+    state.refresh_segments()

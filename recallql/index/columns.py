@@ -1,0 +1,278 @@
+"""Append-only in-memory columns of a collection's item metadata (for snapshots and filters).
+
+Rows are immutable once committed (only their liveness changes), so every column is an
+append-only buffer; a snapshot is a read-only view of the first `size` rows, and later appends
+never change what an earlier snapshot sees. Strings are dictionary-encoded (`StrPool`), so a
+predicate on a string column is evaluated once per distinct value and gathered by code.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+
+from recallql.index.schema import FieldType
+
+MISSING = -1
+
+
+class Buffer:
+    """An append-only numpy array whose views stay valid as it grows."""
+
+    def __init__(self, dtype: object):
+        self._buf = np.zeros(16, dtype)
+        self.n = 0
+
+    def extend(self, values: Sequence | np.ndarray) -> None:
+        """Append values (converted to the buffer's dtype)."""
+        arr = np.asarray(values, dtype=self._buf.dtype)
+        need = self.n + len(arr)
+        if need > len(self._buf):  # grow by 1/4: bounded waste for large columns
+            grown = np.zeros(max(need, len(self._buf) + len(self._buf) // 4), self._buf.dtype)
+            grown[: self.n] = self._buf[: self.n]
+            self._buf = grown
+        self._buf[self.n:need] = arr
+        self.n = need
+
+    def view(self, size: int) -> np.ndarray:
+        """Read-only view of the first `size` values."""
+        out = self._buf[:size]
+        out.flags.writeable = False
+        return out
+
+
+class StrPool:
+    """Dictionary encoding: distinct strings ↔ int32 codes (``-1`` = missing)."""
+
+    def __init__(self) -> None:
+        self.vocab: list[str] = []
+        self.index: dict[str, int] = {}
+
+    def code(self, value: str | None) -> int:
+        """Code of `value` (added when new)."""
+        if value is None:
+            return MISSING
+        code = self.index.get(value)
+        if code is None:
+            code = self.index[value] = len(self.vocab)
+            self.vocab.append(value)
+        return code
+
+    def gather(self, predicate: Callable[[str], bool], codes: np.ndarray) -> np.ndarray:
+        """bool per code: `predicate` of the code's string; missing codes give False."""
+        table = np.fromiter((predicate(s) for s in self.vocab), bool, len(self.vocab))
+        return np.append(table, False)[codes]
+
+
+class StrView(Sequence[str]):
+    """The strings of a str column as a read-only sequence indexed by rowid (first `size`)."""
+
+    def __init__(self, column: StrArray | StrColumn | DerivedStrColumn, size: int):
+        self._column = column
+        self._size = size
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self._column.get(i) for i in range(*index.indices(self._size))]
+        i = operator.index(index)
+        if not -self._size <= i < self._size:
+            raise IndexError(f"rowid {i} out of range")
+        return self._column.get(i % self._size)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._column.values(self._size))
+
+
+class Column:
+    """A declared field's values; `values(size)` and `present(size)` are read-only views."""
+
+    kind: FieldType
+
+    def extend(self, values: list[object]) -> None:
+        raise NotImplementedError
+
+    def present(self, size: int) -> np.ndarray:
+        raise NotImplementedError
+
+
+_NAN_KINDS = (FieldType.FLOAT, FieldType.TIMESTAMP)
+
+
+class NumberColumn(Column):
+    """int, float, bool and timestamp fields (timestamps as epoch seconds UTC); a missing value
+    is stored as ``NaN`` (float, timestamp) or 0 (int, bool) and `present` is False."""
+
+    _DTYPES = {FieldType.INT: np.int64, FieldType.FLOAT: np.float64, FieldType.BOOL: np.bool_,
+               FieldType.TIMESTAMP: np.float64}
+
+    def __init__(self, kind: FieldType):
+        self.kind = kind
+        self._values = Buffer(self._DTYPES[kind])
+        self._present = Buffer(np.bool_)
+
+    def extend(self, values: list[object]) -> None:
+        fill = np.nan if self.kind in _NAN_KINDS else 0
+        self._present.extend([v is not None for v in values])
+        self._values.extend([fill if v is None else v for v in values])
+
+    def values(self, size: int) -> np.ndarray:
+        return self._values.view(size)
+
+    def present(self, size: int) -> np.ndarray:
+        return self._present.view(size)
+
+
+class StrColumn(Column):
+    """A dictionary-encoded str field (also id, doc_id and entity, which share one pool)."""
+
+    kind = FieldType.STR
+
+    def __init__(self, pool: StrPool | None = None):
+        self.pool = pool or StrPool()
+        self._codes = Buffer(np.int32)
+
+    def extend(self, values: list[object]) -> None:
+        code = self.pool.code
+        self._codes.extend([code(v) for v in values])  # type: ignore[arg-type]
+
+    def codes(self, size: int) -> np.ndarray:
+        return self._codes.view(size)
+
+    def present(self, size: int) -> np.ndarray:
+        return self._codes.view(size) != MISSING
+
+    def where(self, predicate: Callable[[str], bool], size: int) -> np.ndarray:
+        """bool[size]: rows whose value satisfies `predicate` (missing → False)."""
+        return self.pool.gather(predicate, self.codes(size))
+
+    def get(self, row: int) -> str | None:
+        code = int(self._codes.view(row + 1)[row])
+        return None if code == MISSING else self.pool.vocab[code]
+
+    def values(self, size: int) -> list[str | None]:
+        vocab = self.pool.vocab
+        return [None if c == MISSING else vocab[c] for c in self.codes(size).tolist()]
+
+
+class StrArray(Column):
+    """Item ids: UTF-8 bytes in one growing buffer plus end offsets (compact: no per-string
+    Python object is kept). Never missing."""
+
+    kind = FieldType.STR
+
+    def __init__(self) -> None:
+        self._bytes = Buffer(np.uint8)
+        self._ends = Buffer(np.int64)
+
+    def extend(self, values: list[object]) -> None:
+        encoded = [str(v).encode() for v in values]
+        end = int(self._ends.view(self._ends.n)[-1]) if self._ends.n else 0
+        self._ends.extend(np.cumsum([len(e) for e in encoded], dtype=np.int64) + end)
+        self._bytes.extend(np.frombuffer(b"".join(encoded), np.uint8))
+
+    def get(self, row: int) -> str:
+        ends = self._ends.view(row + 1)
+        start = int(ends[row - 1]) if row else 0
+        return bytes(self._bytes.view(int(ends[row]))[start:]).decode()
+
+    def values(self, size: int) -> list[str]:
+        ends = self._ends.view(size).tolist()
+        if not ends:
+            return []
+        blob = bytes(self._bytes.view(ends[-1]))
+        return [blob[a:b].decode() for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+
+    def present(self, size: int) -> np.ndarray:
+        return np.ones(size, bool)
+
+    def where(self, predicate: Callable[[str], bool], size: int) -> np.ndarray:
+        return np.fromiter((predicate(v) for v in self.values(size)), bool, size)
+
+
+SAME = -2
+
+
+class DerivedStrColumn(StrColumn):
+    """A str column that usually equals another one (doc_id = id, entity = doc_id): such rows
+    store the code `SAME` instead of a pooled string. Values given as None mean "same"."""
+
+    def __init__(self, base: StrArray | StrColumn):
+        super().__init__()
+        self.base = base
+
+    def extend(self, values: list[object]) -> None:
+        code = self.pool.code
+        self._codes.extend([SAME if v is None else code(v) for v in values])  # type: ignore
+
+    def get(self, row: int) -> str | None:
+        code = int(self._codes.view(row + 1)[row])
+        return self.base.get(row) if code == SAME else self.pool.vocab[code]
+
+    def values(self, size: int) -> list[str | None]:
+        vocab, base = self.pool.vocab, None
+        out = []
+        for row, c in enumerate(self.codes(size).tolist()):
+            if c == SAME:
+                base = base if base is not None else self.base.values(size)
+                out.append(base[row])
+            else:
+                out.append(vocab[c])
+        return out
+
+    def where(self, predicate: Callable[[str], bool], size: int) -> np.ndarray:
+        codes = self.codes(size)
+        table = np.fromiter((predicate(s) for s in self.pool.vocab), bool, len(self.pool.vocab))
+        mask = np.append(table, [False, False])[codes]  # SAME (-2) and MISSING (-1): False
+        same = codes == SAME
+        if same.any():
+            mask[same] = self.base.where(predicate, size)[same]
+        return mask
+
+
+class ListColumn(Column):
+    """A list-of-str field: per-row offsets into a flat, dictionary-encoded value list."""
+
+    kind = FieldType.LIST_STR
+
+    def __init__(self) -> None:
+        self.pool = StrPool()
+        self._flat = Buffer(np.int32)
+        self._owner = Buffer(np.int64)
+        self._present = Buffer(np.bool_)
+        self.rows = 0
+
+    def extend(self, values: list[object]) -> None:
+        flat, owner = [], []
+        for offset, value in enumerate(values):
+            for item in value or ():  # type: ignore[union-attr]
+                flat.append(self.pool.code(item))
+                owner.append(self.rows + offset)
+        self._flat.extend(flat)
+        self._owner.extend(owner)
+        self._present.extend([v is not None for v in values])
+        self.rows += len(values)
+
+    def present(self, size: int) -> np.ndarray:
+        return self._present.view(size)
+
+    def any(self, predicate: Callable[[str], bool], size: int) -> np.ndarray:
+        """bool[size]: rows with at least one element satisfying `predicate`."""
+        flat, owner = self._flat.view(self._flat.n), self._owner.view(self._owner.n)
+        hit = self.pool.gather(predicate, flat) & (owner < size)
+        out = np.zeros(size, bool)
+        out[owner[hit]] = True
+        return out
+
+
+def make_column(kind: FieldType) -> Column:
+    """An empty column for a declared field of type `kind`."""
+    if kind is FieldType.STR:
+        return StrColumn()
+    if kind is FieldType.LIST_STR:
+        return ListColumn()
+    return NumberColumn(kind)

@@ -1,0 +1,43 @@
+"""Errors raised by the storage layer.
+
+`recallql/__init__.py` re-exports them; see `docs/architecture.md` for where each error lives.
+"""
+
+from __future__ import annotations
+
+
+class IngestError(ValueError):
+    """An item of a batch is invalid; nothing of the batch was written.
+
+    Attributes:
+        item: the offending item's id, or ``#<index>`` (0-based position in the batch) when the
+            id itself is missing or invalid; ``None`` for batch-level problems.
+        field: the offending field name, or ``None``.
+    """
+
+    def __init__(self, message: str, *, item: str | None = None, field: str | None = None):
+        self.item = item
+        self.field = field
+        where = []
+        if item is not None:
+            where.append(f"item {item}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class SignalRejected(ValueError):
+    """A session signal was rejected by the signal policy (raised by the sessions layer)."""
+
+
+class DatabaseLocked(RuntimeError):
+    """Another process (or another connection of this process) holds the database's writer lock."""
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used as asked: corrupt or foreign files, a wrong embedder or schema on
+    open, a missing collection, or a write on a read-only store."""
+
+
+class FilterError(ValueError):
+    """A filter expression does not fit the collection (unknown field, wrong value type)."""

@@ -1,0 +1,226 @@
+"""Filter expressions over a collection snapshot, evaluated to boolean masks.
+
+The engine translates a WHERE predicate into these frozen dataclasses; values are plain Python
+values and are never turned into query text. Evaluation follows SQL's three-valued logic: a
+comparison on a missing value is *unknown*, ``NOT unknown`` is unknown, and only rows that are
+definitely true pass — so rows whose field is missing fail closed, also under NOT.
+
+Fields: the collection's declared fields plus ``id``, ``doc_id``, ``entity`` (str), ``position``
+(int) and ``created_at`` (timestamp). Timestamps compare as epoch seconds UTC and accept
+datetimes, ISO-8601 strings or epoch seconds. On a ``list[str]`` field, `Contains` tests
+membership and `In` / `Cmp('=')` / `Like` hold when any element matches. `Like` is SQL LIKE
+(``%`` any run, ``_`` one character, ``\\`` escapes), case-sensitive.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from numbers import Real
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from recallql.index.columns import ListColumn, NumberColumn, StrArray, StrColumn
+from recallql.index.errors import FilterError
+from recallql.index.items import to_epoch
+from recallql.index.schema import FieldType
+
+if TYPE_CHECKING:
+    from recallql.index.columns import Column
+
+OPS: dict[str, Callable[[object, object], object]] = {
+    "=": operator.eq, "==": operator.eq, "!=": operator.ne, "<>": operator.ne,
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+}
+
+
+@dataclass(frozen=True)
+class Cmp:
+    """``field op value`` with op one of ``= != < <= > >=``."""
+
+    field: str
+    op: str
+    value: object
+
+
+@dataclass(frozen=True)
+class In:
+    """``field IN (values...)``."""
+
+    field: str
+    values: tuple
+
+
+@dataclass(frozen=True)
+class Between:
+    """``field BETWEEN lo AND hi`` (inclusive)."""
+
+    field: str
+    lo: object
+    hi: object
+
+
+@dataclass(frozen=True)
+class Like:
+    """``field LIKE pattern`` (SQL wildcards, case-sensitive)."""
+
+    field: str
+    pattern: str
+
+
+@dataclass(frozen=True)
+class Contains:
+    """``field CONTAINS value``: list membership, or substring of a str field."""
+
+    field: str
+    value: str
+
+
+@dataclass(frozen=True)
+class IsNull:
+    """``field IS NULL`` (``negated``: ``IS NOT NULL``)."""
+
+    field: str
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class And:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Or:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Not:
+    item: object
+
+
+FilterExpr = Cmp | In | Between | Like | Contains | IsNull | And | Or | Not
+
+ColumnLookup = Callable[[str], "Column"]
+
+
+def like_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a SQL LIKE pattern."""
+    out, escaped = [], False
+    for ch in pattern:
+        if escaped:
+            out.append(re.escape(ch))
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "%":
+            out.append(".*")
+        elif ch == "_":
+            out.append(".")
+        else:
+            out.append(re.escape(ch))
+    return re.compile("".join(out), re.DOTALL)
+
+
+def _coerce(column: Column, value: object, name: str) -> object:
+    kind = column.kind
+    if kind in (FieldType.STR, FieldType.LIST_STR):
+        ok = isinstance(value, str)
+    elif kind is FieldType.BOOL:
+        ok = isinstance(value, bool | np.bool_)
+    elif kind is FieldType.TIMESTAMP:
+        try:
+            return to_epoch(value)
+        except ValueError as exc:
+            raise FilterError(f"field {name!r}: {exc}") from None
+    else:
+        ok = isinstance(value, Real) and not isinstance(value, bool | np.bool_)
+    if not ok:
+        raise FilterError(f"field {name!r} is {kind.value}; cannot compare with {value!r}")
+    return value
+
+
+def _predicate(column: Column, test: Callable[[object], bool], size: int) -> np.ndarray:
+    """Rows whose value satisfies `test` (for str columns: any element for lists)."""
+    if isinstance(column, StrColumn | StrArray):
+        return column.where(test, size)
+    if isinstance(column, ListColumn):
+        return column.any(test, size)
+    raise AssertionError("numeric columns are vectorised")
+
+
+def _cmp(column: Column, op: str, value: object, size: int) -> np.ndarray:
+    fn = OPS[op]
+    if isinstance(column, NumberColumn):
+        return np.asarray(fn(column.values(size), value), bool)
+    if isinstance(column, ListColumn) and op not in ("=", "=="):
+        raise FilterError(f"operator {op} is not defined on a list field; use CONTAINS or IN")
+    return _predicate(column, lambda s: bool(fn(s, value)), size)
+
+
+def _leaf(expr: FilterExpr, column: Column, size: int) -> np.ndarray:
+    name = expr.field  # type: ignore[union-attr]
+    if isinstance(expr, Cmp):
+        if expr.op not in OPS:
+            raise FilterError(f"unknown comparison operator {expr.op!r}")
+        if expr.value is None:
+            return np.zeros(size, bool)
+        return _cmp(column, expr.op, _coerce(column, expr.value, name), size)
+    if isinstance(expr, Between):
+        lo, hi = _coerce(column, expr.lo, name), _coerce(column, expr.hi, name)
+        return _cmp(column, ">=", lo, size) & _cmp(column, "<=", hi, size)
+    if isinstance(expr, In):
+        values = [_coerce(column, v, name) for v in expr.values if v is not None]
+        if isinstance(column, NumberColumn):
+            return np.isin(column.values(size), values)
+        wanted = set(values)
+        return _predicate(column, wanted.__contains__, size)
+    if isinstance(expr, Like | Contains):
+        if column.kind not in (FieldType.STR, FieldType.LIST_STR):
+            raise FilterError(f"field {name!r} is {column.kind.value}; LIKE/CONTAINS need text")
+        if isinstance(expr, Like):
+            regex = like_regex(str(_coerce(column, expr.pattern, name)))
+            return _predicate(column, lambda s: regex.fullmatch(s) is not None, size)
+        value = _coerce(column, expr.value, name)
+        if isinstance(column, ListColumn):
+            return _predicate(column, value.__eq__, size)
+        return _predicate(column, lambda s: value in s, size)
+    raise FilterError(f"not a filter expression: {expr!r}")
+
+
+def evaluate(expr: object, lookup: ColumnLookup, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Three-valued evaluation: (true bool[size], known bool[size]).
+
+    Raises:
+        FilterError: unknown field, operator or expression; a value of the wrong type.
+    """
+    if isinstance(expr, And | Or):
+        parts = [evaluate(item, lookup, size) for item in expr.items]
+        true = [t for t, _ in parts]
+        false = [k & ~t for t, k in parts]
+        if isinstance(expr, And):
+            t = np.logical_and.reduce(true) if true else np.ones(size, bool)
+            f = np.logical_or.reduce(false) if false else np.zeros(size, bool)
+        else:
+            t = np.logical_or.reduce(true) if true else np.zeros(size, bool)
+            f = np.logical_and.reduce(false) if false else np.ones(size, bool)
+        return t, t | f
+    if isinstance(expr, Not):
+        t, known = evaluate(expr.item, lookup, size)
+        return known & ~t, known
+    if isinstance(expr, IsNull):
+        present = lookup(expr.field).present(size)
+        return (present if expr.negated else ~present), np.ones(size, bool)
+    if not isinstance(expr, Cmp | In | Between | Like | Contains):
+        raise FilterError(f"not a filter expression: {expr!r}")
+    column = lookup(expr.field)
+    present = column.present(size)
+    return _leaf(expr, column, size) & present, present
+
+
+def filter_mask(expr: object, lookup: ColumnLookup, size: int) -> np.ndarray:
+    """bool[size]: rows for which `expr` is definitely true."""
+    return evaluate(expr, lookup, size)[0]

@@ -1,0 +1,361 @@
+"""Item validation: raw dicts → a columnar, fully checked `ItemBatch` (nothing written yet).
+
+Every problem raises `IngestError` naming the item (its id, or ``#<index>`` in the batch) and the
+field, before any store is touched.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import json.encoder
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+
+import numpy as np
+
+from recallql.index.errors import IngestError
+from recallql.index.schema import CORE_KEYS, CollectionInfo, FieldType
+
+#: Valid epoch seconds: 0001-01-01T00:00:00Z … 9999-12-31T23:59:59Z.
+MIN_EPOCH = -62135596800.0
+MAX_EPOCH = 253402300799.0
+_INT64 = (-(2**63), 2**63 - 1)
+MAX_ID_CHARS = 1024
+
+
+def to_epoch(value: object) -> float:
+    """Convert a timestamp to epoch seconds UTC.
+
+    Args:
+        value: an aware or naive `datetime` (naive = UTC), a `date` (midnight UTC), an ISO-8601
+            string (``"2025-01-31"``, ``"2025-01-31T10:00:00Z"``, offsets allowed), or epoch
+            seconds (int or float).
+
+    Returns:
+        Seconds since 1970-01-01T00:00:00Z, as a float.
+
+    Raises:
+        ValueError: unparseable string, non-finite or out-of-range number, or another type.
+    """
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return _datetime_epoch(value)
+    if isinstance(value, bool):
+        raise ValueError(f"expected a timestamp, got a bool ({value!r})")
+    if isinstance(value, Real):
+        seconds = float(value)
+        if not math.isfinite(seconds) or not MIN_EPOCH <= seconds <= MAX_EPOCH:
+            raise ValueError(f"epoch seconds {value!r} out of range (years 1..9999)")
+        return seconds
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(f"cannot parse {value!r} as an ISO-8601 timestamp") from None
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        value = dt.datetime(value.year, value.month, value.day)
+    if isinstance(value, dt.datetime):
+        return _datetime_epoch(value if value.tzinfo else value.replace(tzinfo=dt.UTC))
+    raise ValueError(f"expected a datetime, ISO-8601 string or epoch seconds, got {value!r}")
+
+
+def _datetime_epoch(value: dt.datetime) -> float:
+    try:
+        return value.timestamp()
+    except (OverflowError, ValueError) as exc:
+        raise ValueError(f"timestamp {value!r} out of range: {exc}") from None
+
+
+@dataclass
+class ItemBatch:
+    """One validated batch, columnar. `n` items; lists are indexed by position in the batch.
+
+    Attributes:
+        ids: item ids.
+        doc_ids: document ids, ``None`` where equal to the item id (saves space).
+        entities: entities, ``None`` where equal to the document id.
+        positions: chunk positions (≥ 0).
+        created_at: epoch seconds UTC or ``None``.
+        texts: the text fields joined with ``"\\n"`` (what BM25 and the embedder see).
+        text_json: JSON object of the non-empty text fields.
+        fields_json: JSON object of the present declared fields (timestamps as epoch seconds), or
+            ``None`` when there are none.
+        fields: the same values as dicts (or ``None``).
+        vectors: float32[n, dim]; L2-normalised where `has_vector` (rows without a vector are 0).
+        has_vector: bool[n].
+    """
+
+    ids: list[str] = field(default_factory=list)
+    doc_ids: list[str | None] = field(default_factory=list)
+    entities: list[str | None] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    created_at: list[float | None] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    text_json: list[str] = field(default_factory=list)
+    fields_json: list[str | None] = field(default_factory=list)
+    fields: list[dict[str, object] | None] = field(default_factory=list)
+    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    has_vector: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _item_id(value: object, index: int) -> str:
+    if type(value) is str and 0 < len(value) <= MAX_ID_CHARS and not value.isspace():
+        return value
+    where = f"#{index}"
+    if isinstance(value, bool) or not isinstance(value, str | Integral):
+        raise IngestError(f"id must be a string or an integer, got {value!r}", item=where,
+                          field="id")
+    text = str(value)
+    if not text.strip():
+        raise IngestError("id must not be empty", item=where, field="id")
+    if len(text) > MAX_ID_CHARS:
+        raise IngestError(f"id longer than {MAX_ID_CHARS} characters", item=where, field="id")
+    return text
+
+
+def _opt_str(raw: Mapping, key: str, item: str) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if type(value) is str and value.strip():
+        return value
+    if isinstance(value, bool) or not isinstance(value, str | Integral) or not str(value).strip():
+        raise IngestError(f"must be a non-empty string, got {value!r}", item=item, field=key)
+    return str(value)
+
+
+def _position(raw: Mapping, item: str) -> int:
+    value = raw.get("position", 0)
+    if type(value) is int and 0 <= value <= _INT64[1]:
+        return value
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value <= _INT64[1]:
+        raise IngestError(f"must be an integer >= 0, got {value!r}", item=item, field="position")
+    return int(value)
+
+
+def _timestamp(value: object, item: str, key: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return to_epoch(value)
+    except ValueError as exc:
+        raise IngestError(str(exc), item=item, field=key) from None
+
+
+def _plain_ok(kind: FieldType, value: object) -> bool:
+    """Fast path: a value of exactly the plain Python type of `kind`, in range."""
+    kind_of = type(value)
+    if kind_of is str:
+        return kind is FieldType.STR
+    if kind_of is bool:
+        return kind is FieldType.BOOL
+    if kind_of is int:
+        return kind is FieldType.INT and _INT64[0] <= value <= _INT64[1]  # type: ignore[operator]
+    if kind_of is float:
+        return kind is FieldType.FLOAT and math.isfinite(value)  # type: ignore[arg-type]
+    return False
+
+
+def _field_value(kind: FieldType, value: object, item: str, key: str) -> object:
+    """Check one declared field value; returns the stored (JSON-able) value."""
+    if _plain_ok(kind, value):
+        return value
+    ok = True
+    if kind is FieldType.STR:
+        ok = isinstance(value, str)
+    elif kind is FieldType.INT:
+        ok = isinstance(value, Integral) and not isinstance(value, bool | np.bool_)
+        ok = ok and _INT64[0] <= value <= _INT64[1]
+        value = int(value) if ok else value
+    elif kind is FieldType.FLOAT:
+        ok = isinstance(value, Real) and not isinstance(value, bool | np.bool_)
+        ok = ok and math.isfinite(value)
+        value = float(value) if ok else value
+    elif kind is FieldType.BOOL:
+        ok = isinstance(value, bool | np.bool_)
+        value = bool(value) if ok else value
+    elif kind is FieldType.TIMESTAMP:
+        return _timestamp(value, item, key)
+    elif kind is FieldType.LIST_STR:
+        ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+        value = list(value) if ok else value
+    if not ok:
+        raise IngestError(f"expected {kind.value}, got {value!r}", item=item, field=key)
+    return value
+
+
+def _json_encoder() -> Callable[[object], str]:
+    """A compact UTF-8 JSON encoder built once (``json.dumps`` rebuilds its C encoder per call,
+    which costs more than the encoding of a small object)."""
+    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+    if c_make_encoder is None:  # pragma: no cover - pure-Python json
+        return json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
+    encoder = c_make_encoder(None, None, json.encoder.encode_basestring, None, ":", ",",
+                             False, False, False)
+    return lambda value: "".join(encoder(value, 0))
+
+
+_encode = _json_encoder()
+
+
+class _Validator:
+    """Validates items of one collection into an `ItemBatch`."""
+
+    def __init__(self, info: CollectionInfo):
+        self.info = info
+        self.allowed = CORE_KEYS | set(info.text_fields) | set(info.fields)
+        self.batch = ItemBatch()
+        self.vectors: list[tuple[int, object]] = []
+        self.seen: set[str] = set()
+
+    def add(self, raw: object, index: int) -> None:
+        if type(raw) is not dict and not isinstance(raw, Mapping):
+            raise IngestError(f"an item must be a dict, got {type(raw).__name__}", item=f"#{index}")
+        item = _item_id(raw.get("id"), index)
+        if item in self.seen:
+            raise IngestError("duplicate id within the batch", item=repr(item), field="id")
+        self.seen.add(item)
+        where = repr(item)
+        if not self.allowed.issuperset(raw):
+            unknown = [k for k in raw if k not in self.allowed]
+            raise IngestError(
+                f"unknown field (collection {self.info.name!r} has text fields "
+                f"{list(self.info.text_fields)} and fields {sorted(self.info.fields)})",
+                item=where, field=str(unknown[0]))
+        b = self.batch
+        b.ids.append(item)
+        doc_id = _opt_str(raw, "doc_id", where)
+        entity = _opt_str(raw, "entity", where)
+        b.doc_ids.append(None if doc_id == item else doc_id)
+        b.entities.append(None if entity == (doc_id or item) else entity)
+        b.positions.append(_position(raw, where))
+        b.created_at.append(_timestamp(raw.get("created_at"), where, "created_at"))
+        self._texts(raw, where)
+        self._fields(raw, where)
+        if raw.get("vector") is not None:
+            self.vectors.append((index, raw["vector"]))
+
+    def _texts(self, raw: Mapping, where: str) -> None:
+        values = {}
+        for name in self.info.text_fields:
+            value = raw.get(name)
+            if value is None or value == "":
+                continue
+            if not isinstance(value, str):
+                raise IngestError(f"text must be a string, got {type(value).__name__}",
+                                  item=where, field=name)
+            values[name] = value
+        self.batch.texts.append("\n".join(values.values()))
+        self.batch.text_json.append(_encode(values))
+
+    def _fields(self, raw: Mapping, where: str) -> None:
+        values = {}
+        for name, kind in self.info.fields.items():
+            value = raw.get(name)
+            if value is not None:
+                values[name] = _field_value(kind, value, where, name)
+        self.batch.fields.append(values or None)
+        self.batch.fields_json.append(_encode(values) if values else None)
+
+
+def check_vectors(matrix: np.ndarray, dim: int, label: Callable[[int], str],
+                  source: str) -> np.ndarray:
+    """Check float32[n, dim] rows are finite and non-zero; return them L2-normalised.
+
+    Args:
+        matrix: the vectors.
+        dim: expected dimension.
+        label: item label of a row (for errors).
+        source: ``"vector"`` or the embedder name (for errors).
+
+    Raises:
+        IngestError: wrong shape, a non-finite component, or a zero vector (names the item).
+    """
+    if matrix.ndim != 2 or matrix.shape[1] != dim:
+        raise IngestError(f"{source} returned shape {matrix.shape}, expected "
+                          f"(n, {dim})", field="vector")
+    finite = np.isfinite(matrix).all(axis=1)
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
+    bad = np.flatnonzero(~finite | (norms == 0) | ~np.isfinite(norms))
+    if len(bad):
+        i = int(bad[0])
+        what = "a non-finite component" if not finite[i] else "zero norm"
+        raise IngestError(f"vector has {what} (from {source})", item=label(i), field="vector")
+    return matrix * (1.0 / norms).astype(np.float32)[:, None]
+
+
+def _one_vector(raw: object, dim: int, label: str) -> np.ndarray:
+    try:
+        with np.errstate(over="ignore"):  # 1e39 → inf, rejected later as non-finite
+            arr = np.asarray(raw, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise IngestError("vector must be a sequence of numbers", item=label,
+                          field="vector") from None
+    if arr.ndim != 1 or arr.shape[0] != dim:
+        raise IngestError(f"wrong vector dimension: expected {dim}, got "
+                          f"{arr.shape[0] if arr.ndim == 1 else arr.shape}",
+                          item=label, field="vector")
+    return arr
+
+
+def _stack_supplied(v: _Validator, dim: int) -> None:
+    b = v.batch
+    n, rows = len(b.ids), [index for index, _ in v.vectors]
+    b.has_vector = np.zeros(n, bool)
+    b.has_vector[rows] = True
+    stacked = None
+    try:  # fast path: one conversion for the whole batch
+        with np.errstate(over="ignore"):
+            stacked = np.asarray([raw for _, raw in v.vectors], dtype=np.float32)
+    except (TypeError, ValueError):
+        pass
+    if stacked is None or stacked.shape != (len(rows), dim):
+        stacked = np.stack([_one_vector(raw, dim, repr(b.ids[i])) for i, raw in v.vectors]
+                           or [np.zeros(dim, np.float32)])[: len(rows)]
+    normalised = check_vectors(stacked, dim, lambda i: repr(b.ids[rows[i]]), "vector")
+    if len(rows) == n:
+        b.vectors = normalised
+    else:
+        b.vectors = np.zeros((n, dim), np.float32)
+        b.vectors[rows] = normalised
+
+
+TextSink = Callable[[int, list[str]], object]
+
+
+def validate(info: CollectionInfo, items: Iterable[object], sink: TextSink | None = None,
+             chunk: int = 1024) -> ItemBatch:
+    """Validate raw items of `info`'s collection.
+
+    Args:
+        info: the collection schema.
+        items: iterable of dicts (see SPEC §8 `ingest`).
+        sink: called as ``sink(first_index, texts)`` with the joined texts of every `chunk`
+            validated items (so the caller can start indexing them while validation goes on;
+            on an error it must discard what it received).
+        chunk: items per `sink` call.
+
+    Returns:
+        The batch; supplied vectors are normalised, the others still zero (see `has_vector`).
+
+    Raises:
+        IngestError: the first invalid item.
+    """
+    validator = _Validator(info)
+    texts, sent = validator.batch.texts, 0
+    for index, raw in enumerate(items):
+        validator.add(raw, index)
+        if sink is not None and index + 1 - sent >= chunk:
+            sink(sent, texts[sent:index + 1])
+            sent = index + 1
+    _stack_supplied(validator, info.dim)
+    if sink is not None and sent < len(texts):
+        sink(sent, texts[sent:])
+    return validator.batch

@@ -1,0 +1,297 @@
+"""Loaders that yield item dicts for `Database.ingest`.
+
+- SMART-format test collections: CACM and Cranfield documents, queries and relevance judgments.
+- Debian changelogs (``changelog.Debian.gz``): one item per entry.
+- JSONL: one item per line.
+- Plain text / Markdown: files chunked by paragraphs.
+
+Items carry ``id``, ``title``, ``body``, ``created_at`` where known, ``doc_id``/``position`` for
+chunks, ``source`` (the format) and format-specific extras (``authors``, ``tags``,
+``citation``) that a collection may or may not declare (`EXTRA_KEYS`, see `project`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import email.utils
+import gzip
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from recallql.index.errors import IngestError
+
+MONTHS = {m: i for i, m in enumerate(
+    ["january", "february", "march", "april", "may", "june", "july", "august", "september",
+     "october", "november", "december"], start=1)}
+_CACM_DATE = re.compile(r"([A-Za-z]+)\s*,?\s*(\d{4})")
+_SMART_MARK = re.compile(r"^\.([A-Z])(?:\s+(\S+))?\s*$")
+
+
+def parse_smart(path: Path) -> Iterator[dict[str, str]]:
+    """Records of a SMART-format file: ``{"I": id, "T": ..., "W": ..., ...}`` (text per field,
+    lines joined with ``"\\n"``)."""
+    record: dict[str, list[str]] | None = None
+    current = None
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for raw in handle:
+            line = raw.rstrip("\r\n")
+            mark = _SMART_MARK.match(line)
+            if mark:
+                if mark.group(1) == "I":
+                    if record is not None:
+                        yield {k: "\n".join(v).strip() for k, v in record.items()}
+                    record = {"I": [mark.group(2) or ""]}
+                current = mark.group(1)
+                if record is not None:
+                    record.setdefault(current, [])
+            elif record is not None and current is not None:
+                record[current].append(line)
+    if record is not None:
+        yield {k: "\n".join(v).strip() for k, v in record.items()}
+
+
+def cacm_date(text: str) -> dt.datetime | None:
+    """``"CACM December, 1958"`` → 1958-12-01T00:00Z (``None`` when there is no month and year)."""
+    for month, year in _CACM_DATE.findall(text):
+        number = MONTHS.get(month.lower())
+        if number:
+            return dt.datetime(int(year), number, 1, tzinfo=dt.UTC)
+    return None
+
+
+def _smart_id(rec: Mapping[str, str]) -> int:
+    """The record number; one CACM record has it wrapped over two lines (``.I 28`` / ``56``)."""
+    return int("".join(rec["I"].split()))
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def load_cacm(root: str | Path) -> Iterator[dict]:
+    """CACM documents from ``<root>/cacm.all``: id ``cacm:<n>``, title, body (the abstract, often
+    empty), created_at from the ``.B`` line, authors (``.A``), tags (``.K`` keywords)."""
+    for rec in parse_smart(Path(root) / "cacm.all"):
+        item = {"id": f"cacm:{_smart_id(rec)}", "title": rec.get("T", ""),
+                "body": rec.get("W", ""), "source": "cacm", "authors": _lines(rec.get("A", "")),
+                "tags": [k.strip() for k in rec.get("K", "").replace("\n", " ").split(",")
+                         if k.strip()]}
+        date = cacm_date(rec.get("B", ""))
+        if date is not None:
+            item["created_at"] = date
+        yield item
+
+
+def load_cranfield(root: str | Path) -> Iterator[dict]:
+    """Cranfield documents from ``<root>/cran.all.1400``: id ``cran:<n>``, title, body, authors,
+    citation (``.B``); undated."""
+    for rec in parse_smart(Path(root) / "cran.all.1400"):
+        yield {"id": f"cran:{_smart_id(rec)}", "title": rec.get("T", ""),
+               "body": rec.get("W", ""), "source": "cranfield",
+               "authors": _lines(rec.get("A", "")), "citation": rec.get("B", "")}
+
+
+def load_cacm_queries(root: str | Path) -> dict[str, str]:
+    """All 64 CACM queries from ``<root>/query.text``: ``{"1": text, ...}``."""
+    return {str(_smart_id(r)): " ".join(r.get("W", "").split())
+            for r in parse_smart(Path(root) / "query.text")}
+
+
+def load_cacm_qrels(root: str | Path) -> dict[str, dict[str, int]]:
+    """CACM judgments from ``<root>/qrels.text``: ``{query: {"cacm:<n>": 1}}`` (52 queries)."""
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (Path(root) / "qrels.text").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            qrels.setdefault(str(int(parts[0])), {})[f"cacm:{int(parts[1])}"] = 1
+    return qrels
+
+
+def load_cranfield_queries(root: str | Path) -> dict[str, str]:
+    """The 225 Cranfield queries, keyed by *position* ``"1".."225"``: ``cran.qry`` numbers them
+    1…365 with gaps, while ``cranqrel`` numbers them 1…225 in file order."""
+    records = parse_smart(Path(root) / "cran.qry")
+    return {str(i): " ".join(r.get("W", "").split()) for i, r in enumerate(records, start=1)}
+
+
+def load_cranfield_qrels(root: str | Path) -> dict[str, dict[str, int]]:
+    """Cranfield judgments: ``{query position: {"cran:<n>": 1}}`` for codes 1–4 (relevant);
+    code -1 (no interest) is left out."""
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (Path(root) / "cranqrel").read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and 1 <= int(parts[2]) <= 4:
+            qrels.setdefault(str(int(parts[0])), {})[f"cran:{int(parts[1])}"] = 1
+    return qrels
+
+
+_DEB_HEADER = re.compile(r"^(\S+) \(([^)\s]+)\)(.*)$")
+_DEB_TRAILER = re.compile(r"^ -- (.*?)(?: <(.*?)>)?\s\s+(.+?)\s*$")
+
+
+def parse_debian_changelog(text: str, seen: set[str] | None = None) -> Iterator[dict]:
+    """Entries of one Debian changelog: id ``debian:<package>:<version>``, title
+    ``"<package> <version>"``, body (the change lines), created_at (the trailer's RFC 2822 date;
+    omitted when unparseable), doc_id ``debian:<package>``, position (0 = newest), authors.
+    A repeated id (in `seen`, shared across files: binary packages of one source package ship
+    the same changelog) keeps its first entry."""
+    entry: dict | None = None
+    seen = set() if seen is None else seen
+    position = 0
+    for line in text.splitlines():
+        header = _DEB_HEADER.match(line)
+        if header and not line.startswith(" "):
+            package, version = header.group(1), header.group(2)
+            entry = {"id": f"debian:{package}:{version}", "title": f"{package} {version}",
+                     "lines": [], "doc_id": f"debian:{package}", "source": "debian"}
+            continue
+        trailer = _DEB_TRAILER.match(line)
+        if entry is not None and trailer:
+            if entry["id"] not in seen:
+                seen.add(entry["id"])
+                yield _debian_item(entry, trailer, position)
+                position += 1
+            entry = None
+        elif entry is not None:
+            entry["lines"].append(line)
+
+
+def _debian_item(entry: dict, trailer: re.Match, position: int) -> dict:
+    item = {k: v for k, v in entry.items() if k != "lines"}
+    item["body"] = "\n".join(entry["lines"]).strip()
+    item["position"] = position
+    item["authors"] = [trailer.group(1).strip()]
+    with contextlib.suppress(TypeError, ValueError, IndexError):
+        item["created_at"] = email.utils.parsedate_to_datetime(trailer.group(3))
+    return item
+
+
+def load_debian(paths: Iterable[str | Path] | None = None,
+                doc_root: str | Path = "/usr/share/doc") -> Iterator[dict]:
+    """Debian changelog entries from the given ``changelog.Debian.gz`` files (default: every
+    one under `doc_root`)."""
+    files = sorted(Path(doc_root).glob("*/changelog.Debian.gz")) if paths is None else paths
+    seen: set[str] = set()
+    for path in files:
+        try:
+            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        except (OSError, EOFError):
+            continue
+        yield from parse_debian_changelog(text, seen)
+
+
+def load_jsonl(path: str | Path) -> Iterator[dict]:
+    """One item per non-blank line of a JSONL file.
+
+    Raises:
+        IngestError: a line that is not a JSON object (names the file and line).
+    """
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise IngestError(f"{path}:{number}: invalid JSON: {exc.msg}") from None
+            if not isinstance(item, dict):
+                raise IngestError(f"{path}:{number}: expected a JSON object per line")
+            yield item
+
+
+def chunk_paragraphs(text: str, max_chars: int = 1200) -> list[str]:
+    """Paragraphs (blank-line separated), merged greedily while a chunk stays ≤ `max_chars`."""
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    chunks: list[str] = []
+    for para in paragraphs:
+        if chunks and len(chunks[-1]) + 2 + len(para) <= max_chars:
+            chunks[-1] += "\n\n" + para
+        else:
+            chunks.append(para)
+    return chunks
+
+
+def load_text(path: str | Path, root: str | Path | None = None,
+              max_chars: int = 1200) -> Iterator[dict]:
+    """Chunks of a text or Markdown file: doc_id = path relative to `root` (default: the file's
+    directory), position = chunk number, id = ``<doc_id>#<position>``, created_at = the file's
+    mtime (UTC), title = the first Markdown heading or the file name."""
+    file = Path(path)
+    doc_id = file.relative_to(root).as_posix() if root is not None else file.name
+    text = file.read_text(encoding="utf-8", errors="replace")
+    heading = re.search(r"^#{1,6}\s+(.+)$", text, re.MULTILINE)
+    title = heading.group(1).strip() if heading else file.stem
+    mtime = dt.datetime.fromtimestamp(file.stat().st_mtime, dt.UTC)
+    for position, chunk in enumerate(chunk_paragraphs(text, max_chars)):
+        yield {"id": f"{doc_id}#{position}", "doc_id": doc_id, "position": position,
+               "title": title, "body": chunk, "created_at": mtime, "source": "text"}
+
+
+TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}
+FORMATS = ("auto", "jsonl", "text", "cacm", "cranfield", "debian")
+
+
+def detect(path: Path) -> str:
+    """The format of a file or directory for ``--format auto``."""
+    if path.is_dir():
+        if (path / "cacm.all").is_file():
+            return "cacm"
+        if (path / "cran.all.1400").is_file():
+            return "cranfield"
+        return "tree"
+    if path.name == "cacm.all":
+        return "cacm"
+    if path.name == "cran.all.1400":
+        return "cranfield"
+    if path.name.endswith("changelog.Debian.gz"):
+        return "debian"
+    if path.suffix == ".jsonl":
+        return "jsonl"
+    return "text"
+
+
+def load_path(path: str | Path, fmt: str = "auto") -> Iterator[dict]:
+    """Items from one path in the given format (``auto`` detects it; a plain directory is
+    walked for ``.jsonl`` and text files).
+
+    Raises:
+        IngestError: unknown format, missing path, or a bad JSONL line.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise IngestError(f"{p}: no such file or directory")
+    kind = detect(p) if fmt == "auto" else fmt
+    if kind in ("cacm", "cranfield"):
+        root = p if p.is_dir() else p.parent
+        yield from (load_cacm(root) if kind == "cacm" else load_cranfield(root))
+    elif kind == "debian":
+        yield from load_debian(sorted(p.rglob("changelog.Debian.gz")) if p.is_dir() else [p])
+    elif kind in ("jsonl", "text") and p.is_file():
+        yield from (load_jsonl(p) if kind == "jsonl" else load_text(p, p.parent))
+    elif kind in ("tree", "jsonl", "text"):
+        yield from _walk(p, kind)
+    else:
+        raise IngestError(f"unknown format {fmt!r} (use one of: {', '.join(FORMATS)})")
+
+
+def _walk(root: Path, kind: str) -> Iterator[dict]:
+    for file in sorted(f for f in root.rglob("*") if f.is_file()):
+        if file.suffix == ".jsonl" and kind in ("tree", "jsonl"):
+            yield from load_jsonl(file)
+        elif file.suffix in TEXT_SUFFIXES and kind in ("tree", "text"):
+            yield from load_text(file, root)
+
+
+#: Keys the built-in loaders add beyond the `docs` collection's fields.
+EXTRA_KEYS = frozenset({"authors", "citation"})
+
+
+def project(items: Iterable[Mapping], drop: set[str]) -> Iterator[tuple[dict, set[str]]]:
+    """Drop the `drop` keys of each item; yields (item, dropped key names)."""
+    for item in items:
+        kept = {k: v for k, v in item.items() if k not in drop}
+        yield kept, set(item) - set(kept)

@@ -1,0 +1,379 @@
+"""A collection's in-memory state and the read-only `CollectionSnapshot` the engine queries.
+
+`CollectionState` grows incrementally: a refresh reads, in one SQLite read transaction, the rows
+added since the last refresh, the rows tombstoned since, and the vector-segment manifest; then
+reloads the tantivy searcher. Because tantivy commits before SQLite (see `recallql.index.batch`),
+a searcher opened after the SQLite read holds every document of the batches it saw; documents of
+later or unfinished batches are excluded by the `live` mask, which comes from SQLite only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import tantivy
+
+from recallql.index import text as text_index
+from recallql.index.analysis import analyze
+from recallql.index.columns import (
+    Buffer,
+    Column,
+    DerivedStrColumn,
+    NumberColumn,
+    StrArray,
+    StrColumn,
+    StrView,
+    make_column,
+)
+from recallql.index.errors import FilterError, StoreError
+from recallql.index.filters import filter_mask
+from recallql.index.items import ItemBatch
+from recallql.index.metadata import NEW_ROWS_SQL, CollectionRow, MetadataStore
+from recallql.index.schema import CollectionInfo, FieldType
+from recallql.index.text import TextIndex
+from recallql.index.vectors import Segment, SegmentFiles, normalise_query, semantic_topn
+
+REFRESH_ATTEMPTS = 8
+#: After loading this many rows at once, freed heap memory is handed back to the OS.
+BULK_ROWS = 50_000
+
+
+@functools.cache
+def _libc_trim():
+    """glibc's ``malloc_trim``, or None elsewhere."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def _trim_heap() -> None:
+    """Return the free heap left by a bulk load (Python's chunked reads) to the OS."""
+    trim = _libc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@dataclass
+class _Head:
+    """The committed state to advance to: batch number, row count, rowids tombstoned since the
+    last refresh, and the whole segment list."""
+
+    seq: int
+    size: int
+    dead: list[int]
+    segments: list[Segment]
+
+
+_COLUMNS = ("id", "doc_id", "entity", "position", "created_at")
+
+
+class CollectionState:
+    """Append-only columns of one collection plus its current snapshot.
+
+    Args:
+        row: the collection as stored.
+        meta: the metadata store.
+        text: the collection's text index.
+        files: the collection's vector segment files.
+    """
+
+    def __init__(self, row: CollectionRow, meta: MetadataStore, text: TextIndex,
+                 files: SegmentFiles):
+        self.id, self.info = row.id, row.info
+        self.meta, self.text, self.files = meta, text, files
+        ids = StrArray()
+        doc_ids = DerivedStrColumn(ids)
+        self.columns: dict[str, Column] = {
+            "id": ids, "doc_id": doc_ids, "entity": DerivedStrColumn(doc_ids),
+            "position": NumberColumn(FieldType.INT),
+            "created_at": NumberColumn(FieldType.TIMESTAMP),
+        }
+        self.fields = {name: make_column(kind) for name, kind in row.info.fields.items()}
+        self.has_vector = Buffer(np.bool_)
+        self.live = np.zeros(0, bool)
+        self.size, self.seq = 0, -1
+        self.segments: list[Segment] = []
+        self.snapshot: CollectionSnapshot | None = None
+        self._id_rows: dict[str, int] | None = None  # writer only, built on first use
+        self.broken = False
+
+    def current(self, seq: int) -> CollectionSnapshot:
+        """The snapshot at committed batch `seq`, refreshing when it changed."""
+        if self.snapshot is None or self.seq != seq:
+            self.refresh()
+        assert self.snapshot is not None
+        return self.snapshot
+
+    def refresh(self) -> CollectionSnapshot:
+        """Catch up with the last committed batch (retrying if a merge removed a segment file
+        we were about to open).
+
+        Raises:
+            StoreError: the state could not be read consistently (the state is then `broken`
+                and must be rebuilt).
+        """
+        for _ in range(REFRESH_ATTEMPTS):
+            try:
+                with self.meta.read_transaction() as conn:
+                    head = self._read_head(conn)
+                    self._read_rows(conn, head.size)
+                break
+            except FileNotFoundError:
+                if self.broken:
+                    raise
+        else:
+            raise StoreError(f"collection {self.info.name!r}: could not read a consistent state")
+        if head.size - self.size >= BULK_ROWS:
+            _trim_heap()
+        return self._finish(head)
+
+    def _read_head(self, conn) -> _Head:
+        seq = self.meta.committed_batch(conn)
+        row = self.meta.collection(self.info.name, conn)
+        if row is None or row.id != self.id:
+            raise StoreError(f"collection {self.info.name!r} disappeared from the store")
+        dead = [r for (r,) in conn.execute(
+            "SELECT row FROM items WHERE collection_id = ? AND dead_batch > ?",
+            (self.id, max(self.seq, 0)))]
+        return _Head(seq, row.next_row, dead, self._segments(conn))
+
+    def _read_rows(self, conn, size: int) -> None:
+        """Append rows ``self.size … size-1`` from SQLite, in chunks (bounded memory)."""
+        cursor = conn.execute(NEW_ROWS_SQL, (self.id, self.size, size))
+        first = self.size
+        try:
+            while chunk := cursor.fetchmany(2048):
+                rowids, ids, doc_ids, entities, positions, created, has_vec, fields = zip(
+                    *chunk, strict=True)
+                if rowids[0] != first or rowids[-1] != first + len(chunk) - 1:
+                    raise StoreError(f"collection {self.info.name!r}: rowids are not dense")
+                parsed = [json.loads(f) if f else None for f in fields] if self.fields else []
+                self._append(first, (ids, doc_ids, entities, positions, created), has_vec,
+                             parsed)
+                first += len(chunk)
+            if first != size:
+                raise StoreError(f"collection {self.info.name!r}: rows missing")
+        except BaseException:
+            self.broken = True
+            raise
+
+    def _segments(self, conn) -> list[Segment]:
+        return [self.files.load(s, functools.partial(self.meta.segment_rowids, self.id, s.file,
+                                                     conn))
+                for s in self.meta.segments(self.id, conn)]
+
+    def apply_local(self, seq: int, batch: ItemBatch, dead: list[int]) -> CollectionSnapshot:
+        """Advance to batch `seq`, which this process just committed, from its in-memory copy
+        (instead of reading the rows back); falls back to `refresh` when out of step."""
+        if self.seq != seq - 1 or self.snapshot is None:
+            return self.refresh()
+        with self.meta.read_transaction() as conn:
+            segments = self._segments(conn)
+        try:
+            self._append(self.size, (batch.ids, batch.doc_ids, batch.entities, batch.positions,
+                                     batch.created_at), batch.has_vector, batch.fields)
+        except BaseException:
+            self.broken = True
+            raise
+        return self._finish(_Head(seq, self.size + len(batch), dead, segments))
+
+    def refresh_segments(self) -> CollectionSnapshot:
+        """Re-read the segment manifest (after a merge); rows are unchanged."""
+        with self.meta.read_transaction() as conn:
+            self.segments = self._segments(conn)
+        self.snapshot = CollectionSnapshot(self, self.text.searcher())
+        return self.snapshot
+
+    def _append(self, first: int, values: tuple, has_vector: Sequence[bool],
+                fields: Sequence[dict | None]) -> None:
+        """Append rows ``first …`` to every column (rows past `size` stay invisible until
+        `_finish`). `values`: ids, doc_ids and entities (None: same as id / doc_id),
+        positions, created_at."""
+        for name, column in zip(_COLUMNS, values, strict=True):
+            self.columns[name].extend(list(column))
+        self.has_vector.extend(has_vector)
+        for name, column in self.fields.items():
+            column.extend([f.get(name) if f else None for f in fields])
+        self._track_ids(first, first + len(has_vector))
+
+    def _finish(self, head: _Head) -> CollectionSnapshot:
+        live = np.ones(head.size, bool)
+        live[: self.size] = self.live
+        live[np.asarray(head.dead, np.int64)] = False
+        live.flags.writeable = False
+        self.live, self.size, self.seq, self.segments = live, head.size, head.seq, head.segments
+        self.snapshot = CollectionSnapshot(self, self.text.searcher())
+        return self.snapshot
+
+    def _track_ids(self, first: int, end: int) -> None:
+        """Keep the writer's id → newest rowid map (if built) up to date."""
+        if self._id_rows is not None:
+            get = self.columns["id"].get  # type: ignore[attr-defined]
+            for row in range(first, end):
+                self._id_rows[get(row)] = row
+
+    def live_rows(self, ids: Sequence[str]) -> dict[str, int]:
+        """The live rowid of each of `ids` that has one (state must be current)."""
+        if self._id_rows is None:
+            values = self.columns["id"].values(self.size)  # type: ignore[attr-defined]
+            self._id_rows = dict(zip(values, range(self.size), strict=True))
+        found = {}
+        rows, live = self._id_rows, self.live
+        for item in ids:
+            row = rows.get(item)
+            if row is not None and row < len(live) and live[row]:
+                found[item] = row
+        return found
+
+
+class CollectionSnapshot:
+    """A consistent, read-only view of a collection at one committed batch.
+
+    The members are the contract of `docs/architecture.md`: `info`, `size`, `live`, `id_rank`,
+    `ids`, `doc_ids`, `entities`, `positions`, `created_at`, `analyze`, `lexical_topn`,
+    `semantic_topn`, `has_vectors`, `filter_mask`, `fetch`, `explain_bm25`. Extras: `seq` (the
+    committed batch number), `has_vector` (bool[size]) and `column(name)`.
+    """
+
+    def __init__(self, state: CollectionState, searcher: tantivy.Searcher):
+        self._state = state
+        self._searcher = searcher
+        self._segments = state.segments
+        self.info: CollectionInfo = state.info
+        self.seq: int = state.seq
+        self.size: int = state.size
+        self.live: np.ndarray = state.live
+        cols = state.columns
+        self.ids = _str_view(cols["id"], self.size)
+        self.doc_ids = _str_view(cols["doc_id"], self.size)
+        self.entities = _str_view(cols["entity"], self.size)
+        self.positions: np.ndarray = cols["position"].values(self.size)  # type: ignore[attr-defined]
+        self.created_at: np.ndarray = cols["created_at"].values(self.size)  # type: ignore[attr-defined]
+        self.has_vector: np.ndarray = state.has_vector.view(self.size)
+
+    @functools.cached_property
+    def id_rank(self) -> np.ndarray:
+        """int64[size]: rank of each row's item id in code-point order (equal ids, i.e. an id
+        and its tombstoned versions, have equal ranks). Computed on first use."""
+        values = list(self.ids)
+        rank = {v: i for i, v in enumerate(sorted(set(values)))}
+        return np.fromiter((rank[v] for v in values), np.int64, len(values))
+
+    @staticmethod
+    def analyze(text: str) -> list[str]:
+        """The index analyser (see `recallql.index.analysis.analyze`)."""
+        return analyze(text)
+
+    def _eligible(self, allowed: np.ndarray | None, *extra: np.ndarray) -> np.ndarray:
+        mask = self.live
+        if allowed is not None:
+            allowed = np.asarray(allowed)
+            if allowed.dtype != bool or allowed.shape != (self.size,):
+                raise ValueError(f"allowed must be bool[{self.size}], got {allowed.dtype}"
+                                 f"{list(allowed.shape)}")
+            mask = mask & allowed
+        for more in extra:
+            mask = mask & more
+        return mask
+
+    def lexical_topn(self, terms: Sequence[str], n: int, allowed: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 top-n of live, allowed rows.
+
+        Args:
+            terms: analysed terms (`analyze`); duplicates are ignored.
+            n: rows wanted (≥ 0).
+            allowed: optional bool[size] filter.
+
+        Returns:
+            (rowids int64[m], bm25 float32[m]), m ≤ n, ordered by (−bm25, item id).
+
+        Raises:
+            ValueError: `allowed` has the wrong shape or dtype.
+        """
+        eligible = self._eligible(allowed)
+        return text_index.lexical_topn(self._searcher, terms, n, eligible, self.ids)
+
+    def semantic_topn(self, vec: np.ndarray, n: int, allowed: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """Exact cosine top-n of live, allowed rows that have a vector.
+
+        Args:
+            vec: float32[dim] query vector (normalised here).
+            n: rows wanted (≥ 0).
+            allowed: optional bool[size] filter.
+
+        Returns:
+            (rowids int64[m], cosine float32[m]), m ≤ n, ordered by (−cosine, item id).
+
+        Raises:
+            ValueError: wrong dimension, zero or non-finite query vector, bad `allowed`.
+        """
+        query = normalise_query(vec, self.info.dim)
+        eligible = self._eligible(allowed, self.has_vector)
+        return semantic_topn(self._segments, query, n, eligible, self.ids)
+
+    def has_vectors(self) -> bool:
+        """True when some live row has a vector."""
+        return bool((self.live & self.has_vector).any())
+
+    def column(self, name: str) -> Column:
+        """The column of a filterable field (declared, or id/doc_id/entity/position/created_at).
+
+        Raises:
+            FilterError: unknown field.
+        """
+        column = self._state.fields.get(name) or self._state.columns.get(name)
+        if column is None:
+            known = sorted(set(self._state.fields) | set(self._state.columns))
+            raise FilterError(f"collection {self.info.name!r} has no field {name!r} "
+                              f"(fields: {', '.join(known)})")
+        return column
+
+    def filter_mask(self, expr: object) -> np.ndarray:
+        """bool[size]: rows for which the `recallql.index.filters` expression is true (missing
+        values fail closed; liveness is not applied).
+
+        Raises:
+            FilterError: unknown field or a value of the wrong type.
+        """
+        return filter_mask(expr, self.column, self.size)
+
+    def fetch(self, rowids: Sequence[int]) -> list[dict]:
+        """Stored fields of each row: ``rowid``, ``id``, ``doc_id``, ``entity``, ``position``,
+        ``created_at`` (epoch seconds UTC or None), the text fields (``""`` when empty), and
+        the declared fields (None when missing; timestamps as epoch seconds)."""
+        rows = [int(r) for r in rowids]
+        for r in rows:
+            if not 0 <= r < self.size:
+                raise IndexError(f"rowid {r} out of range 0..{self.size - 1}")
+        stored = self._state.meta.fetch(self._state.id, rows)
+        return [self._row(r, *stored[r]) for r in rows]
+
+    def _row(self, rowid: int, texts: str, fields: str | None) -> dict:
+        created = float(self.created_at[rowid])
+        out: dict = {"rowid": rowid, "id": self.ids[rowid], "doc_id": self.doc_ids[rowid],
+                     "entity": self.entities[rowid], "position": int(self.positions[rowid]),
+                     "created_at": None if math.isnan(created) else created}
+        text_values = json.loads(texts)
+        out.update({name: text_values.get(name, "") for name in self.info.text_fields})
+        field_values = json.loads(fields) if fields else {}
+        out.update({name: field_values.get(name) for name in self.info.fields})
+        return out
+
+    def explain_bm25(self, terms: Sequence[str], rowid: int) -> str:
+        """tantivy's BM25 explanation of `terms` for one row, as JSON text."""
+        return text_index.explain_bm25(self._searcher, terms, rowid)
+
+
+def _str_view(column: Column, size: int) -> StrView:
+    assert isinstance(column, StrArray | StrColumn)
+    return StrView(column, size)

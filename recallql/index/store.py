@@ -1,0 +1,325 @@
+"""`Store`: one recallql database — a directory (or memory) holding the SQLite metadata store,
+one tantivy index and one vector-segment directory per collection.
+
+Layout of a database directory::
+
+    LOCK                              writer lock (fcntl.flock, non-blocking)
+    meta.sqlite (+ -wal, -shm)        `recallql.index.metadata`
+    collections/<name>/text/          tantivy index (`recallql.index.text`)
+    collections/<name>/vectors/*.npy  vector segments (`recallql.index.vectors`)
+
+Writes are batches, all-or-nothing across the three stores; the protocol and the crash recovery
+are described in `recallql.index.batch`. One writer at a time: a second writer (another process,
+or another `Store` in this process) gets `DatabaseLocked` at once. Readers (``readonly=True``)
+take no lock, never write, and see the last committed batch: `snapshot` checks SQLite's
+committed batch number on every call and refreshes incrementally when it changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from recallql.index import batch as batches
+from recallql.index.batch import IngestReport
+from recallql.index.embedders import Embedder
+from recallql.index.errors import DatabaseLocked, StoreError
+from recallql.index.items import ItemBatch
+from recallql.index.metadata import CollectionRow, ExtraSql, MetadataStore
+from recallql.index.schema import CollectionInfo, make_info
+from recallql.index.snapshot import CollectionSnapshot, CollectionState
+from recallql.index.text import TextIndex
+from recallql.index.vectors import SegmentFiles
+
+META_FILE = "meta.sqlite"
+LOCK_FILE = "LOCK"
+
+
+def _acquire_lock(directory: Path) -> int:
+    """Take the writer lock of `directory`; returns the open file descriptor.
+
+    Raises:
+        DatabaseLocked: another writer holds it.
+    """
+    path = directory / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise DatabaseLocked(
+            f"the database {directory} is locked by another writer (lock file {path}); "
+            "close it there, or open this one read-only (readonly=True)") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+class Store:
+    """A recallql database.
+
+    Use `Store.open`. Thread-safe: one lock serialises writes and snapshot refreshes.
+
+    Attributes:
+        path: the database directory, or ``None`` in memory.
+        readonly: True for a reader.
+        meta: the `MetadataStore` (``meta.read`` is a read connection for session lookups).
+    """
+
+    def __init__(self, path: Path | None, readonly: bool, lock_fd: int | None):
+        self.path = path
+        self.readonly = readonly
+        self._lock_fd = lock_fd
+        self._mutex = threading.RLock()
+        self._states: dict[str, CollectionState] = {}
+        self._broken: str | None = None
+        self._closed = False
+        self.meta = MetadataStore(None if path is None else path / META_FILE, readonly=readonly)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike | None = None, *, readonly: bool = False) -> Store:
+        """Open or create a database.
+
+        Args:
+            path: a directory (created when missing, unless `readonly`), or ``None`` for an
+                in-memory database.
+            readonly: open an existing database as a reader: no lock, no writes.
+
+        Raises:
+            DatabaseLocked: another writer holds the lock.
+            StoreError: not a recallql database, or missing when `readonly`.
+        """
+        if path is None:
+            return cls(None, False, None)
+        directory = Path(path)
+        if readonly:
+            if not (directory / META_FILE).is_file():
+                raise StoreError(f"{directory} is not a recallql database (no {META_FILE})")
+            return cls(directory, True, None)
+        if directory.exists() and not directory.is_dir():
+            raise StoreError(f"{directory} exists and is not a directory")
+        if directory.is_dir() and any(directory.iterdir()) and not (directory / META_FILE).exists():
+            raise StoreError(f"{directory} is not empty and is not a recallql database")
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = _acquire_lock(directory)
+        try:
+            store = cls(directory, False, fd)
+            store.recover()
+        except BaseException:
+            os.close(fd)
+            raise
+        return store
+
+    # -- collections ---------------------------------------------------------------------------
+
+    def collections(self) -> list[CollectionInfo]:
+        """All collections, by name."""
+        return [row.info for row in self.meta.collections()]
+
+    def collection(self, name: str) -> CollectionInfo:
+        """One collection's schema.
+
+        Raises:
+            StoreError: no such collection.
+        """
+        return self._row(name).info
+
+    def _row(self, name: str) -> CollectionRow:
+        row = self.meta.collection(name)
+        if row is None:
+            known = ", ".join(info.name for info in self.collections()) or "none"
+            raise StoreError(f"no collection {name!r} (collections: {known})")
+        return row
+
+    def create_collection(self, name: str, text_fields: Sequence[str] = ("title", "body"),
+                          fields: Mapping[str, object] | None = None, dim: int = 0,
+                          embedder_name: str | None = None) -> CollectionInfo:
+        """Create a collection, or return it when it exists with the same definition.
+
+        Raises:
+            StoreError: invalid definition; the collection exists with another schema, dimension
+                or embedder (both are named); read-only store.
+        """
+        info = make_info(name, text_fields, fields, dim, embedder_name)
+        with self._mutex:
+            self._check_writable()
+            existing = self.meta.collection(name)
+            if existing is not None:
+                check_same(existing.info, info)
+                return existing.info
+            TextIndex(self._text_dir(name)).close()
+            self.meta.insert_collection(info)
+            return info
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def ingest(self, name: str, items: Iterable[object], embedder: Embedder | None = None, *,
+               extra_sql: ExtraSql | None = None) -> IngestReport:
+        """Write one all-or-nothing batch of items.
+
+        Args:
+            name: collection.
+            items: item dicts (see SPEC §8); an item whose id is live is replaced.
+            embedder: embeds items without a vector; ``None`` when not attached.
+            extra_sql: called with the write connection inside the batch's SQLite transaction
+                (e.g. to write session rows atomically with message items).
+
+        Returns:
+            The `IngestReport`.
+
+        Raises:
+            IngestError: an invalid item (nothing written).
+            StoreError: unknown collection, read-only store, or an I/O failure (the batch is
+                rolled back).
+        """
+        started = time.perf_counter()
+        with self._mutex:
+            self._check_writable()
+            state = self._state(name)
+            if embedder is not None and embedder.name != state.info.embedder_name:
+                raise StoreError(f"collection {name!r} uses embedder "
+                                 f"{state.info.embedder_name!r}, not {embedder.name!r}")
+            seq = self.meta.committed_batch(self.meta.write) + 1
+            state.current(seq - 1)
+            sink = functools.partial(_index_texts, state.text, state.size, seq)
+            try:  # tantivy indexes validated chunks while the rest is validated
+                prepared, embedded = batches.prepare(state, items, embedder, sink)
+            except BaseException:
+                state.text.rollback()
+                raise
+            if len(prepared) == 0 and extra_sql is None:
+                return IngestReport(name, 0, 0, 0, 0, state.size, time.perf_counter() - started)
+            try:
+                report, dead = batches.commit(state, prepared, embedded, extra_sql, started, seq)
+            except BaseException:
+                self._recover_after_failure(state)
+                raise
+            self._advance(state, seq, prepared, dead)
+            return report
+
+    def _advance(self, state: CollectionState, seq: int, batch: ItemBatch, dead: list[int]
+                 ) -> None:
+        """Bring the in-memory state to the batch just committed, then merge segments."""
+        try:
+            state.apply_local(seq, batch, dead)
+        except BaseException:
+            self._states.pop(state.info.name, None)  # rebuilt from SQLite on next use
+            state.text.close()
+            raise
+        batches.merge_segments(state, self.meta)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction on the metadata store alone (sessions, annotations, signals).
+
+        Raises:
+            StoreError: read-only store.
+        """
+        with self._mutex:
+            self._check_writable()
+            with self.meta.transaction() as conn:
+                yield conn
+
+    def recover(self) -> None:
+        """Remove what unfinished batches and merges left behind (runs when a writer opens)."""
+        with self._mutex:
+            committed = self.meta.committed_batch(self.meta.write)
+            for row in self.meta.collections(self.meta.write):
+                batches.recover(self._state(row.info.name), committed)
+
+    def _recover_after_failure(self, state: CollectionState) -> None:
+        try:
+            batches.recover(state, self.meta.committed_batch(self.meta.write))
+        except BaseException as exc:  # the store is in an unknown state: refuse more writes
+            self._broken = f"recovery after a failed batch failed: {exc!r}; reopen the database"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the database {self.path or '(in memory)'} is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.readonly:
+            raise StoreError(f"the database {self.path} is open read-only")
+        self._check_open()
+        if self._broken:
+            raise StoreError(self._broken)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def snapshot(self, name: str) -> CollectionSnapshot:
+        """A consistent view of the collection at the last committed batch (cached until a new
+        batch commits).
+
+        Raises:
+            StoreError: unknown collection.
+        """
+        with self._mutex:
+            self._check_open()
+            state = self._state(name)
+            return state.current(self.meta.committed_batch())
+
+    def committed_batch(self) -> int:
+        """The last committed batch number."""
+        return self.meta.committed_batch()
+
+    def _text_dir(self, name: str) -> Path | None:
+        return None if self.path is None else self.path / "collections" / name / "text"
+
+    def _state(self, name: str) -> CollectionState:
+        state = self._states.get(name)
+        if state is not None and state.broken:  # a failed refresh: rebuild from SQLite
+            state.text.close()
+            state = None
+        if state is None:
+            row = self._row(name)
+            base = None if self.path is None else self.path / "collections" / name
+            text = TextIndex(self._text_dir(name), readonly=self.readonly)
+            files = SegmentFiles(None if base is None else base / "vectors", row.info.dim)
+            state = self._states[name] = CollectionState(row, self.meta, text, files)
+        return state
+
+    def close(self) -> None:
+        """Release the tantivy writers, the SQLite connections and the writer lock."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            for state in self._states.values():
+                state.text.close()
+            self._states.clear()
+            self.meta.close()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _index_texts(text: TextIndex, first_row: int, seq: int, offset: int, texts: list[str]
+                 ) -> None:
+    text.add(range(first_row + offset, first_row + offset + len(texts)), seq, texts)
+
+
+def check_same(stored: CollectionInfo, wanted: CollectionInfo) -> None:
+    """Raise `StoreError` naming both definitions when they differ."""
+    if not stored.same_schema(wanted):
+        raise StoreError(
+            f"collection {stored.name!r} exists with text fields {list(stored.text_fields)} and "
+            f"fields {dict(stored.fields)}; asked for {list(wanted.text_fields)} and "
+            f"{dict(wanted.fields)}")
+    if stored.embedder_name != wanted.embedder_name or stored.dim != wanted.dim:
+        raise StoreError(
+            f"collection {stored.name!r} uses embedder {stored.embedder_name!r} (dim "
+            f"{stored.dim}); asked for embedder {wanted.embedder_name!r} (dim {wanted.dim})")

@@ -1,0 +1,194 @@
+"""The tantivy text index of one collection.
+
+One BM25 field ``text`` (the collection's text fields joined with ``"\\n"``, analysed by
+`recallql.index.analysis`), plus two u64 fields, indexed and fast: ``rowid`` (joins the document to
+SQLite and the vectors) and ``batch`` (the batch sequence number, so that recovery can delete the
+documents of a batch that never committed). Nothing is stored in tantivy; texts live in SQLite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import tantivy
+from tantivy import FieldType as TantivyType
+from tantivy import Occur, Query
+
+from recallql.index.analysis import ANALYZER_NAME, analyzer
+from recallql.index.errors import StoreError
+
+#: Below this many eligible rows a filter is pushed into tantivy as a rowid term set.
+TERM_SET_MAX = 8192
+WRITER_HEAP_BYTES = 96_000_000
+
+
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("text", stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
+    builder.add_unsigned_field("rowid", indexed=True, fast=True)
+    builder.add_unsigned_field("batch", indexed=True, fast=True)
+    return builder.build()
+
+
+SCHEMA = _schema()
+
+
+class TextIndex:
+    """A collection's tantivy index.
+
+    Args:
+        path: index directory, or ``None`` for an in-memory index.
+        readonly: open an existing index without ever creating a writer.
+
+    Raises:
+        StoreError: the directory cannot be opened as a tantivy index.
+    """
+
+    def __init__(self, path: Path | None, *, readonly: bool = False):
+        self.path = path
+        self.readonly = readonly
+        try:
+            if path is None:
+                self.index = tantivy.Index(SCHEMA)
+            elif readonly:
+                self.index = tantivy.Index.open(str(path))
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+                self.index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot open the text index {path}: {exc}") from exc
+        self.index.register_tokenizer(ANALYZER_NAME, analyzer())
+        self._writer: tantivy.IndexWriter | None = None
+
+    @property
+    def writer(self) -> tantivy.IndexWriter:
+        """The index writer (created on first use; holds tantivy's own writer lock)."""
+        if self.readonly:
+            raise StoreError(f"the text index {self.path} is open read-only")
+        if self._writer is None:
+            self._writer = self.index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
+        return self._writer
+
+    def add(self, rowids: Sequence[int], batch: int, texts: Sequence[str]) -> None:
+        """Queue documents (visible after `commit`)."""
+        add = self.writer.add_document
+        for rowid, text in zip(rowids, texts, strict=True):
+            doc = tantivy.Document()
+            doc.add_text("text", text)
+            doc.add_unsigned("rowid", rowid)
+            doc.add_unsigned("batch", batch)
+            add(doc)
+
+    def delete_rows(self, rowids: Sequence[int]) -> None:
+        """Queue deletion of the documents of these rowids."""
+        rows = [int(r) for r in rowids]
+        for start in range(0, len(rows), 4096):
+            chunk = rows[start:start + 4096]
+            # (delete_documents_by_term sends a Python int as an i64 term: it never matches u64)
+            self.writer.delete_documents_by_query(Query.term_set_query(SCHEMA, "rowid", chunk))
+
+    def batches_after(self, seq: int) -> int:
+        """Number of documents whose batch number is greater than `seq` (uncommitted ones)."""
+        self.index.reload()
+        return self.index.searcher().search(self._after(seq), 1, count=True).count
+
+    def delete_batches_after(self, seq: int) -> None:
+        """Queue deletion of every document whose batch number is greater than `seq`."""
+        self.writer.delete_documents_by_query(self._after(seq))
+
+    @staticmethod
+    def _after(seq: int) -> Query:
+        return Query.range_query(SCHEMA, "batch", TantivyType.Unsigned, seq + 1, None)
+
+    def commit(self) -> None:
+        """Commit queued changes durably and make them searchable in this process."""
+        self.writer.commit()
+        self.index.reload()
+
+    def rollback(self) -> None:
+        """Drop queued, uncommitted changes (no-op without a writer)."""
+        if self._writer is not None:
+            self._writer.rollback()
+
+    def searcher(self) -> tantivy.Searcher:
+        """A searcher over the last commit visible to this process."""
+        self.index.reload()
+        return self.index.searcher()
+
+    def close(self) -> None:
+        """Release the writer (and tantivy's writer lock)."""
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.rollback()
+            writer.wait_merging_threads()
+
+
+def text_query(terms: Sequence[str]) -> Query:
+    """SHOULD-query of one term query per distinct term, in first-seen order."""
+    unique = list(dict.fromkeys(terms))
+    return Query.boolean_query(
+        [(Occur.Should, Query.term_query(SCHEMA, "text", t)) for t in unique])
+
+
+def lexical_topn(
+    searcher: tantivy.Searcher,
+    terms: Sequence[str],
+    n: int,
+    eligible: np.ndarray,
+    ids: Sequence[str],
+) -> tuple[np.ndarray, np.ndarray]:
+    """BM25 top-n over eligible rows, ordered by (−bm25, item id).
+
+    Args:
+        searcher: a searcher of the collection's index.
+        terms: analysed query terms (duplicates are dropped).
+        n: number of rows wanted.
+        eligible: bool[size]; rowids outside it (or ≥ size) are never returned.
+        ids: item id per rowid (tie-break).
+
+    Returns:
+        (rowids int64[m], bm25 float32[m]), m ≤ n. Ties at the cut are resolved by item id:
+        hits are fetched until the score after the n-th eligible hit strictly drops.
+    """
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
+    count = int(eligible.sum())
+    if n <= 0 or not terms or count == 0:
+        return empty
+    query = text_query(terms)
+    if count <= TERM_SET_MAX or count * 5 < len(eligible):
+        allowed = Query.term_set_query(SCHEMA, "rowid", np.flatnonzero(eligible).tolist())
+        query = Query.boolean_query(
+            [(Occur.Must, query), (Occur.Must, Query.const_score_query(allowed, 0.0))])
+    kept = _fetch_eligible(searcher, query, n, eligible)
+    kept.sort(key=lambda hit: (-hit[0], ids[hit[1]]))
+    kept = kept[:n]
+    return (np.array([r for _, r in kept], np.int64), np.array([s for s, _ in kept], np.float32))
+
+
+def _fetch_eligible(searcher: tantivy.Searcher, query: Query, n: int,
+                    eligible: np.ndarray) -> list[tuple[float, int]]:
+    """(score, rowid) of eligible hits, score-descending, past the n-th one's score."""
+    size = len(eligible)
+    limit = max(2 * n, n + 16)
+    while True:
+        hits = searcher.search(query, limit, count=False).hits
+        rowids = searcher.fast_field_values("rowid", [addr for _, addr in hits])
+        kept = [(score, r) for (score, _), r in zip(hits, rowids, strict=True)
+                if r is not None and r < size and eligible[r]]
+        if len(hits) < limit or (len(kept) >= n and hits[-1][0] < kept[n - 1][0]):
+            return kept
+        limit *= 2
+
+
+def explain_bm25(searcher: tantivy.Searcher, terms: Sequence[str], rowid: int) -> str:
+    """tantivy's BM25 `Explanation` (JSON text) of `terms` against the document of `rowid`."""
+    query = text_query(terms)
+    found = searcher.search(Query.term_query(SCHEMA, "rowid", int(rowid)), 1, count=False).hits
+    if not terms or not found:
+        return "no match"
+    try:
+        return query.explain(searcher, found[0][1]).to_json()
+    except ValueError as exc:
+        return f"no match ({exc})"

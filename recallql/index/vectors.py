@@ -1,0 +1,260 @@
+"""Vector segments: append-only float32 ``.npy`` files, an exact cosine scan, and merges.
+
+Each batch writes one new segment file ``b<seq>.npy`` (float32[m, dim], rows L2-normalised) with
+its rowids recorded in the SQLite manifest (a ``lo..hi`` range, or explicit int64 rowids when the
+rows are not contiguous). Files are written to a temporary name, fsynced, renamed and the directory
+fsynced before the manifest entry commits; files are never modified afterwards, and opened with
+``np.load(mmap_mode="r")``. A merge writes ``m<seq>-<k>.npy`` from several segments (dropping
+tombstoned rows), commits the manifest swap in one SQLite transaction, then unlinks the inputs.
+Files that the manifest does not name are orphans of an interrupted batch or merge and are removed
+when the writer opens.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from recallql.index.metadata import SegmentRow
+
+#: A tier holds segments of factor**t … factor**(t+1)-1 rows; `factor` segments of a tier merge.
+MERGE_FACTOR = 8
+#: Segments above this tier (≥ 8**4 = 4096 rows) are never merged: scanning a few large segments
+#: costs no more than one, and rewriting them would dominate bulk ingest.
+MAX_MERGE_TIER = 3
+#: Candidates within this much (absolute cosine) of the coarse n-th score are re-scored exactly.
+REFINE_MARGIN = 1e-4
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A loaded segment: rowids int64[m] and vectors float32[m, dim] (memory-mapped on disk)."""
+
+    file: str
+    lo: int
+    hi: int
+    vecs: np.ndarray
+    explicit: np.ndarray | None = None
+
+    @property
+    def rowids(self) -> np.ndarray:
+        """int64[m]."""
+        if self.explicit is not None:
+            return self.explicit
+        return np.arange(self.lo, self.hi, dtype=np.int64)
+
+    def rowids_at(self, local: np.ndarray) -> np.ndarray:
+        """int64 rowids of the rows at positions `local` of this segment."""
+        return self.lo + local.astype(np.int64) if self.explicit is None else self.explicit[local]
+
+    def eligible(self, mask: np.ndarray) -> np.ndarray:
+        """bool[m]: `mask` at this segment's rowids."""
+        return mask[self.lo:self.hi] if self.explicit is None else mask[self.explicit]
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename or unlink in it is durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_rows(path: Path, dim: int, parts: Sequence[np.ndarray]) -> None:
+    """Write float32 rows (in parts) as one .npy file, atomically and durably."""
+    tmp = path.with_name(path.name + ".tmp")
+    rows = sum(len(p) for p in parts)
+    header = {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)}
+    with open(tmp, "wb") as out:
+        np.lib.format.write_array_header_1_0(out, header)
+        for part in parts:
+            out.write(np.ascontiguousarray(part, dtype="<f4").data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+class SegmentFiles:
+    """Where a collection's segment files live: a directory, or a dict in memory.
+
+    Args:
+        directory: the collection's vector directory, or ``None`` for in-memory.
+        dim: vector dimension.
+    """
+
+    def __init__(self, directory: Path | None, dim: int):
+        self.directory = directory
+        self.dim = dim
+        self._memory: dict[str, np.ndarray] = {}
+        self._loaded: dict[str, Segment] = {}
+
+    def write(self, name: str, parts: Sequence[np.ndarray]) -> None:
+        """Persist a new segment file (fsynced before returning)."""
+        if self.directory is None:
+            self._memory[name] = np.concatenate(parts) if len(parts) != 1 else parts[0].copy()
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        _write_rows(self.directory / name, self.dim, parts)
+
+    def remove(self, names: Sequence[str]) -> None:
+        """Delete segment files (missing ones are ignored)."""
+        for name in names:
+            self._loaded.pop(name, None)
+            if self.directory is None:
+                self._memory.pop(name, None)
+                continue
+            (self.directory / name).unlink(missing_ok=True)
+        if self.directory is not None and names and self.directory.exists():
+            fsync_dir(self.directory)
+
+    def remove_orphans(self, known: set[str]) -> list[str]:
+        """Delete files (and temporaries) that the manifest does not name; return their names."""
+        if self.directory is None or not self.directory.exists():
+            return []
+        orphans = sorted(p.name for p in self.directory.iterdir() if p.name not in known)
+        self.remove(orphans)
+        return orphans
+
+    def load(self, row: SegmentRow, rowids: Callable[[], bytes | None]) -> Segment:
+        """Open a manifest entry (cached per file; files are immutable)."""
+        seg = self._loaded.get(row.file)
+        if seg is not None:
+            return seg
+        if self.directory is None:
+            vecs = self._memory[row.file]
+        else:
+            vecs = np.load(self.directory / row.file, mmap_mode="r")
+        blob = rowids()
+        explicit = None if blob is None else np.frombuffer(blob, dtype=np.int64)
+        if vecs.shape != (row.n, self.dim):
+            raise ValueError(f"segment {row.file}: shape {vecs.shape}, manifest says {row.n}")
+        seg = Segment(row.file, row.lo, row.hi, vecs, explicit)
+        self._loaded[row.file] = seg
+        return seg
+
+
+def tier(rows: int) -> int:
+    """Merge tier of a segment with `rows` rows (0 for 1..MERGE_FACTOR-1)."""
+    level, limit = 0, MERGE_FACTOR
+    while rows >= limit:
+        level, limit = level + 1, limit * MERGE_FACTOR
+    return level
+
+
+def plan_merge(rows: Sequence[SegmentRow]) -> list[SegmentRow]:
+    """The segments to merge next: all of the lowest tier (≤ MAX_MERGE_TIER) holding at least
+    MERGE_FACTOR of them."""
+    tiers: dict[int, list[SegmentRow]] = {}
+    for row in rows:
+        tiers.setdefault(tier(row.n), []).append(row)
+    for level in sorted(tiers):
+        if level <= MAX_MERGE_TIER and len(tiers[level]) >= MERGE_FACTOR:
+            return tiers[level]
+    return []
+
+
+def merged_parts(segments: Sequence[Segment], live: np.ndarray
+                 ) -> tuple[list[np.ndarray], np.ndarray]:
+    """Rows of `segments` whose rowid is live, in rowid order: (vector parts, rowids int64[m])."""
+    order = sorted(segments, key=lambda s: s.lo)
+    parts, rowids = [], []
+    for seg in order:
+        keep = seg.eligible(live)
+        if keep.all():
+            parts.append(seg.vecs)
+            rowids.append(seg.rowids)
+        elif keep.any():
+            idx = np.flatnonzero(keep)
+            parts.append(seg.vecs[idx])
+            rowids.append(seg.rowids[idx])
+    merged = np.concatenate(rowids) if rowids else np.zeros(0, np.int64)
+    return parts, merged
+
+
+def normalise_query(vec: object, dim: int) -> np.ndarray:
+    """A query vector as float64[dim], L2-normalised.
+
+    Raises:
+        ValueError: wrong dimension, non-finite component, or zero norm.
+    """
+    q = np.asarray(vec, dtype=np.float64)
+    if q.ndim != 1 or q.shape[0] != dim:
+        raise ValueError(f"query vector has shape {q.shape}, expected ({dim},)")
+    norm = float(np.sqrt(q @ q)) if np.isfinite(q).all() else float("nan")
+    if not np.isfinite(norm) or norm == 0.0:
+        raise ValueError("query vector must be finite and non-zero")
+    return q / norm
+
+
+def _candidates(scores: np.ndarray, n: int) -> np.ndarray:
+    """Indices of `scores` that may be in the top n: all within REFINE_MARGIN of the n-th."""
+    if len(scores) <= n:
+        return np.arange(len(scores))
+    kth = np.partition(scores, len(scores) - n)[len(scores) - n]
+    return np.flatnonzero(scores >= kth - REFINE_MARGIN)
+
+
+def _coarse(segments: Sequence[Segment], q32: np.ndarray, eligible: np.ndarray, n: int):
+    """Float32 pass: per segment, the eligible rows that may be in the top n, as arrays
+    (segment no, local index, rowid, score); None when no row is eligible."""
+    segs, locs, scores = [], [], []
+    for no, seg in enumerate(segments):
+        ok = seg.eligible(eligible)
+        hits = int(np.count_nonzero(ok))
+        if hits == 0:
+            continue
+        if hits == len(ok):
+            local, score = None, seg.vecs @ q32
+        else:
+            local = np.flatnonzero(ok)
+            score = seg.vecs[local] @ q32 if hits * 8 < len(ok) else (seg.vecs @ q32)[local]
+        keep = _candidates(score, n)
+        locs.append(keep if local is None else local[keep])
+        scores.append(score[keep])
+        segs.append(np.full(len(keep), no, np.int32))
+    if not segs:
+        return None
+    local = np.concatenate(locs)
+    seg_no = np.concatenate(segs)
+    rowids = np.concatenate([segments[no].rowids_at(loc) for no, loc in zip(
+        (int(s[0]) for s in segs), locs, strict=True)])
+    return seg_no, local, rowids, np.concatenate(scores)
+
+
+def semantic_topn(segments: Sequence[Segment], query: np.ndarray, n: int, eligible: np.ndarray,
+                  ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Exact cosine top-n over eligible rows, ordered by (−cosine, item id).
+
+    A float32 pass finds the candidates (everything within `REFINE_MARGIN` of the n-th score);
+    they are re-scored in float64 and rounded to float32, so a row's cosine does not depend on
+    where its vector sits in a segment, and exact ties are broken by item id.
+
+    Args:
+        segments: loaded segments.
+        query: float64[dim], L2-normalised (see `normalise_query`).
+        n: rows wanted.
+        eligible: bool[size].
+        ids: item id per rowid.
+
+    Returns:
+        (rowids int64[m], cosine float32[m]), m = min(n, eligible rows with a vector).
+    """
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
+    coarse = _coarse(segments, query.astype(np.float32), eligible, n) if n > 0 else None
+    if coarse is None:
+        return empty
+    seg_no, local, rowids, scores = coarse
+    pick = _candidates(scores, n)
+    seg_no, local, rowids = seg_no[pick], local[pick], rowids[pick]
+    exact = np.empty(len(rowids), np.float32)
+    for no in np.unique(seg_no):
+        at = np.flatnonzero(seg_no == no)
+        exact[at] = (segments[no].vecs[local[at]].astype(np.float64) @ query).astype(np.float32)
+    order = sorted(range(len(rowids)), key=lambda i: (-exact[i], ids[rowids[i]]))[:n]
+    return rowids[order], exact[order]

@@ -1,0 +1,85 @@
+"""``recallql ingest`` end to end (typer's CliRunner, real database on disk)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import recallql
+from recallql.cli import app
+from recallql.index.embedders import HashEmbedder
+
+runner = CliRunner()
+
+
+def _ingest(*args: str):
+    return runner.invoke(app, ["ingest", *args])
+
+
+def test_ingest_jsonl_and_text(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "items.jsonl").write_text(
+        json.dumps({"id": "j1", "title": "JSON item", "tags": ["a"]}) + "\n")
+    (data / "note.md").write_text("# Note\n\nHello world.\n")
+    db = tmp_path / "db"
+    result = _ingest(str(data), "--db", str(db), "--embedder", "hash")
+    assert result.exit_code == 0, result.output
+    assert "ingested 2 items into docs (2 new, 0 replaced, 2 embedded) in 1 batches" in (
+        result.stdout)
+    with recallql.connect(db, embedder=HashEmbedder(), readonly=True) as conn:
+        assert sorted(conn.snapshot("docs").ids) == ["j1", "note.md#0"]
+
+
+def test_ingest_cranfield_in_batches(tmp_path, index_shared_data):
+    db = tmp_path / "db"
+    result = _ingest(str(index_shared_data / "ir" / "cranfield"), "--db", str(db),
+                     "--embedder", "hash", "--batch-size", "500")
+    assert result.exit_code == 0, result.output
+    assert "ingested 1400 items into docs" in result.stdout and "in 3 batches" in result.stdout
+    assert "not stored: authors, citation" in result.stderr
+    with recallql.connect(db, embedder=HashEmbedder(), readonly=True) as conn:
+        assert conn.snapshot("docs").size == 1400
+
+
+def test_data_error_exits_1_and_keeps_earlier_batches(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": "a"}\n{"id": "b"}\n{"id": "c", "year": 1}\n')
+    db = tmp_path / "db"
+    result = _ingest(str(path), "--db", str(db), "--embedder", "hash", "--batch-size", "2")
+    assert result.exit_code == 1
+    assert "error:" in result.stderr and "item 'c', field 'year': unknown field" in (
+        result.stderr)
+    assert "2 items in 1 earlier batches were committed" in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--embedder", "hash", "--format", "xml"], 2, "--format"),
+        (["--embedder", "bert"], 2, "--embedder"),
+        (["--embedder", "hash", "--batch-size", "0"], 2, "--batch-size"),
+        (["--embedder", "hash", "--collection", "nope"], 1, "no collection 'nope'"),
+    ],
+)
+def test_usage_and_unknown_collection(tmp_path, args, code, message):
+    (tmp_path / "a.jsonl").write_text('{"id": "a"}\n')
+    result = _ingest(str(tmp_path / "a.jsonl"), "--db", str(tmp_path / "db"), *args)
+    assert result.exit_code == code
+    assert message in result.output
+
+
+def test_locked_database_is_a_clean_error(tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"id": "a"}\n')
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder()):
+        result = _ingest(str(tmp_path / "a.jsonl"), "--db", str(tmp_path / "db"),
+                         "--embedder", "hash")
+    assert result.exit_code == 1 and "locked by another writer" in result.stderr
+
+
+def test_no_arguments_shows_help():
+    result = runner.invoke(app, [])
+    assert result.exit_code in (0, 2) and "ingest" in result.output

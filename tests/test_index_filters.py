@@ -1,0 +1,127 @@
+"""Filter expressions evaluated on a real store: SQL three-valued logic, missing fields fail
+closed (also under NOT), every operator on every field type."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+import recallql
+from recallql.index.errors import FilterError
+from recallql.index.filters import (
+    And,
+    Between,
+    Cmp,
+    Contains,
+    In,
+    IsNull,
+    Like,
+    Not,
+    Or,
+    like_regex,
+)
+
+ROWS = [
+    {"id": "a", "text": "x", "kind": "note", "n": 1, "x": 0.5, "ok": True,
+     "at": "2024-01-01", "tags": ["red", "blue"], "created_at": "2020-01-01"},
+    {"id": "b", "text": "x", "kind": "Note", "n": 5, "x": 2.5, "ok": False,
+     "at": "2024-06-01", "tags": [], "doc_id": "D", "position": 3},
+    {"id": "c", "text": "x", "kind": "memo_1", "n": 10, "tags": ["blue"]},
+    {"id": "d", "text": "x"},
+]
+
+
+@pytest.fixture(scope="module")
+def snap():
+    db = recallql.connect(embedder=None)
+    db.create_collection("f", ("text",), {"kind": str, "n": int, "x": float, "ok": bool,
+                                          "at": dt.datetime, "tags": list[str]},
+                         dim=2, embedder=None)
+    db.ingest("f", ROWS)
+    db.ingest("f", [{"id": "e", "text": "y", "kind": "note", "n": 5}])
+    return db.snapshot("f")
+
+
+CASES = [
+    (Cmp("kind", "=", "note"), "ae"),
+    (Cmp("kind", "!=", "note"), "bc"),
+    (Cmp("kind", "<", "a"), "b"),
+    (Cmp("n", ">", 1), "bce"),
+    (Cmp("n", ">=", 1.0), "abce"),
+    (Cmp("n", "<>", 5), "ac"),
+    (Cmp("n", "=", None), ""),
+    (Cmp("x", "<=", 0.5), "a"),
+    (Cmp("ok", "=", False), "b"),
+    (Cmp("at", ">", dt.datetime(2024, 3, 1)), "b"),
+    (Cmp("at", "<", "2024-03-01T00:00:00Z"), "a"),
+    (Cmp("created_at", "<", 1e10), "a"),
+    (Cmp("id", ">=", "c"), "cde"),
+    (Cmp("doc_id", "=", "D"), "b"),
+    (Cmp("doc_id", "=", "a"), "a"),
+    (Cmp("entity", "=", "D"), "b"),
+    (Cmp("position", "=", 3), "b"),
+    (Cmp("tags", "=", "blue"), "ac"),
+    (In("kind", ("Note", "memo_1", None)), "bc"),
+    (In("n", (1, 10)), "ac"),
+    (In("n", ()), ""),
+    (In("tags", ("red", "green")), "a"),
+    (Between("n", 2, 10), "bce"),
+    (Between("at", "2023-12-31", "2024-01-02"), "a"),
+    (Like("kind", "no%"), "ae"),
+    (Like("kind", "%o%"), "abce"),
+    (Like("kind", "memo\\_1"), "c"),
+    (Like("kind", "memo_1"), "c"),
+    (Like("kind", "memo_"), ""),
+    (Like("tags", "bl%"), "ac"),
+    (Contains("kind", "ote"), "abe"),
+    (Contains("tags", "blue"), "ac"),
+    (IsNull("x"), "cde"),
+    (IsNull("x", negated=True), "ab"),
+    (IsNull("tags"), "de"),
+    (IsNull("created_at"), "bcde"),
+    (Not(Cmp("n", "=", 5)), "ac"),  # d has no n: unknown, stays out
+    (Not(Not(Cmp("n", "=", 5))), "be"),
+    (Not(Cmp("ok", "=", True)), "b"),
+    (And((Cmp("kind", "=", "note"), Cmp("n", "=", 5))), "e"),
+    (Or((Cmp("kind", "=", "memo_1"), Cmp("ok", "=", True))), "ac"),
+    (Not(And((Cmp("n", ">", 0), Cmp("x", ">", 1)))), "a"),  # c, e: n>0 true, x unknown
+    (Not(Or((Cmp("n", "=", 1), Cmp("x", ">", 1)))), ""),
+    (And(()), "abcde"),
+    (Or(()), ""),
+]
+
+
+@pytest.mark.parametrize(("expr", "expected"), CASES, ids=[repr(c[0]) for c in CASES])
+def test_filter(snap, expr, expected):
+    mask = snap.filter_mask(expr)
+    assert mask.dtype == bool and mask.shape == (snap.size,)
+    assert "".join(snap.ids[r] for r in np.flatnonzero(mask)) == expected
+
+
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        (Cmp("nope", "=", 1), "no field 'nope'"),
+        (Cmp("n", "=", "1"), "field 'n' is int"),
+        (Cmp("n", "=", True), "field 'n' is int"),
+        (Cmp("kind", "=", 3), "field 'kind' is str"),
+        (Cmp("ok", "=", 1), "field 'ok' is bool"),
+        (Cmp("at", ">", "soon"), "ISO-8601"),
+        (Cmp("n", "~", 1), "unknown comparison"),
+        (Cmp("tags", "<", "a"), "list field"),
+        (Like("n", "1%"), "LIKE/CONTAINS need text"),
+        ("n = 1", "not a filter expression"),
+    ],
+)
+def test_filter_errors(snap, expr, message):
+    with pytest.raises(FilterError, match=message):
+        snap.filter_mask(expr)
+
+
+def test_like_regex_escapes_everything_else():
+    assert like_regex("a.b%").fullmatch("a.bcd")
+    assert not like_regex("a.b%").fullmatch("axbcd")
+    assert like_regex("100\\%").fullmatch("100%")
+    assert not like_regex("100\\%").fullmatch("1000")

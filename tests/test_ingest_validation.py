@@ -1,0 +1,180 @@
+"""Every invalid item raises IngestError naming the item and field; nothing of the batch is
+written (SQLite counts, tantivy results, vectors and files are unchanged)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import numpy as np
+import pytest
+
+import recallql
+from recallql import IngestError
+from recallql.index.items import to_epoch
+
+GOOD = {"id": "ok-1", "title": "valid title", "body": "valid body"}
+DIM = 16
+
+
+def _state(db):
+    """Everything observable about the `docs` collection."""
+    snap = db.snapshot("docs")
+    lex = snap.lexical_topn(["valid"], 50)[0].tolist()
+    sem = snap.semantic_topn(np.ones(DIM, np.float32), 50)[0].tolist()
+    conn = db.store.meta.read
+    counts = conn.execute("SELECT (SELECT count(*) FROM items), (SELECT count(*) FROM segments),"
+                          " (SELECT value FROM state WHERE key='committed_batch')").fetchone()
+    files = sorted(p.name for p in db.store.path.rglob("*.npy"))
+    return snap.size, lex, sem, counts, files
+
+
+def _vec(*values):
+    v = np.zeros(DIM, np.float32)
+    v[: len(values)] = values
+    return v
+
+
+CASES = [
+    ("dim", {"id": "v", "vector": [1.0, 2.0]}, "'v'", "vector", "expected 16, got 2"),
+    ("nan", {"id": "v", "vector": _vec(1.0, math.nan)}, "'v'", "vector", "non-finite"),
+    ("inf", {"id": "v", "vector": _vec(math.inf)}, "'v'", "vector", "non-finite"),
+    ("overflow", {"id": "v", "vector": [1e39] + [0.0] * 15}, "'v'", "vector", "non-finite"),
+    ("zero", {"id": "v", "vector": _vec()}, "'v'", "vector", "zero norm"),
+    ("vector-junk", {"id": "v", "vector": ["a", "b"]}, "'v'", "vector", "numbers"),
+    ("date-nonsense", {"id": "d", "created_at": "next tuesday"}, "'d'", "created_at",
+     "ISO-8601"),
+    ("date-epoch", {"id": "d", "created_at": 1e20}, "'d'", "created_at", "out of range"),
+    ("date-bool", {"id": "d", "created_at": True}, "'d'", "created_at", "bool"),
+    ("date-nan", {"id": "d", "created_at": math.nan}, "'d'", "created_at", "out of range"),
+    ("unknown", {"id": "u", "colour": "red"}, "'u'", "colour", "unknown field"),
+    ("str-field", {"id": "f", "source": 5}, "'f'", "source", "expected str"),
+    ("list-field", {"id": "f", "tags": "ops"}, "'f'", "tags", "expected list"),
+    ("list-items", {"id": "f", "tags": ["ok", 3]}, "'f'", "tags", "expected list"),
+    ("empty-id", {"id": ""}, "#1", "id", "empty"),
+    ("blank-id", {"id": "  "}, "#1", "id", "empty"),
+    ("missing-id", {"title": "no id"}, "#1", "id", "string or an integer"),
+    ("bool-id", {"id": True}, "#1", "id", "string or an integer"),
+    ("float-id", {"id": 1.5}, "#1", "id", "string or an integer"),
+    ("text-type", {"id": "t", "title": 42}, "'t'", "title", "text must be a string"),
+    ("text-bytes", {"id": "t", "body": b"x"}, "'t'", "body", "text must be a string"),
+    ("position", {"id": "p", "position": -1}, "'p'", "position", ">= 0"),
+    ("position-bool", {"id": "p", "position": True}, "'p'", "position", ">= 0"),
+    ("doc-id", {"id": "p", "doc_id": ""}, "'p'", "doc_id", "non-empty"),
+    ("entity", {"id": "p", "entity": ["x"]}, "'p'", "entity", "non-empty"),
+    ("not-a-dict", ["id", "x"], "#1", None, "must be a dict"),
+]
+
+
+@pytest.mark.parametrize(("item", "who", "field", "message"),
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_invalid_item_rejected_and_nothing_written(index_db, index_docs, item, who, field,
+                                                   message):
+    index_db.ingest("docs", index_docs)
+    before = _state(index_db)
+    with pytest.raises(IngestError) as err:
+        index_db.ingest("docs", [GOOD, item, {"id": "ok-2", "title": "valid"}])
+    assert message in str(err.value)
+    assert err.value.item == who and err.value.field == field
+    assert who in str(err.value)
+    assert _state(index_db) == before
+    index_db.ingest("docs", [GOOD])  # the store is still writable
+    assert _state(index_db)[0] == before[0] + 1
+
+
+def test_duplicate_id_in_batch(index_db):
+    with pytest.raises(IngestError, match="item 'x', field 'id': duplicate id") as err:
+        index_db.ingest("docs", [{"id": "x"}, {"id": 1}, {"id": "x"}])
+    assert err.value.item == "'x'"
+    assert index_db.snapshot("docs").size == 0
+
+
+def test_int_id_is_stored_as_str_and_collides_with_its_str(index_db):
+    with pytest.raises(IngestError, match="duplicate"):
+        index_db.ingest("docs", [{"id": 7}, {"id": "7"}])
+    index_db.ingest("docs", [{"id": 7}])
+    assert list(index_db.snapshot("docs").ids) == ["7"]
+
+
+class _BadEmbedder:
+    name = "bad"
+    dim = DIM
+
+    def __init__(self, output):
+        self.output = output
+
+    def __call__(self, texts):
+        return self.output(len(texts))
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        (lambda n: np.ones((n, DIM - 1), np.float32), r"shape \(2, 15\), expected \(2, 16\)"),
+        (lambda n: np.ones((n + 1, DIM), np.float32), "shape"),
+        (lambda n: np.full((n, DIM), np.nan, np.float32), "non-finite"),
+        (lambda n: np.zeros((n, DIM), np.float32), "zero norm"),
+    ],
+    ids=["dim", "rows", "nan", "zero"],
+)
+def test_embedder_output_is_checked(tmp_path, output, message):
+    embedder = _BadEmbedder(output)
+    with recallql.connect(tmp_path / "db", embedder=None) as db:
+        db.create_collection("c", ("text",), embedder=embedder)
+        with pytest.raises(IngestError, match=message) as err:
+            db.ingest("c", [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}])
+        assert "bad" in str(err.value)
+        assert db.snapshot("c").size == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (dt.datetime(2024, 1, 31), 1706659200.0),
+        (dt.datetime(2024, 1, 31, 1, tzinfo=dt.timezone(dt.timedelta(hours=1))), 1706659200.0),
+        (dt.date(2024, 1, 31), 1706659200.0),
+        ("2024-01-31", 1706659200.0),
+        ("2024-01-31T00:00:00Z", 1706659200.0),
+        ("2024-01-31T02:00:00+02:00", 1706659200.0),
+        (1706659200, 1706659200.0),
+        (1706659200.5, 1706659200.5),
+        (-86400, -86400.0),
+    ],
+    ids=["naive", "aware", "date", "iso-date", "iso-z", "iso-offset", "epoch-int",
+         "epoch-float", "before-1970"],
+)
+def test_to_epoch(value, expected):
+    assert to_epoch(value) == expected
+
+
+def test_declared_field_types(tmp_path):
+    with recallql.connect(tmp_path / "db", embedder=None) as db:
+        db.create_collection("t", ("text",), {"n": int, "x": float, "b": bool,
+                                              "at": dt.datetime, "tags": list[str]},
+                             dim=2, embedder=None)
+        for bad, field in [({"n": "abc"}, "n"), ({"n": True}, "n"), ({"n": 1.5}, "n"),
+                           ({"n": 2**64}, "n"), ({"x": "1.0"}, "x"), ({"x": math.inf}, "x"),
+                           ({"x": False}, "x"), ({"b": 1}, "b"), ({"at": "soon"}, "at")]:
+            with pytest.raises(IngestError) as err:
+                db.ingest("t", [dict({"id": "r"}, **bad)])
+            assert err.value.field == field
+        db.ingest("t", [{"id": "r", "n": np.int64(3), "x": 2, "b": np.bool_(True),
+                         "at": "2020-01-01", "tags": ("a",)}])
+        row = db.snapshot("t").fetch([0])[0]
+        assert (row["n"], row["x"], row["b"], row["at"], row["tags"]) == (
+            3, 2.0, True, 1577836800.0, ["a"])
+
+
+def test_error_after_texts_were_streamed_to_tantivy(index_db, index_docs):
+    """Validated chunks go to tantivy while validation continues; a late error discards them."""
+    index_db.ingest("docs", index_docs)
+    before = _state(index_db)
+    searcher_docs = index_db.store._state("docs").text.searcher().num_docs
+    items = [{"id": f"bulk{i}", "title": "valid bulk"} for i in range(3000)]
+    items[2500]["created_at"] = "garbage"
+    with pytest.raises(IngestError, match="'bulk2500', field 'created_at'"):
+        index_db.ingest("docs", items)
+    assert _state(index_db) == before
+    index_db.ingest("docs", items[:10])
+    assert index_db.store._state("docs").text.searcher().num_docs == searcher_docs + 10
+    assert index_db.snapshot("docs").lexical_topn(["bulk"], 100)[0].size == 10

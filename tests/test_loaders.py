@@ -1,0 +1,160 @@
+"""Loaders on real data (CACM, Cranfield, Debian changelogs) and on small hand-made files."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import os
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import recallql
+from recallql.index import loaders
+from recallql.index.embedders import HashEmbedder
+from recallql.index.errors import IngestError
+
+
+def test_cacm_documents(index_shared_data):
+    docs = list(loaders.load_cacm(index_shared_data / "ir" / "cacm"))
+    assert len(docs) == 3204 and len({d["id"] for d in docs}) == 3204
+    dated = [d["created_at"] for d in docs if "created_at" in d]
+    # Every .B line has a month and a year; 24 of them are written "July,1962" or "JUly, 1972",
+    # which a parser requiring "Month, YYYY" misses (that is where "3,180" comes from).
+    assert len(dated) == 3204
+    assert min(dated) == dt.datetime(1958, 1, 1, tzinfo=dt.UTC)
+    assert max(dated) == dt.datetime(1979, 12, 1, tzinfo=dt.UTC)
+    first = docs[0]
+    assert first["id"] == "cacm:1" and first["created_at"] == dt.datetime(1958, 12, 1,
+                                                                         tzinfo=dt.UTC)
+    assert first["title"] == "Preliminary Report-International Algebraic Language"
+    assert first["authors"] == ["Perlis, A. J.", "Samelson,K."]
+    assert sum(bool(d["body"]) for d in docs) == 1587  # .W abstracts; the rest are title-only
+    assert "cacm:2856" in {d["id"] for d in docs}  # its ".I 28\n56" is split over two lines
+
+
+@pytest.mark.parametrize(("line", "month"), [("CACM December, 1958", (1958, 12)),
+                                             ("CACM July,1962", (1962, 7)),
+                                             ("CACM JUly, 1972", (1972, 7)),
+                                             (" CACM February, 1974 ", (1974, 2)),
+                                             ("CACM June 1964", (1964, 6))])
+def test_cacm_date_variants(line, month):
+    assert loaders.cacm_date(line) == dt.datetime(*month, 1, tzinfo=dt.UTC)
+
+
+def test_cacm_date_missing():
+    assert loaders.cacm_date("no date here") is None
+
+
+def test_cacm_queries_and_qrels(index_shared_data):
+    root = index_shared_data / "ir" / "cacm"
+    queries, qrels = loaders.load_cacm_queries(root), loaders.load_cacm_qrels(root)
+    assert len(queries) == 64 and queries["1"].startswith("What articles exist which deal")
+    assert len(qrels) == 52 and set(qrels) <= set(queries)
+    assert sum(len(v) for v in qrels.values()) == 796
+    assert qrels["1"]["cacm:1410"] == 1
+
+
+def test_cranfield(index_shared_data):
+    root = index_shared_data / "ir" / "cranfield"
+    docs = list(loaders.load_cranfield(root))
+    assert len(docs) == 1400 and not any("created_at" in d for d in docs)
+    assert docs[0]["title"].startswith("experimental investigation of the aerodynamics")
+    queries, qrels = loaders.load_cranfield_queries(root), loaders.load_cranfield_qrels(root)
+    assert len(queries) == 225 and len(qrels) == 225
+    assert list(queries)[-1] == "225"  # positional, not cran.qry's 1..365 numbering
+    assert queries["3"].startswith("what problems of heat conduction in composite slabs")
+    assert sum(len(v) for v in qrels.values()) == 1612
+
+
+def test_cacm_ingests_into_docs(index_shared_data, tmp_path):
+    items = loaders.load_path(index_shared_data / "ir" / "cacm")
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(16)) as db:
+        report = db.ingest("docs", (item for item, _ in loaders.project(items, {"authors"})))
+        assert report.added == 3204
+        snap = db.snapshot("docs")
+        assert not np.isnan(snap.created_at).any()
+        rows, _ = snap.lexical_topn(snap.analyze("time sharing system"), 5)
+        assert len(rows) == 5
+
+
+DEBIAN = """\
+demo (1.2-1) unstable; urgency=medium
+
+  * New upstream release.
+  * Fix the frobnicator (Closes: #123).
+
+ -- Jane Doe <jane@example.org>  Mon, 02 Jan 2023 13:06:21 +0100
+
+demo (1.1-1) unstable; urgency=low
+
+  * Initial release.
+
+ -- John Roe <john@example.org>  Sat, 31 Dec 2022 16:40:30 +0000
+
+demo (1.1-1) unstable; urgency=low
+
+  * Duplicate entry, dropped.
+
+ -- John Roe <john@example.org>  not a date
+"""
+
+
+def test_debian_changelog(tmp_path):
+    path = tmp_path / "demo" / "changelog.Debian.gz"
+    path.parent.mkdir()
+    with gzip.open(path, "wt") as handle:
+        handle.write(DEBIAN)
+    items = list(loaders.load_path(tmp_path, "debian"))
+    assert [i["id"] for i in items] == ["debian:demo:1.2-1", "debian:demo:1.1-1"]
+    first = items[0]
+    assert first["title"] == "demo 1.2-1" and first["doc_id"] == "debian:demo"
+    assert first["body"] == "* New upstream release.\n  * Fix the frobnicator (Closes: #123)."
+    assert first["created_at"] == dt.datetime(2023, 1, 2, 12, 6, 21, tzinfo=dt.UTC)
+    assert first["authors"] == ["Jane Doe"] and [i["position"] for i in items] == [0, 1]
+
+
+def test_debian_system_changelogs():
+    files = sorted(Path("/usr/share/doc").glob("*/changelog.Debian.gz"))
+    if not files:
+        pytest.skip("no Debian changelogs on this machine")
+    items = list(loaders.load_debian(files[:40]))
+    assert items and len({i["id"] for i in items}) == len(items)
+    assert sum("created_at" in i for i in items) >= 0.95 * len(items)
+
+
+def test_jsonl(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id": 1, "title": "x"}\n\n{"id": "2"}\n')
+    assert list(loaders.load_path(path)) == [{"id": 1, "title": "x"}, {"id": "2"}]
+    path.write_text('{"id": 1}\n[1, 2]\n')
+    with pytest.raises(IngestError, match="a.jsonl:2: expected a JSON object"):
+        list(loaders.load_path(path))
+    path.write_text('{"id": 1\n')
+    with pytest.raises(IngestError, match="a.jsonl:1: invalid JSON"):
+        list(loaders.load_path(path))
+
+
+def test_text_chunks(tmp_path):
+    (tmp_path / "notes").mkdir()
+    doc = tmp_path / "notes" / "ops.md"
+    doc.write_text("# Operations\n\nFirst paragraph.\n\n" + ("long " * 300) + "\n\n\nLast one.\n")
+    os.utime(doc, (1700000000, 1700000000))
+    (tmp_path / "notes" / "skip.bin").write_bytes(b"\0\1")
+    items = list(loaders.load_path(tmp_path))
+    assert [i["id"] for i in items] == ["notes/ops.md#0", "notes/ops.md#1", "notes/ops.md#2"]
+    assert items[0]["body"] == "# Operations\n\nFirst paragraph."
+    assert items[2]["body"] == "Last one."
+    assert {i["title"] for i in items} == {"Operations"}
+    assert {i["created_at"] for i in items} == {dt.datetime.fromtimestamp(1700000000, dt.UTC)}
+    assert [i["position"] for i in items] == [0, 1, 2]
+    assert Counter(i["doc_id"] for i in items) == {"notes/ops.md": 3}
+
+
+def test_missing_path_and_unknown_format(tmp_path):
+    with pytest.raises(IngestError, match="no such file"):
+        list(loaders.load_path(tmp_path / "nope"))
+    with pytest.raises(IngestError, match="unknown format"):
+        list(loaders.load_path(tmp_path, "xml"))

@@ -1,0 +1,298 @@
+"""Store and Database behaviour on real on-disk databases (tantivy + SQLite + .npy files)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+
+import numpy as np
+import pytest
+
+import recallql
+from recallql.index import Store, StoreError
+from recallql.index.embedders import HashEmbedder
+from recallql.index.filters import Cmp
+from tests.conftest import index_unit
+
+
+def _lexical(db, text, n=10):
+    snap = db.snapshot("docs")
+    rows, scores = snap.lexical_topn(snap.analyze(text), n)
+    return [snap.ids[r] for r in rows], scores.tolist()
+
+
+def _semantic(db, vec, n=10):
+    snap = db.snapshot("docs")
+    rows, scores = snap.semantic_topn(vec, n)
+    return [snap.ids[r] for r in rows], scores.tolist()
+
+
+def test_round_trip_reopen_gives_same_results(tmp_path, index_embedder, index_docs):
+    path = tmp_path / "db"
+    query = index_embedder(["backup snapshot"])[0]
+    with recallql.connect(path, embedder=index_embedder) as db:
+        db.ingest("docs", index_docs)
+        db.ingest("docs", [{"id": f"n{i}", "title": f"note {i} backup", "body": "x" * i}
+                           for i in range(30)])
+        before = (_lexical(db, "backup retention"), _semantic(db, query))
+        fetched = db.snapshot("docs").fetch([0, 2])
+    with recallql.connect(path, embedder=index_embedder) as db:
+        assert (_lexical(db, "backup retention"), _semantic(db, query)) == before
+        assert db.snapshot("docs").fetch([0, 2]) == fetched
+    assert before[0][0][0] == "backup-1"
+    assert len(before[1][0]) == 10
+
+
+def test_in_memory_database(index_embedder, index_docs):
+    db = recallql.connect(embedder=index_embedder)
+    assert db.path is None
+    report = db.ingest("docs", index_docs)
+    assert (report.added, report.replaced, report.embedded, report.batch) == (5, 0, 5, 1)
+    assert _lexical(db, "credentials")[0] == ["creds"]
+    db.close()
+    with pytest.raises(StoreError, match="closed"):
+        db.ingest("docs", index_docs)
+
+
+def test_fetch_returns_stored_fields(index_db, index_docs):
+    index_db.ingest("docs", index_docs)
+    snap = index_db.snapshot("docs")
+    row = snap.fetch([0])[0]
+    assert row == {
+        "rowid": 0, "id": "backup-1", "doc_id": "backup-1", "entity": "backup-1", "position": 0,
+        "created_at": 1709251200.0, "title": "Backup retention policies",
+        "body": "Keep daily backups for 30 days and monthly backups for a year.",
+        "source": "wiki", "tags": ["ops", "backup"],
+    }
+    assert snap.fetch([4])[0]["created_at"] is None and snap.fetch([4])[0]["title"] == ""
+    assert np.isnan(snap.created_at[3]) and snap.created_at[2] == 1700000000.0
+    with pytest.raises(IndexError):
+        snap.fetch([5])
+
+
+def test_snapshot_members(index_db, index_docs):
+    index_db.ingest("docs", [dict(d, doc_id="D", position=i, entity=f"e{i % 2}")
+                             for i, d in enumerate(index_docs)])
+    snap = index_db.snapshot("docs")
+    assert snap.size == 5 and snap.live.tolist() == [True] * 5
+    assert list(snap.doc_ids) == ["D"] * 5
+    assert list(snap.entities) == ["e0", "e1", "e0", "e1", "e0"]
+    assert snap.positions.tolist() == [0, 1, 2, 3, 4]
+    order = sorted(range(5), key=lambda r: snap.ids[r])
+    assert np.argsort(snap.id_rank, kind="stable").tolist() == order
+    assert snap.has_vectors() and snap.info.name == "docs"
+    assert json.loads(snap.explain_bm25(["backup"], 0))["value"] > 0
+    assert snap.explain_bm25(["zzz"], 0).startswith("no match")
+
+
+def test_replacing_an_id_tombstones_the_old_row(index_db, index_docs):
+    index_db.ingest("docs", index_docs)
+    report = index_db.ingest("docs", [{"id": "creds", "title": "Rotate secrets quarterly"}])
+    assert (report.added, report.replaced, report.first_rowid) == (0, 1, 5)
+    snap = index_db.snapshot("docs")
+    assert snap.size == 6 and not snap.live[2] and snap.live[5]
+    assert _lexical(index_db, "rotate")[0] == ["creds"]
+    assert _lexical(index_db, "credentials")[0] == []
+    ids, _ = _semantic(index_db, index_db.embedder("docs")(["Rotate credentials"])[0], 10)
+    assert ids.count("creds") == 1 and len(ids) == 5
+    # the tombstoned document is purged from tantivy with the next batch
+    index_db.ingest("docs", [{"id": "later", "title": "later"}])
+    searcher = index_db.store._state("docs").text.searcher()
+    assert searcher.num_docs == 6
+
+
+def test_snapshot_is_stable_and_refreshes_after_commit(index_db, index_docs):
+    index_db.ingest("docs", index_docs[:2])
+    old = index_db.snapshot("docs")
+    assert index_db.snapshot("docs") is old
+    index_db.ingest("docs", index_docs[2:])
+    new = index_db.snapshot("docs")
+    assert new is not old and (old.size, new.size) == (2, 5)
+    rows, _ = old.lexical_topn(old.analyze("rotate credentials"), 5)
+    assert rows.tolist() == []
+    assert len(old.ids) == 2 and old.ids[:] == ["backup-1", "backup-2"]
+
+
+def test_extra_sql_commits_with_the_batch(index_db):
+    def add_session(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO sessions(id, agent_id, started_at) VALUES ('s1', 'a', 0)")
+
+    index_db.store.ingest("messages", [{"id": "m1", "content": "hi", "session_id": "s1",
+                                        "seq": 1, "role": "user", "active": True}],
+                          index_db.embedder("messages"), extra_sql=add_session)
+    assert index_db.store.meta.read.execute("SELECT id FROM sessions").fetchall() == [("s1",)]
+
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO sessions(id, agent_id, started_at) VALUES ('s2', 'a', 0)")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        index_db.store.ingest("messages", [{"id": "m2", "content": "lost"}],
+                              index_db.embedder("messages"), extra_sql=broken)
+    assert index_db.store.meta.read.execute("SELECT count(*) FROM sessions").fetchone() == (1,)
+    snap = index_db.snapshot("messages")
+    assert snap.size == 1 and list(snap.ids) == ["m1"]
+    assert snap.lexical_topn(["lost"], 5)[0].tolist() == []
+    index_db.ingest("messages", [{"id": "m3", "content": "after"}])
+    assert list(index_db.snapshot("messages").ids) == ["m1", "m3"]
+
+
+def test_metadata_tables_for_sessions(index_db):
+    conn = index_db.store.meta.read
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"sessions", "annotations", "signals", "items", "collections"} <= tables
+    indexes = {r[0] for r in conn.execute("SELECT sql FROM sqlite_master WHERE type='index'")
+               if r[0]}
+    assert any("signals(session_id)" in s for s in indexes)
+    assert any("sessions(parent_session_id)" in s for s in indexes)
+    with index_db.store.transaction() as w:
+        w.execute("INSERT INTO sessions(id, agent_id, started_at) VALUES ('s', 'a', 1.5)")
+    status = conn.execute("SELECT status, source, metadata FROM sessions").fetchone()
+    assert status == ("open", "cli", "{}")
+    with pytest.raises(sqlite3.IntegrityError), index_db.store.transaction() as w:
+        w.execute("UPDATE sessions SET status = 'bogus'")
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_create_collection_and_embedder_checks(tmp_path):
+    path = tmp_path / "db"
+
+    def shout(texts):
+        return np.ones((len(texts), 8), np.float32)
+
+    with recallql.connect(path, embedder=None) as db:
+        info = db.create_collection("notes", ("text",), {"year": int}, embedder=shout)
+        assert (info.dim, info.embedder_name, info.fields["year"].value) == (
+            8, "test_create_collection_and_embedder_checks.<locals>.shout", "int")
+        assert db.create_collection("notes", ("text",), {"year": int}, embedder=shout) == info
+        with pytest.raises(StoreError, match="shout.*_named.<locals>.other"):
+            db.create_collection("notes", ("text",), {"year": int}, embedder=_named())
+        with pytest.raises(StoreError, match="fields"):
+            db.create_collection("notes", ("text",), {"year": str}, embedder=shout)
+        with pytest.raises(StoreError, match="dim is required"):
+            db.create_collection("raw", ("text",), embedder=None)
+        db.create_collection("raw", ("text",), dim=3, embedder=None)
+        db.ingest("notes", [{"id": 1, "text": "a", "year": 1999}])
+    with recallql.connect(path, embedder=None) as db:
+        with pytest.raises(recallql.IngestError, match="not attached"):
+            db.ingest("notes", [{"id": 2, "text": "b"}])
+        db.ingest("notes", [{"id": 2, "text": "b", "vector": [1.0] * 8}])
+        with pytest.raises(StoreError, match=r"shout' \(dim 8\); got 'HashEmbedder.__call__'"):
+            db.set_embedder("notes", HashEmbedder(8).__call__)
+        db.set_embedder("notes", shout)
+        assert db.ingest("notes", [{"id": 3, "text": "c"}]).embedded == 1
+        assert db.snapshot("notes").has_vector.tolist() == [True, True, True]
+    with pytest.raises(StoreError, match="embedder None.*all-MiniLM"):
+        recallql.connect(path)
+
+
+def _named():
+    def other(texts):
+        return np.ones((len(texts), 8), np.float32)
+
+    return other
+
+
+def test_builtin_collection_embedder_mismatch_is_named(tmp_path):
+    path = tmp_path / "db"
+    recallql.connect(path, embedder=HashEmbedder(16)).close()
+    with pytest.raises(StoreError, match="hash-blake2b-16.*hash-blake2b-32"):
+        recallql.connect(path, embedder=HashEmbedder(32))
+    db = recallql.connect(path, embedder=HashEmbedder(16))
+    assert {c.name for c in db.collections()} == {"docs", "messages"}
+    db.close()
+
+
+def test_collection_without_embedder_keeps_vectorless_rows(tmp_path):
+    with recallql.connect(tmp_path / "db", embedder=None) as db:
+        db.create_collection("raw", ("text",), dim=4, embedder=None)
+        db.ingest("raw", [{"id": "a", "text": "alpha", "vector": [1, 0, 0, 0]},
+                          {"id": "b", "text": "beta"},
+                          {"id": "c", "text": "gamma", "vector": [0, 2, 0, 0]}])
+        snap = db.snapshot("raw")
+        assert snap.has_vector.tolist() == [True, False, True]
+        rows, cos = snap.semantic_topn(np.array([1, 1, 0, 0], np.float32), 10)
+        assert rows.tolist() == [0, 2] and np.allclose(cos, [0.70710677] * 2)
+        assert snap.lexical_topn(["beta"], 5)[0].tolist() == [1]
+
+
+def test_open_rejects_foreign_or_missing_directories(tmp_path):
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "file.txt").write_text("x")
+    with pytest.raises(StoreError, match="not a recallql database"):
+        Store.open(tmp_path / "junk")
+    with pytest.raises(StoreError, match="not a recallql database"):
+        Store.open(tmp_path / "none", readonly=True)
+    assert not (tmp_path / "none").exists()
+
+
+def test_readonly_store_refuses_writes(tmp_path, index_embedder, index_docs):
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=index_embedder) as db:
+        db.ingest("docs", index_docs)
+    before = _files(path)
+    with recallql.connect(path, embedder=index_embedder, readonly=True) as reader:
+        with pytest.raises(StoreError, match="read-only"):
+            reader.ingest("docs", index_docs)
+        assert reader.snapshot("docs").size == 5
+        with pytest.raises(StoreError, match="read-only"):
+            reader.create_collection("x", ("t",), dim=2, embedder=None)
+    assert _files(path) == before
+
+
+def _files(root):
+    """Every file's bytes, except SQLite's WAL index files (a WAL reader may create them)."""
+    return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.name.endswith(("-wal", "-shm"))}
+
+
+def test_filters_on_a_real_store(index_db, index_docs):
+    index_db.ingest("docs", index_docs)
+    snap = index_db.snapshot("docs")
+    mask = snap.filter_mask(Cmp("source", "=", "wiki"))
+    assert [snap.ids[r] for r in np.flatnonzero(mask)] == ["backup-1", "creds"]
+    rows, _ = snap.lexical_topn(snap.analyze("backup rotate"), 5, allowed=mask)
+    assert {snap.ids[r] for r in rows} == {"backup-1", "creds"}
+
+
+@pytest.mark.parametrize("on_disk", [True, False], ids=["disk", "memory"])
+def test_vector_segments_merge_and_stay_exact(tmp_path, on_disk):
+    rng = np.random.default_rng(7)
+    vecs = index_unit(rng, 70, 8)
+    with recallql.connect(tmp_path / "db" if on_disk else None, embedder=None) as db:
+        db.create_collection("v", ("text",), dim=8, embedder=None)
+        for i in range(70):
+            db.ingest("v", [{"id": f"i{i:03d}", "text": "t", "vector": vecs[i]}])
+        db.ingest("v", [{"id": "i005", "text": "t", "vector": vecs[69]}])
+        snap = db.snapshot("v")
+        rows, cos = snap.semantic_topn(vecs[10], 71)
+        if on_disk:
+            files = os.listdir(tmp_path / "db" / "collections" / "v" / "vectors")
+            assert sorted(files) == sorted(s.file for s in snap._segments)
+    assert len(snap._segments) < 20
+    assert len(rows) == 70 and snap.ids[rows[0]] == "i010" and cos[0] == pytest.approx(1.0)
+    expected = sorted(((-float(v @ vecs[10]), f"i{i:03d}") for i, v in enumerate(vecs)
+                       if i != 5))
+    expected.append((-float(vecs[69] @ vecs[10]), "i005"))
+    assert [snap.ids[r] for r in rows] == [i for _, i in sorted(expected)]
+
+
+def test_merges_of_interleaved_segments_with_tombstones_keep_rowids(tmp_path):
+    """Tier merges combine non-adjacent segments and drop tombstoned rows; every vector must
+    still be found at its own rowid. (This workload once produced a merged segment whose
+    unsorted rowids were mistaken for a contiguous range.)"""
+    from tests.test_store_crash import SEED, batch_items
+
+    expected = {}
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(16)) as db:
+        for k in range(1, 20):
+            items = batch_items(SEED, k)  # 1-12 new items + 'shared', replaced every batch
+            db.ingest("docs", items)
+            expected.update({it["id"]: it["vector"] for it in items[:-1]})
+        snap = db.snapshot("docs")
+        assert any(s.explicit is not None for s in snap._segments)
+        for item_id, vec in expected.items():
+            rows, cos = snap.semantic_topn(vec, 1)
+            assert snap.ids[rows[0]] == item_id and cos[0] == pytest.approx(1.0)
+        assert snap.semantic_topn(expected["b1-0"], 10**6)[0].size == len(expected) + 1
