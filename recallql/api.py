@@ -1,18 +1,29 @@
-"""The Python API: `connect()` and `Database` (storage half; the engine adds queries).
+"""The Python API: `connect()` and `Database` (SPEC §8).
 
     >>> import recallql
     >>> db = recallql.connect()                       # in memory; connect("dir/") on disk
     >>> db.ingest("docs", [{"id": "a", "title": "Backup", "body": "retention policy"}])
+    >>> db.execute("SEARCH docs MATCHING :q LIMIT 5", q="backup retention")
 
-`Database` is a thin layer over `recallql.index.Store`: it resolves embedders and keeps the one
-attached to each collection.
+`Database` is a thin layer over `recallql.index.Store` (storage) and
+`recallql.engine.QueryEngine` (statements): it resolves embedders, keeps the one attached to each
+collection, and exposes `sessions` and `messages`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
+from recallql.engine.engine import QueryEngine
+from recallql.engine.messages import Messages
+from recallql.engine.models import Explain, Result
+from recallql.engine.sessions import Sessions
+from recallql.engine.signals import SignalPolicy
 from recallql.index import embedders as emb
 from recallql.index.batch import IngestReport
 from recallql.index.errors import StoreError
@@ -20,11 +31,29 @@ from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, make_info
 from recallql.index.snapshot import CollectionSnapshot
 from recallql.index.store import Store, check_same
 
+if TYPE_CHECKING:
+    from recallql.engine.importer import ImportReport
+
 __all__ = ["Database", "IngestReport", "connect"]
 
 
+class _SessionStore:
+    """Sessions' view of the store: SQLite-only write transactions (with the writer checks) and
+    consistent reads."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._store.transaction()
+
+    def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._store.meta.read_transaction()
+
+
 def connect(path: str | os.PathLike | None = None, *, embedder: object = "default",
-            readonly: bool = False) -> Database:
+            readonly: bool = False, signal_policy: SignalPolicy | None = None,
+            clock: Callable[[], float] | None = None) -> Database:
     """Open or create a database.
 
     Args:
@@ -37,6 +66,10 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
             created with (``None`` attaches nothing).
         readonly: open an existing database as a reader (no lock; sees the last committed
             batch; any number of readers alongside one writer).
+        signal_policy: allowed signal names, value bounds and half-lives (default: `reward` in
+            [-1, 1], half-life 7 days).
+        clock: "now" in epoch seconds UTC for statements and session writes (default
+            `time.time`; tests pin it).
 
     Raises:
         DatabaseLocked: another writer has the database open.
@@ -44,7 +77,7 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
     """
     store = Store.open(path, readonly=readonly)
     try:
-        return Database(store, embedder)
+        return Database(store, embedder, signal_policy=signal_policy, clock=clock)
     except BaseException:
         store.close()
         raise
@@ -57,8 +90,14 @@ class Database:
         store: the underlying `recallql.index.Store`.
     """
 
-    def __init__(self, store: Store, embedder: object = "default"):
+    def __init__(self, store: Store, embedder: object = "default", *,
+                 signal_policy: SignalPolicy | None = None,
+                 clock: Callable[[], float] | None = None):
         self.store = store
+        clock = clock or time.time
+        self.sessions = Sessions(_SessionStore(store), signal_policy, clock)
+        self.messages = Messages(self, clock)
+        self._engine = QueryEngine(self, clock)
         self._embedders: dict[str, emb.Embedder | None] = {}
         resolved = emb.resolve(embedder)
         for name, (text_fields, fields) in BUILTIN_COLLECTIONS.items():
@@ -169,6 +208,53 @@ class Database:
     def snapshot(self, collection: str) -> CollectionSnapshot:
         """The collection's snapshot at the last committed batch (see `Store.snapshot`)."""
         return self.store.snapshot(collection)
+
+    # -- statements ------------------------------------------------------------------------------
+
+    def execute(self, text: str, *args: object, **params: object) -> Result | Explain:
+        """Run one statement; values travel as parameters (`:name` / `?`), never inside the text.
+
+        Returns:
+            A `Result` (an `Explain` for EXPLAIN statements).
+
+        Raises:
+            QuerySyntaxError, QuerySemanticError, ParameterError: a mistake in the statement
+                (`str(err)` shows a caret under the offending token).
+        """
+        return self._engine.execute(text, *args, **params)
+
+    query = execute
+
+    def explain(self, text: str, *args: object, analyze: bool = False, verbose: bool = False,
+                **params: object) -> Explain:
+        """EXPLAIN a SEARCH or RETRIEVE statement: the plan, and every row's score arithmetic.
+
+        Raises:
+            QueryError: as `execute`; also when `text` is not a SEARCH or RETRIEVE.
+        """
+        from recallql.grammar import bind, parse
+        from recallql.grammar import statements as st
+        from recallql.grammar.errors import QuerySemanticError
+
+        stmt = bind(parse(text), *args, **params)
+        if isinstance(stmt, st.Explain):
+            return self._engine.explain(stmt, analyze=analyze or stmt.analyze,
+                                        verbose=verbose or stmt.verbose)
+        if not isinstance(stmt, st.Search | st.Retrieve):
+            raise QuerySemanticError("EXPLAIN applies to SEARCH and RETRIEVE statements",
+                                     text=stmt.source, span=(0, len(stmt.source)))
+        return self._engine.explain(stmt, analyze=analyze, verbose=verbose)
+
+    def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A consistent read view of the metadata store (sessions, signals)."""
+        return self.store.meta.read_transaction()
+
+    def import_hermes(self, path: str | os.PathLike) -> ImportReport:
+        """Import a Hermes Agent `state.db` (read-only; never written) into sessions and
+        messages. Re-importing the same file adds nothing twice. See `recallql.engine.importer`."""
+        from recallql.engine.importer import import_hermes
+
+        return import_hermes(self, path)
 
     def close(self) -> None:
         """Close the database (releases the writer lock)."""

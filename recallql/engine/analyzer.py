@@ -118,7 +118,8 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo]) 
     return QuerySpec(
         kind=stmt.kind, collection=info, text=stmt.matching_text, vector=vector,
         using=stmt.using.mode if stmt.using else "hybrid",
-        filter=_where(stmt, stmt.where, fields) if stmt.where is not None else None,
+        filter=_where(stmt, stmt.where, fields, info.text_fields)
+        if stmt.where is not None else None,
         session_id=stmt.session_id,
         session_boost=_session_boost(stmt),
         signal_weights=_signal_weights(stmt),
@@ -201,14 +202,15 @@ def _recency(stmt: s.Search | s.Retrieve, fields: Mapping[str, FieldType]) -> Re
 # -- WHERE -> index filter expressions ---------------------------------------------------------
 
 
-def _where(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldType]) -> Any:
+def _where(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldType],
+           text_fields: tuple[str, ...] = ()) -> Any:
     if isinstance(pred, n.And):
-        return f.And(tuple(_where(stmt, p, fields) for p in pred.items))
+        return f.And(tuple(_where(stmt, p, fields, text_fields) for p in pred.items))
     if isinstance(pred, n.Or):
-        return f.Or(tuple(_where(stmt, p, fields) for p in pred.items))
+        return f.Or(tuple(_where(stmt, p, fields, text_fields) for p in pred.items))
     if isinstance(pred, n.Not):
-        return f.Not(_where(stmt, pred.item, fields))
-    name, kind = _field(stmt, pred.field, fields)  # type: ignore[attr-defined]
+        return f.Not(_where(stmt, pred.item, fields, text_fields))
+    name, kind = _field(stmt, pred.field, fields, text_fields)  # type: ignore[attr-defined]
     if isinstance(pred, n.IsNull):
         return f.IsNull(name, pred.negated)
     if isinstance(pred, n.Comparison):
@@ -235,11 +237,15 @@ def _where(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldT
     _fail(stmt, pred, f"unsupported predicate {type(pred).__name__}")  # pragma: no cover
 
 
-def _field(stmt: s.StatementBase, ident: n.Identifier, fields: Mapping[str, FieldType]
-           ) -> tuple[str, FieldType]:
+def _field(stmt: s.StatementBase, ident: n.Identifier, fields: Mapping[str, FieldType],
+           text_fields: tuple[str, ...]) -> tuple[str, FieldType]:
     kind = fields.get(ident.name)
     if kind is None:
-        _fail(stmt, ident, f"unknown field '{ident.name}'", did_you_mean(ident.name, list(fields)))
+        if ident.name in text_fields:
+            _fail(stmt, ident, f"'{ident.name}' is a BM25 text field, not a filterable field",
+                  "search text with MATCHING; WHERE filters on metadata fields")
+        _fail(stmt, ident, f"unknown field '{ident.name}'",
+              did_you_mean(ident.name, [*fields, *text_fields]))
     return ident.name, kind
 
 

@@ -8,6 +8,7 @@ is deterministic (fixed float precision) so golden files can hold it.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -104,9 +105,12 @@ def plan_node(op: Operator, stats: OperatorStats | None, analyze: bool) -> PlanN
     )
 
 
+_BARE = re.compile(r"[A-Za-z0-9_.:]+")
+
+
 def _value(v: Any) -> str:
     if isinstance(v, str):
-        return v if v.replace("_", "").replace(".", "").isalnum() and v[:1].isalpha() else f"'{v}'"
+        return v if _BARE.fullmatch(v) else "'" + v.replace("'", "''") + "'"
     if isinstance(v, list | tuple):
         return "[" + ", ".join(str(x) for x in v) + "]"
     if isinstance(v, float):

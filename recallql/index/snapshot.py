@@ -23,6 +23,7 @@ import tantivy
 from recallql.index import text as text_index
 from recallql.index.analysis import analyze
 from recallql.index.columns import (
+    MISSING,
     Buffer,
     Column,
     DerivedStrColumn,
@@ -337,6 +338,24 @@ class CollectionSnapshot:
             raise FilterError(f"collection {self.info.name!r} has no field {name!r} "
                               f"(fields: {', '.join(known)})")
         return column
+
+    def values(self, name: str, rowids: Sequence[int] | np.ndarray) -> list[object]:
+        """The values of one filterable field for the given rows (None where missing), read from
+        the in-memory columns: cheaper than `fetch` for a single field.
+
+        Raises:
+            FilterError: unknown field.
+        """
+        column = self.column(name)
+        rows = np.asarray(rowids, dtype=np.int64)
+        if isinstance(column, NumberColumn):
+            present = column.present(self.size)[rows]
+            vals = column.values(self.size)[rows].tolist()
+            return [v if p else None for v, p in zip(vals, present.tolist(), strict=True)]
+        if isinstance(column, StrColumn):
+            vocab = column.pool.vocab
+            return [None if c == MISSING else vocab[c] for c in column.codes(self.size)[rows].tolist()]
+        return [row.get(name) for row in self.fetch(rows)]
 
     def filter_mask(self, expr: object) -> np.ndarray:
         """bool[size]: rows for which the `recallql.index.filters` expression is true (missing

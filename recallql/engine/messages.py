@@ -1,0 +1,92 @@
+"""`db.messages`: appending an agent's messages to the `messages` collection (SPEC §2 Message).
+
+A message is an item of `messages`: item id `msg:<message_id>`, text field `content`, fields
+`session_id`, `message_id`, `seq` (1-based order within its session), `role`, `active`,
+`compacted`; `doc_id` is `session:<session_id>` (so GROUP BY DOCUMENT groups by session) and
+`created_at` is the message time. `active=False, compacted=True` marks a message summarised away
+but still searchable; `active=False, compacted=False` a message rewound by the user, never
+searchable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from recallql.engine.sessions import SessionError, SessionNotFound, to_epoch
+
+COLLECTION = "messages"
+
+
+class Messages:
+    """Append messages to sessions. Each append is one all-or-nothing batch.
+
+    Args:
+        db: the `Database`.
+        clock: "now" in epoch seconds UTC.
+    """
+
+    def __init__(self, db: Any, clock: Callable[[], float]) -> None:
+        self._db = db
+        self._clock = clock
+
+    def append(self, session_id: str, role: str, content: str,
+               at: datetime | float | None = None, active: bool = True,
+               compacted: bool = False) -> int:
+        """Append one message to an open session.
+
+        Args:
+            session_id: an existing, open session.
+            role: e.g. `user`, `assistant`, `tool`, `system`.
+            content: the message text.
+            at: the message time (default now; naive datetimes are UTC).
+            active, compacted: the message's flags (see the module docstring).
+
+        Returns:
+            The new message id (an int, unique in the database).
+
+        Raises:
+            SessionNotFound: no such session. SessionError: the session is not open, or a bad
+            role/content. IngestError: the item is invalid (nothing is written).
+        """
+        row = self._db.sessions.get(session_id)
+        if row is None:
+            raise SessionNotFound(f"cannot append: no session {session_id!r}")
+        if row.status != "open":
+            raise SessionError(f"cannot append to session {session_id!r}: it is {row.status}")
+        if not isinstance(role, str) or not role:
+            raise SessionError("role must be a non-empty string")
+        if not isinstance(content, str):
+            raise SessionError("content must be a string")
+        when = to_epoch(at, self._clock(), "at")
+        message_id, seq = self.next_ids(session_id)
+        self._db.ingest(COLLECTION, [message_item(session_id, message_id, seq, role, content,
+                                                  when, active, compacted)])
+        return message_id
+
+    def next_ids(self, session_id: str, count: int = 1) -> tuple[int, int]:
+        """The next free message id in the database and the next seq in `session_id`."""
+        snap = self._db.snapshot(COLLECTION)
+        if snap.size == 0:
+            return 1, 1
+        rows = np.flatnonzero(snap.live)
+        ids = [v for v in snap.values("message_id", rows) if v is not None]
+        sessions = snap.values("session_id", rows)
+        seq = sum(1 for s in sessions if s == session_id)
+        return (max(ids) + 1 if ids else 1), seq + 1
+
+
+def message_item(session_id: str, message_id: int, seq: int, role: str, content: str,
+                 at: float | None, active: bool, compacted: bool) -> dict[str, Any]:
+    """The `messages` item of one message."""
+    return {
+        "id": f"msg:{message_id}", "content": content,
+        "created_at": at if at is not None and math.isfinite(at) else None,
+        "doc_id": f"session:{session_id}", "position": seq,
+        "session_id": session_id, "message_id": message_id, "seq": seq, "role": role,
+        "active": bool(active), "compacted": bool(compacted),
+    }
