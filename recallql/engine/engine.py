@@ -56,7 +56,7 @@ class Backend(Protocol):
 
 def is_messages(info: CollectionInfo) -> bool:
     """Whether a collection holds messages (lineage and live-context rules apply)."""
-    return _MESSAGE_FIELDS <= set(info.fields)
+    return set(info.fields) >= _MESSAGE_FIELDS
 
 
 class QueryEngine:

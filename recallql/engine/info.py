@@ -69,10 +69,8 @@ def _show_sessions(db: Any, stmt: s.ShowSessions, now_ts: float) -> tuple:
     test = _predicate(stmt, stmt.where) if stmt.where is not None else (lambda row: True)
     rows = [r for r in db.sessions.rows() if test(r) is True]
     offset = stmt.offset.value if stmt.offset is not None else 0
-    if stmt.limit is not None:
-        rows = rows[offset:offset + stmt.limit.value]
-    else:
-        rows = rows[offset:]
+    end = None if stmt.limit is None else offset + stmt.limit.value
+    rows = rows[offset:end]
     cols = ["id", "agent_id", "status", "source", "parent_session_id", "end_reason",
             "started_at", "ended_at"]
     records = [{c: (_iso(r[c]) if c in _TIME_FIELDS else r[c]) for c in cols} for r in rows]

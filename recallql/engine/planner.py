@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from recallql.engine.analyzer import QuerySpec
 from recallql.engine.operators.base import Operator
-from recallql.engine.operators.conversation import GroupByConversation, LiveContextFilter
 from recallql.engine.operators.boosts import RecencyBoost, SessionBoost, SignalBoost
+from recallql.engine.operators.conversation import GroupByConversation, LiveContextFilter
 from recallql.engine.operators.fusion import RrfFusion
 from recallql.engine.operators.scan import EligibleScan, LexicalScan, SemanticScan
 from recallql.engine.operators.topk import GroupByDocument, TopK

@@ -11,7 +11,7 @@ Row-level codes:
 |---|---|---|
 | `LEXICAL_MATCH` | the lexical leg's RRF share | `rank=`, `bm25=` |
 | `SEMANTIC_MATCH` | the semantic leg's RRF share | `rank=`, `cosine=` |
-| `LEG_ABSENT` | 0 | `leg=lexical|semantic`: the row was not in that leg's candidate window |
+| `LEG_ABSENT` | 0 | `leg=lexical|semantic`: not in that leg's candidate window |
 | `NO_RELEVANCE` | 0 | RETRIEVE without MATCHING: rows ranked by boosts alone |
 | `SESSION_KEYWORDS` | `keywords · matched/total` | `matched/total` |
 | `SESSION_VELOCITY` | `velocity · v/(v+1)` | `uniform, v=`: the same for every row, never reorders |

@@ -63,7 +63,8 @@ class SignalPolicy:
                 `session_not_open`, `unknown_name`, `not_finite`, `out_of_bounds`).
         """
         if status is None:
-            raise SignalRejected(f"signal rejected (rule unknown_session): no session {session_id!r}")
+            raise SignalRejected(
+                f"signal rejected (rule unknown_session): no session {session_id!r}")
         if status != "open":
             raise SignalRejected(
                 f"signal rejected (rule session_not_open): session {session_id!r} is {status}"
@@ -75,10 +76,12 @@ class SignalPolicy:
                 f"(allowed: {allowed})"
             )
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise SignalRejected(f"signal rejected (rule not_finite): value {value!r} is not a number")
+            raise SignalRejected(
+                f"signal rejected (rule not_finite): value {value!r} is not a number")
         number = float(value)
         if not math.isfinite(number):
-            raise SignalRejected(f"signal rejected (rule not_finite): value {number!r} is not finite")
+            raise SignalRejected(
+                f"signal rejected (rule not_finite): value {number!r} is not finite")
         low, high = self.bounds[name]
         if not low <= number <= high:
             raise SignalRejected(

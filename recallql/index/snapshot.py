@@ -354,7 +354,8 @@ class CollectionSnapshot:
             return [v if p else None for v, p in zip(vals, present.tolist(), strict=True)]
         if isinstance(column, StrColumn):
             vocab = column.pool.vocab
-            return [None if c == MISSING else vocab[c] for c in column.codes(self.size)[rows].tolist()]
+            codes = column.codes(self.size)[rows].tolist()
+            return [None if c == MISSING else vocab[c] for c in codes]
         return [row.get(name) for row in self.fetch(rows)]
 
     def filter_mask(self, expr: object) -> np.ndarray:

@@ -20,7 +20,8 @@ from recallql.engine.reasons import Reason
 class SignalSource(Protocol):
     """Decayed signal sums across all sessions (the cross-session signal boost)."""
 
-    def entity_sums(self, entities: list[str], names: list[str], now_ts: float) -> dict[str, dict[str, float]]:
+    def entity_sums(self, entities: list[str], names: list[str], now_ts: float
+                    ) -> dict[str, dict[str, float]]:
         """`{name: {entity: decayed sum}}` for the given entities and signal names at `now_ts`."""
         ...
 

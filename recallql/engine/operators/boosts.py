@@ -102,8 +102,9 @@ class SessionBoost(Operator):
                                entity=entity_names, entity_sum=e)
 
 
-def _keyword_matches(ctx: ExecutionContext, rowids: np.ndarray, keywords: tuple[str, ...]) -> np.ndarray:
-    """int64[m]: how many of `keywords` (already lower-cased) each row's string metadata contains."""
+def _keyword_matches(ctx: ExecutionContext, rowids: np.ndarray, keywords: tuple[str, ...]
+                     ) -> np.ndarray:
+    """int64[m]: how many of `keywords` (lower-cased) each row's string metadata contains."""
     counts = np.zeros(rowids.shape[0], dtype=np.int64)
     if not keywords or rowids.shape[0] == 0:
         return counts

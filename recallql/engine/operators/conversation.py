@@ -76,7 +76,7 @@ class LiveContextFilter(Operator):
             return cands
         resolver: LineageResolver = ctx.services["resolver"]
         keep = []
-        for i, hit in enumerate(_hits(ctx, cands.rowid)):
+        for hit in _hits(ctx, cands.rowid):
             res = resolver.resolve(hit.session_id) if hit.session_id else None
             root = res.root if res is not None and res.resolved else None
             keep.append(not _hidden(live, resolver, hit, root))

@@ -31,7 +31,8 @@ class RrfFusion(Operator):
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
         hits: list[LegHits] = inputs
         legs = len(hits)
-        rowid = np.unique(np.concatenate([h.rowids for h in hits])) if hits else np.zeros(0, np.int64)
+        rowid = (np.unique(np.concatenate([h.rowids for h in hits])) if hits
+                 else np.zeros(0, np.int64))
         m = rowid.shape[0]
         ranks = {"lexical": np.zeros(m, np.int64), "semantic": np.zeros(m, np.int64)}
         raw = {"lexical": np.full(m, np.nan), "semantic": np.full(m, np.nan)}

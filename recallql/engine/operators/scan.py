@@ -80,7 +80,8 @@ class SemanticScan(Operator):
             if ctx.embed is None:  # the planner only plans this leg when it can embed
                 raise RuntimeError("no embedder available for the semantic leg")
             vector = ctx.embed(self.text or "")
-        rowids, scores = ctx.snapshot.semantic_topn(vector, self.window, ctx.filter_mask(self.filter))
+        allowed = ctx.filter_mask(self.filter)
+        rowids, scores = ctx.snapshot.semantic_topn(vector, self.window, allowed)
         return LegHits("semantic", np.asarray(rowids, np.int64), np.asarray(scores, np.float64),
                        self.window)
 
