@@ -14,7 +14,7 @@ Row-level codes:
 | `LEG_ABSENT` | 0 | `leg=lexical|semantic`: not in that leg's candidate window |
 | `NO_RELEVANCE` | 0 | RETRIEVE without MATCHING: rows ranked by boosts alone |
 | `SESSION_KEYWORDS` | `keywords · matched/total` | `matched/total` |
-| `SESSION_VELOCITY` | `velocity · v/(v+1)` | `uniform, v=`: the same for every row, never reorders |
+| `SESSION_VELOCITY` | `velocity · v/(v+1)` | `uniform, v=`: same for every row; never reorders |
 | `SESSION_ENTITY` | `entities · e/(e+1)` | `entity=`, `e=` |
 | `SIGNAL_BOOST` | `Σ w · s/(s+1)` | `name=`, `s=` per signal name |
 | `RECENCY` | `weight · f(age)` | `age=` in days, `shape=` |
