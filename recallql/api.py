@@ -211,7 +211,7 @@ class Database:
 
     # -- statements ------------------------------------------------------------------------------
 
-    def execute(self, text: str, *args: object, **params: object) -> Result | Explain:
+    def execute(self, text: str, /, *args: object, **params: object) -> Result | Explain:
         """Run one statement; values travel as parameters (`:name` / `?`), never inside the text.
 
         Returns:
@@ -225,8 +225,8 @@ class Database:
 
     query = execute
 
-    def explain(self, text: str, *args: object, analyze: bool = False, verbose: bool = False,
-                **params: object) -> Explain:
+    def explain(self, text: str, /, *args: object, analyze: bool = False,
+                verbose: bool = False, **params: object) -> Explain:
         """EXPLAIN a SEARCH or RETRIEVE statement: the plan, and every row's score arithmetic.
 
         Raises:

@@ -41,7 +41,7 @@ class _Mistyped(Exception):
     """A value that cannot go in a slot; the message completes "<what> must be ..."."""
 
 
-def bind(statement: StatementBase, *args: Any, **params: Any) -> StatementBase:
+def bind(statement: StatementBase, /, *args: Any, **params: Any) -> StatementBase:
     """Return ``statement`` with every parameter replaced by a literal node.
 
     Args:

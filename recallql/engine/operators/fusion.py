@@ -12,11 +12,27 @@ from recallql.engine.operators.base import ExecutionContext, Operator
 from recallql.engine.scoring import rrf_share
 
 
+def competition_ranks(scores: np.ndarray) -> np.ndarray:
+    """int64[m] 1-based ranks of a leg's scores (sorted best first), ties sharing the best rank
+    of their group ("1224" standard competition ranking).
+
+    A leg orders tied rows by item id, but that order is a tie-break, not evidence: rows with equal
+    BM25 or cosine get equal RRF shares, so an exact tie is decided by the boosts (the newer
+    document wins it under recency) and then by the total order.
+    """
+    m = scores.shape[0]
+    if m == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.r_[True, scores[1:] != scores[:-1]]
+    return np.maximum.accumulate(np.where(starts, np.arange(1, m + 1), 0)).astype(np.int64)
+
+
 @dataclass(frozen=True, eq=False)
 class RrfFusion(Operator):
     """Fuse the legs' ranked lists: `relevance = Σ_legs 1/(k + rank) / (L/(k + 1))`.
 
-    A row absent from a leg gets nothing from it. With one leg this is that leg's normalised
+    Ranks are 1-based; rows with equal leg scores share a rank (`competition_ranks`). A row absent
+    from a leg gets nothing from it. With one leg this is that leg's normalised
     reciprocal rank. Attributes: `k` (> 0) and the leg operators as `children`.
     """
 
@@ -38,7 +54,7 @@ class RrfFusion(Operator):
         raw = {"lexical": np.full(m, np.nan), "semantic": np.full(m, np.nan)}
         for h in hits:
             pos = np.searchsorted(rowid, h.rowids)
-            ranks[h.leg][pos] = np.arange(1, len(h) + 1)
+            ranks[h.leg][pos] = competition_ranks(h.scores)
             raw[h.leg][pos] = h.scores
         cands = Candidates(rowid=rowid.astype(np.int64), lex_rank=ranks["lexical"],
                            sem_rank=ranks["semantic"], bm25=raw["lexical"],
