@@ -66,3 +66,25 @@ INDEX_DOCS = [
 def index_docs() -> list[dict]:
     """Five small hand-written documents for the built-in `docs` collection."""
     return [dict(d) for d in INDEX_DOCS]
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite tests/golden/* from the current output instead of comparing")
+
+
+@pytest.fixture
+def golden(request):
+    """Compare text with `tests/golden/<name>`; `--update-golden` rewrites the file."""
+    update = request.config.getoption("--update-golden")
+
+    def check(name: str, text: str) -> None:
+        path = REPO / "tests" / "golden" / name
+        if update or not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text + "\n")
+            if not update:
+                pytest.fail(f"golden file {path} did not exist; wrote it - review and commit it")
+        assert text + "\n" == path.read_text()
+
+    return check

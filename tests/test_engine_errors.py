@@ -1,0 +1,83 @@
+"""Semantic errors from the analyzer: names, types, values — always a QueryError with a caret."""
+
+from __future__ import annotations
+
+import pytest
+from engine_helpers import doc, make_db, q, vec
+
+import recallql
+
+
+@pytest.fixture(scope="module")
+def db():
+    return make_db([doc("a", "alpha", "beta", vec(1, 0, 0, 0), team="x", year=2020, ok=True,
+                        tags=["t1"], at="2024-01-01")],
+                   fields={"team": "str", "year": "int", "ok": "bool", "tags": "list[str]",
+                           "at": "timestamp"})
+
+
+@pytest.mark.parametrize(
+    ("stmt", "message", "hint"),
+    [
+        pytest.param("SEARCH kbb MATCHING 'x'", "unknown collection 'kbb'", "did you mean 'kb'?",
+                     id="collection"),
+        pytest.param("SEARCH kb MATCHING 'x' WHERE tema = 'x'", "unknown field 'tema'",
+                     "did you mean 'team'?", id="field"),
+        pytest.param("SEARCH kb MATCHING 'x' WHERE title = 'x'", "'title' is a BM25 text field",
+                     "MATCHING", id="text-field"),
+        pytest.param("SEARCH kb MATCHING 'x' WHERE year = 'abc'", "field 'year' is int",
+                     None, id="int-vs-string"),
+        pytest.param("SEARCH kb MATCHING 'x' WHERE ok = 1", "field 'ok' is bool", None,
+                     id="bool-vs-int"),
+        pytest.param("SEARCH kb MATCHING 'x' WHERE team = NULL", "never true", "IS NULL",
+                     id="eq-null"),
+        pytest.param("SEARCH kb MATCHING 'x' WHERE year LIKE '20%'", "LIKE needs a string field",
+                     None, id="like-int"),
+        pytest.param("SEARCH kb MATCHING 'x' WHERE tags > 'a'", "does not apply to list[str]",
+                     None, id="order-on-list"),
+        pytest.param("SEARCH kb MATCHING 'x' WHERE at > 'yesterday'", "not an ISO-8601",
+                     "TIMESTAMP", id="bad-timestamp-string"),
+        pytest.param("SEARCH kb MATCHING 'x' WITH RECENCY (field = team)", "not a timestamp",
+                     None, id="recency-field-type"),
+        pytest.param("SEARCH kb MATCHING 'x' WITH RECENCY (field = nope)", "unknown field 'nope'",
+                     None, id="recency-field-unknown"),
+        pytest.param("SEARCH kb MATCHING 'x' GROUP BY CONVERSATION", "needs a collection of "
+                     "messages", "messages", id="conversation-on-docs"),
+    ],
+)
+def test_semantic_errors_have_a_caret(db, stmt, message, hint):
+    with pytest.raises(recallql.QuerySemanticError) as err:
+        db.execute(stmt)
+    text = str(err.value)
+    assert message in text
+    assert "^" in text and err.value.line == 1 and err.value.column >= 1
+    if hint:
+        assert hint in text
+
+
+def test_near_dimension_mismatch_names_both(db):
+    with pytest.raises(recallql.ParameterError) as err:
+        db.execute("SEARCH kb MATCHING 'x' NEAR :v", v=q(vec(1, 0)))
+    assert "dimension 2" in str(err.value) and "expects 4" in str(err.value)
+
+
+def test_filters_accept_every_type(db):
+    for where in ("year = 2020", "year BETWEEN 2019 AND 2021", "ok = TRUE", "tags CONTAINS 't1'",
+                  "team LIKE 'x%'", "at > TIMESTAMP '2023-01-01T00:00:00Z'",
+                  "at > '2023-01-01'", "team IN ('x', 'y')", "year IS NOT NULL",
+                  "(team = 'x' OR team = 'y') AND NOT year < 2000"):
+        assert db.execute(f"SEARCH kb MATCHING 'alpha' WHERE {where}").ids() == ["a"], where
+    for where in ("year = 2021", "ok = FALSE", "tags CONTAINS 't2'", "team NOT LIKE 'x%'",
+                  "at < '2023-01-01'", "team NOT IN ('x')", "year IS NULL"):
+        assert db.execute(f"SEARCH kb MATCHING 'alpha' WHERE {where}").ids() == [], where
+
+
+def test_parameters_bind_filter_values(db):
+    with pytest.raises(recallql.ParameterError):
+        db.execute("SEARCH kb MATCHING :t WHERE team = ?", "x", t="alpha")
+    assert db.execute("SEARCH kb MATCHING :t WHERE team = :team", t="alpha",
+                      team="x").ids() == ["a"]
+    assert db.execute("SEARCH kb MATCHING ? WHERE year >= ?", "alpha", 2020).ids() == ["a"]
+    hostile = "x' OR '1' = '1"
+    assert db.execute("SEARCH kb MATCHING :t WHERE team = :team", t="alpha",
+                      team=hostile).ids() == []
