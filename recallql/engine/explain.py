@@ -7,6 +7,7 @@ is deterministic (fixed float precision) so golden files can hold it.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -154,10 +155,25 @@ def render_text(explain: Explain) -> str:
         lines.extend(_reason_lines(row.reasons))
         detail = explain.verbose_details.get(row.id)
         if detail:
-            lines.extend("      " + d for d in detail.splitlines())
+            lines.extend("      " + d for d in bm25_tree(detail))
     if not result.rows:
         lines.append("(no rows)")
     return "\n".join(lines)
+
+
+def bm25_tree(detail: str) -> list[str]:
+    """tantivy's BM25 `Explanation` JSON as compact lines: `value  description`, indented."""
+    try:
+        root = json.loads(detail)
+    except ValueError:
+        return detail.splitlines()
+    out: list[str] = []
+    stack = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        out.append(f"{'  ' * depth}{node.get('value', 0.0):.4f}  {node.get('description', '')}")
+        stack.extend((child, depth + 1) for child in reversed(node.get("details", [])))
+    return out
 
 
 def _flat(stats: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
