@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # language
     "parse": "recallql.grammar",
+    "parse_script": "recallql.grammar",
     "bind": "recallql.grammar",
     "QueryError": "recallql.grammar.errors",
     "QuerySyntaxError": "recallql.grammar.errors",
@@ -30,9 +31,20 @@ _EXPORTS: dict[str, str] = {
     "SignalRejected": "recallql.index.errors",
     "DatabaseLocked": "recallql.index.errors",
     "StoreError": "recallql.index.errors",
-    # database API
+    # sessions
+    "SessionError": "recallql.engine.sessions",
+    "SessionNotFound": "recallql.engine.sessions",
+    "SignalPolicy": "recallql.engine.signals",
+    # database API and result models
     "connect": "recallql.api",
     "Database": "recallql.api",
+    "Result": "recallql.engine.models",
+    "Row": "recallql.engine.models",
+    "Explain": "recallql.engine.models",
+    "Notice": "recallql.engine.models",
+    "ReasonEntry": "recallql.engine.models",
+    "SessionSnapshot": "recallql.engine.models",
+    "Reason": "recallql.engine.reasons",
 }
 
 __all__ = sorted(_EXPORTS)
