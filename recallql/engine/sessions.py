@@ -215,17 +215,19 @@ class Sessions:
             row = self._row(conn, id)
             if row is None:
                 raise SessionNotFound(f"cannot archive: no session {id!r}")
+            if row.status == "open":
+                self._close(conn, row, "archived", self._clock())
+            ended, stored = conn.execute("SELECT ended_at, frozen_snapshot FROM sessions "
+                                         "WHERE id = ?", (id,)).fetchone()
             if row.status != "archived":
-                if row.status == "open":
-                    self._close(conn, row, "archived", self._clock())
-                ended = conn.execute("SELECT ended_at FROM sessions WHERE id = ?",
-                                     (id,)).fetchone()[0]
                 frozen = state.live_snapshot(conn, id, self._clock() if ended is None else ended,
-                                             self.policy)
-                frozen = frozen.model_copy(update={"status": "archived"})
+                                             self.policy).model_copy(update={"status": "archived"})
+                stored = frozen.model_dump_json()
                 conn.execute("UPDATE sessions SET status = 'archived', frozen_snapshot = ? "
-                             "WHERE id = ?", (frozen.model_dump_json(), id))
-        return self.snapshot(id)
+                             "WHERE id = ?", (stored, id))
+        if stored is None:  # archived elsewhere without a frozen snapshot
+            return self.snapshot(id, as_of=ended)
+        return SessionSnapshot.model_validate_json(stored)
 
     def sweep(self, older_than: timedelta | float) -> int:
         """Remove the sessions whose last activity (end; for open sessions the latest of start,
