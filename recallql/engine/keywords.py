@@ -24,8 +24,11 @@ import numpy as np
 
 from recallql.index.schema import FieldType
 
-#: Upper bound of the cached keyword tables of one vocabulary, in bytes (one byte per entry).
+#: Upper bound of the cached tables of one vocabulary, in bytes (one byte per entry and keyword,
+#: plus 8 bytes per entry and packed keyword set).
 TABLE_BUDGET_BYTES = 16 * 1024 * 1024
+#: Packed keyword sets kept per vocabulary (one per concurrently active session, roughly).
+PACKED_SETS = 8
 _SEPARATOR = "\x00"
 
 
@@ -54,11 +57,12 @@ def keyword_matches(snapshot: Any, rowids: np.ndarray, keywords: Sequence[str]) 
             bits |= _packed(column.pool, keys)[column.codes(snapshot.size)[rowids]]
         elif kind is FieldType.LIST_STR:
             column = snapshot.column(name)
-            owner, codes = column.elements(rowids, snapshot.size)
+            counts, codes = column.elements(rowids, snapshot.size)
             if codes.shape[0]:
-                first = np.flatnonzero(np.diff(owner, prepend=-1))  # each row's first element
+                some = counts > 0
+                first = (np.cumsum(counts) - counts)[some]  # each row's first element
                 values = _packed(column.pool, keys)[codes]
-                bits[owner[first]] |= np.bitwise_or.reduceat(values, first, axis=0)
+                bits[some] |= np.bitwise_or.reduceat(values, first, axis=0)
     return np.bitwise_count(bits).sum(axis=1, dtype=np.int64)
 
 
@@ -88,28 +92,34 @@ class VocabMatches:
     def __init__(self, vocab: list[str]) -> None:
         self._vocab = vocab
         self._tables: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._bytes = 0
-        self._packed: tuple[tuple[str, ...], np.ndarray] | None = None
+        self._packed: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
+        self._bytes = 0  # of the tables and the packed tables together
         self._lock = threading.Lock()
 
     def packed(self, keywords: tuple[str, ...], n: int) -> np.ndarray:
         """uint64[c + 1, W] with c ≥ n and W = ⌈k/64⌉: bit j of entry i is set when the entry
         contains keyword j once lower-cased. The last row is zero, so a missing code (-1)
-        gathers no bits. The packing of the last keyword set asked for is kept."""
+        gathers no bits. The packings of the last `PACKED_SETS` keyword sets are kept."""
         with self._lock:
-            last = self._packed
-            if last is not None and last[0] == keywords and last[1].shape[0] > n:
-                return last[1]
-            tables = [self._table(keyword, n) for keyword in keywords]
-            while self._bytes > TABLE_BUDGET_BYTES and len(self._tables) > len(keywords):
-                _, oldest = self._tables.popitem(last=False)
-                self._bytes -= oldest.nbytes
-            size = min(t.shape[0] for t in tables)
-            packed = np.zeros((size, _words(len(keywords))), dtype=np.uint64)
-            for j, table in enumerate(tables):
-                packed[:-1, j // 64] |= table[: size - 1].astype(np.uint64) << np.uint64(j % 64)
-            self._packed = (keywords, packed)
+            packed = self._packed.pop(keywords, None)
+            if packed is not None:
+                self._bytes -= packed.nbytes
+            if packed is None or packed.shape[0] <= n:
+                tables = [self._table(keyword, n) for keyword in keywords]
+                packed = _pack(tables)
+            self._packed[keywords] = packed  # most recently used last
+            self._bytes += packed.nbytes
+            self._evict(len(keywords))
             return packed
+
+    def _evict(self, keep_tables: int) -> None:
+        """Drop least recently used packings (beyond `PACKED_SETS`, or over budget), then
+        tables, keeping the current packing and the `keep_tables` newest tables."""
+        while len(self._packed) > 1 and (len(self._packed) > PACKED_SETS
+                                         or self._bytes > TABLE_BUDGET_BYTES):
+            self._bytes -= self._packed.popitem(last=False)[1].nbytes
+        while self._bytes > TABLE_BUDGET_BYTES and len(self._tables) > keep_tables:
+            self._bytes -= self._tables.popitem(last=False)[1].nbytes
 
     def _table(self, keyword: str, n: int) -> np.ndarray:
         """bool[c + 1], c ≥ n: entry i contains `keyword`; the last element is False."""
@@ -123,6 +133,16 @@ class VocabMatches:
             table = grown
         self._tables[keyword] = table  # most recently used last
         return table
+
+
+def _pack(tables: list[np.ndarray]) -> np.ndarray:
+    """Bit-pack per-keyword bool tables (each with a False sentinel last) into uint64 words."""
+    size = min(t.shape[0] for t in tables)
+    packed = np.zeros((size, _words(len(tables))), dtype=np.uint64)
+    for j, table in enumerate(tables):
+        packed[:, j // 64] |= table[:size].astype(np.uint64) << np.uint64(j % 64)
+    packed[-1] = 0
+    return packed
 
 
 def contains(values: Sequence[str], keyword: str) -> np.ndarray:

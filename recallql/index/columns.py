@@ -268,17 +268,21 @@ class ListColumn(Column):
         self.pool = StrPool()
         self._flat = Buffer(np.int32)
         self._owner = Buffer(np.int64)
+        self._ends = Buffer(np.int64)  # per row: where its elements end in `_flat`
         self._present = Buffer(np.bool_)
         self.rows = 0
 
     def extend(self, values: list[object]) -> None:
-        flat, owner = [], []
+        flat, owner, ends = [], [], []
+        base = self._flat.n
         for offset, value in enumerate(values):
             for item in value or ():  # type: ignore[union-attr]
                 flat.append(self.pool.code(item))
                 owner.append(self.rows + offset)
+            ends.append(base + len(flat))
         self._flat.extend(flat)
         self._owner.extend(owner)
+        self._ends.extend(ends)
         self._present.extend([v is not None for v in values])
         self.rows += len(values)
 
@@ -289,16 +293,17 @@ class ListColumn(Column):
         """The elements of the given rows (each < `size`), row by row in `rows` order.
 
         Returns:
-            `(owner, codes)`: int64[e] positions in `rows` of each element's row, and int32[e]
-            the elements' codes in `pool`.
+            `(counts, codes)`: int64[m] the number of elements of each row, and int32[Σ counts]
+            their codes in `pool`, the first row's elements first.
         """
         rows = np.asarray(rows, np.int64)
-        flat, owner = self._flat.view(self._flat.n), self._owner.view(self._owner.n)
-        lo = np.searchsorted(owner, rows, "left")
-        counts = np.searchsorted(owner, rows, "right") - lo
+        ends = self._ends.view(size)
+        hi = ends[rows]
+        lo = np.where(rows > 0, ends[np.maximum(rows - 1, 0)], 0)
+        counts = hi - lo
         first = np.cumsum(counts) - counts
         index = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - first, counts)
-        return np.repeat(np.arange(rows.shape[0], dtype=np.int64), counts), flat[index]
+        return counts, self._flat.view(self._flat.n)[index]
 
     def any(self, predicate: Callable[[str], bool], size: int) -> np.ndarray:
         """bool[size]: rows with at least one element satisfying `predicate`."""
