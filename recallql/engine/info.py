@@ -32,7 +32,10 @@ def run(db: Any, stmt: s.StatementBase, now_ts: float) -> Result:
 
 
 def _iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, tz=UTC).isoformat()
+    """Epoch seconds UTC as ISO-8601 with a `Z` (as `SHOW SESSION` and the JSON models print)."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 def _show_collections(db: Any, stmt: s.ShowCollections, now_ts: float) -> tuple:
@@ -72,7 +75,7 @@ def _show_sessions(db: Any, stmt: s.ShowSessions, now_ts: float) -> tuple:
     end = None if stmt.limit is None else offset + stmt.limit.value
     rows = rows[offset:end]
     cols = ["id", "agent_id", "status", "source", "parent_session_id", "end_reason",
-            "started_at", "ended_at"]
+            "started_at", "ended_at", "title"]
     records = [{c: (_iso(r[c]) if c in _TIME_FIELDS else r[c]) for c in cols} for r in rows]
     return cols, records, None
 
@@ -142,7 +145,28 @@ def _predicate(stmt: s.StatementBase, pred: n.Predicate) -> Callable[[dict], boo
                                  span=tuple(pred.field.span),  # type: ignore[attr-defined]
                                  hint=f"did you mean '{close[0]}'?" if close
                                  else f"known: {', '.join(SESSION_FIELDS)}")
+    _check_types(stmt, pred, name)
     return _leaf(pred, name)
+
+
+def _check_types(stmt: s.StatementBase, pred: n.Predicate, name: str) -> None:
+    """Session fields are text, except `started_at` / `ended_at` (timestamps): a value of the
+    other kind is a mistake, not an empty result."""
+    is_time = name in _TIME_FIELDS
+    if is_time and isinstance(pred, n.Like | n.Contains):
+        raise QuerySemanticError(f"session field '{name}' is a timestamp; LIKE and CONTAINS "
+                                 "apply to text fields", text=stmt.source,
+                                 span=tuple(pred.field.span))  # type: ignore[attr-defined]
+    values = [getattr(pred, a) for a in ("value", "low", "high", "pattern") if hasattr(pred, a)]
+    values += list(getattr(pred, "values", ()))
+    want = n.TimestampLiteral if is_time else n.StringLiteral
+    for node in values:
+        if not isinstance(node, want | n.NullLiteral):
+            kind = "a timestamp" if is_time else "text"
+            example = "TIMESTAMP '2025-01-31T00:00:00Z'" if is_time else "'open'"
+            raise QuerySemanticError(f"session field '{name}' is {kind}; compare it with {kind}",
+                                     text=stmt.source, span=tuple(node.span),
+                                     hint=f"e.g. {name} = {example}")
 
 
 def _value(node: Any, name: str) -> Any:

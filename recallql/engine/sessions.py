@@ -1,44 +1,43 @@
-"""Sessions: lifecycle, annotations, signals, snapshots (SPEC §2, §4.3, §4.4; issue 5).
+"""Sessions: lifecycle, annotations, signals, snapshots (SPEC §2, §4.3, §4.4, §8; issue 5).
 
-Persisted in the metadata store's `sessions`, `annotations` and `signals` tables; every write is
-one SQLite transaction, so a rejected write leaves nothing behind. Times are epoch seconds UTC in
-storage and aware UTC datetimes in snapshots.
+Persisted in the metadata store's `sessions`, `annotations` and `signals` tables. Every write is
+one SQLite transaction, so a rejected or failed write leaves nothing behind. Times are epoch
+seconds UTC in storage and aware UTC datetimes in snapshots.
 
 Lifecycle: `open` → `closed` (end_reason, ended_at) → `archived` (the snapshot at `ended_at` is
-frozen and persisted; FOR SESSION on an archived session uses it, so it ranks exactly as it did when
-it closed). `sweep(older_than)` removes sessions that ended (or, if still open, started) before the
-retention; statements naming a swept session degrade with `SESSION_NOT_FOUND`.
+frozen and persisted; FOR SESSION on an archived session uses it, so it ranks exactly as it did
+when it closed, whatever the clock or the signal policy says later). Its signals stay, so it keeps
+counting in the cross-session signal boost (frozen at `ended_at` too). `sweep(older_than)` removes
+sessions whose last activity is older than the retention, with their annotations and signals;
+statements naming a swept session degrade with `SESSION_NOT_FOUND`.
+
+Errors: lifecycle mistakes raise `SessionError` (`SessionNotFound` for an unknown id); every
+rejected signal or annotation raises `SignalRejected` naming the rule; a write on a read-only
+database raises `StoreError` naming the action.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from recallql.engine import session_state as state
 from recallql.engine.lineage import SessionRow
 from recallql.engine.models import SessionSnapshot
 from recallql.engine.operators.base import SessionState
-from recallql.engine.signals import (
-    SignalPolicy,
-    SignalRecord,
-    decayed,
-    keywords_from,
-    reference_time,
-    validate_id,
-)
-from recallql.index.errors import SignalRejected
-
-SESSION_COLUMNS = ("id, agent_id, status, parent_session_id, source, end_reason, branched_from, "
-                   "delegate_from, started_at, ended_at, metadata, frozen_snapshot, title")
+from recallql.engine.session_state import to_datetime
+from recallql.engine.signals import SignalPolicy, validate_id
+from recallql.index.errors import SignalRejected, StoreError
 
 
 class SessionError(ValueError):
-    """A session lifecycle mistake: duplicate id, wrong state, invalid id or time."""
+    """A session lifecycle mistake: invalid or duplicate id, wrong state, invalid time."""
 
 
 class SessionNotFound(SessionError, LookupError):
@@ -53,11 +52,12 @@ class MetaStore(Protocol):
     def read_transaction(self) -> AbstractContextManager[Any]: ...
 
 
-def to_epoch(value: datetime | float | int | None, default: float, what: str) -> float:
-    """A time argument as epoch seconds UTC (naive datetimes are UTC).
+def to_epoch(value: datetime | float | int | None, default: float, what: str,
+             error: type[ValueError] = SessionError) -> float:
+    """A time argument as epoch seconds UTC (naive datetimes are UTC; None gives `default`).
 
     Raises:
-        SessionError: not a datetime or a finite number.
+        error (`SessionError` by default): not a datetime or a finite number of seconds.
     """
     if value is None:
         return default
@@ -65,11 +65,7 @@ def to_epoch(value: datetime | float | int | None, default: float, what: str) ->
         return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
-    raise SessionError(f"{what} must be a datetime or epoch seconds, got {value!r}")
-
-
-def _dt(ts: float | None) -> datetime | None:
-    return None if ts is None else datetime.fromtimestamp(ts, tz=UTC)
+    raise error(f"{what} must be a datetime or epoch seconds (UTC), got {value!r}")
 
 
 class Sessions:
@@ -77,8 +73,8 @@ class Sessions:
 
     Args:
         meta: the metadata store (transactions on its SQLite connection).
-        policy: the signal policy.
-        clock: returns "now" in epoch seconds UTC (tests pin it).
+        policy: the signal policy (default: `reward` in [-1, 1], half-life 7 days).
+        clock: "now" in epoch seconds UTC (tests pin it).
     """
 
     def __init__(self, meta: MetaStore, policy: SignalPolicy | None = None,
@@ -91,19 +87,39 @@ class Sessions:
 
     def create(self, id: str, agent_id: str, parent: str | None = None, source: str = "cli",
                started_at: datetime | float | None = None, branched_from: str | None = None,
-               delegate_from: str | None = None, metadata: dict[str, Any] | None = None,
+               delegate_from: str | None = None, metadata: Mapping[str, Any] | None = None,
                title: str | None = None) -> SessionSnapshot:
-        """Create an open session. Raises `SessionError` on a bad or duplicate id."""
-        validate = self._validate
-        validate(id, "session id")
-        validate(agent_id, "agent id")
+        """Create an open session.
+
+        Args:
+            id, agent_id: 1–128 letters, digits, `_ . : -`.
+            parent, branched_from, delegate_from: session ids (need not exist: imports may
+                arrive in any order).
+            source: where the session comes from (`cli`, `tool`, `subagent`, ...).
+            started_at: datetime or epoch seconds UTC; default now.
+            metadata: a JSON-serialisable mapping with string keys.
+            title: an optional display title.
+
+        Returns:
+            The new session's snapshot.
+
+        Raises:
+            SessionError: an invalid id, source, time or metadata, or the id already exists.
+            StoreError: the database is read-only.
+        """
+        self._validate(id, "session id")
+        self._validate(agent_id, "agent id")
         for what, ref in (("parent", parent), ("branched_from", branched_from),
                           ("delegate_from", delegate_from)):
             if ref is not None:
-                validate(ref, f"{what} session id")
+                self._validate(ref, f"{what} session id")
+        if not isinstance(source, str) or not source:
+            raise SessionError(f"source must be a non-empty string, got {source!r}")
+        if title is not None and not isinstance(title, str):
+            raise SessionError(f"title must be a string, got {title!r}")
         started = to_epoch(started_at, self._clock(), "started_at")
-        meta_json = json.dumps(metadata or {}, default=str)
-        with self._meta.transaction() as conn:
+        meta_json = _metadata_json(metadata)
+        with self._write(f"create session {id!r}") as conn:
             if self._row(conn, id) is not None:
                 raise SessionError(f"session {id!r} already exists")
             conn.execute(
@@ -116,80 +132,131 @@ class Sessions:
         return self.snapshot(id, as_of=max(started, self._clock()))
 
     def annotate(self, id: str, text: str, at: datetime | float | None = None) -> None:
-        """Add annotation text (its whitespace-separated words become session keywords)."""
+        """Add annotation text to an open session; its whitespace-separated words, lower-cased,
+        become session keywords.
+
+        Raises:
+            SignalRejected: rule `empty_text`, `bad_time`, `unknown_session`, `session_not_open`
+                or `before_start`; nothing is written.
+            StoreError: the database is read-only.
+        """
         if not isinstance(text, str) or not text.strip():
-            raise SessionError("annotation text must be a non-empty string")
-        when = to_epoch(at, self._clock(), "at")
-        with self._meta.transaction() as conn:
-            self._require_open(conn, id, "annotate")
+            raise SignalRejected(f"annotation rejected (rule empty_text): {text!r} has no words")
+        when = self._write_time(at, "annotation")
+        with self._write(f"annotate session {id!r}") as conn:
+            row = self._row(conn, id)
+            self.policy.check_session(id, row.status if row else None, "annotation")
+            _check_after_start(row, when, "annotation")
             conn.execute("INSERT INTO annotations (session_id, text, at) VALUES (?, ?, ?)",
                          (id, text, when))
 
     def signal(self, id: str, name: str, value: float, entity: str | None = None,
                at: datetime | float | None = None) -> None:
-        """Record a signal, e.g. `reward 1.0` on entity `doc:42`.
+        """Record a signal on an open session, e.g. `reward 1.0` on entity `doc:42`.
+
+        Args:
+            id: the session.
+            name: a signal name the policy allows.
+            value: a finite number within the name's bounds.
+            entity: the item entity it is about (feeds the entity and signal boosts), or None.
+            at: datetime or epoch seconds UTC; default now; not before the session started.
 
         Raises:
-            SignalRejected: naming the policy rule (unknown session, session not open, unknown
-                name, non-finite or out-of-bounds value); nothing is written.
+            SignalRejected: naming the rule (`unknown_session`, `session_not_open`,
+                `unknown_name`, `not_finite`, `out_of_bounds`, `bad_entity`, `bad_time`,
+                `before_start`); nothing is written.
+            StoreError: the database is read-only.
         """
-        when = to_epoch(at, self._clock(), "at")
-        if entity is not None and not isinstance(entity, str):
-            raise SignalRejected(f"signal rejected (rule bad_entity): entity {entity!r} is not "
-                                 "a string")
-        with self._meta.transaction() as conn:
+        when = self._write_time(at, "signal")
+        if entity is not None and (not isinstance(entity, str) or not entity):
+            raise SignalRejected(f"signal rejected (rule bad_entity): entity {entity!r} is not a "
+                                 "non-empty string")
+        with self._write(f"signal session {id!r}") as conn:
             row = self._row(conn, id)
             number = self.policy.check(id, name, value, row.status if row else None)
-            if row is not None and when < (row.started_at or when):
-                raise SignalRejected(f"signal rejected (rule before_start): at {when} is before "
-                                     f"session {id!r} started")
+            _check_after_start(row, when, "signal")
             conn.execute("INSERT INTO signals (session_id, name, value, at, entity) "
                          "VALUES (?, ?, ?, ?, ?)", (id, name, number, when, entity))
 
     def close(self, id: str, end_reason: str = "user_exit",
               at: datetime | float | None = None) -> SessionSnapshot:
-        """Close an open session with `end_reason` at `at` (default now)."""
-        when = to_epoch(at, self._clock(), "at")
+        """Close an open session with `end_reason` at `at` (default now). Its signals then stay
+        frozen at `at`.
+
+        Returns:
+            The closed session's snapshot.
+
+        Raises:
+            SessionNotFound: no such session.
+            SessionError: not open, an empty end_reason, or `at` before the session's start or
+                its last signal or annotation.
+            StoreError: the database is read-only.
+        """
         if not isinstance(end_reason, str) or not end_reason:
-            raise SessionError("end_reason must be a non-empty string")
-        with self._meta.transaction() as conn:
-            row = self._require_open(conn, id, "close")
-            if when < (row.started_at or when):
-                raise SessionError(f"cannot close session {id!r} before it started")
-            conn.execute("UPDATE sessions SET status = 'closed', end_reason = ?, ended_at = ? "
-                         "WHERE id = ?", (end_reason, when, id))
+            raise SessionError(f"end_reason must be a non-empty string, got {end_reason!r}")
+        when = to_epoch(at, self._clock(), "at")
+        with self._write(f"close session {id!r}") as conn:
+            self._close(conn, self._require_open(conn, id), end_reason, when)
         return self.snapshot(id, as_of=when)
 
     def archive(self, id: str) -> SessionSnapshot:
-        """Archive a session: closes it first if open (end_reason `archived`), then freezes and
-        persists its snapshot at `ended_at`. Returns the frozen snapshot."""
-        with self._meta.read_transaction() as conn:
+        """Archive a session: close it now if it is open (end_reason `archived`), then freeze and
+        persist its snapshot at `ended_at`, in one transaction. Archiving twice is a no-op.
+
+        Returns:
+            The frozen snapshot.
+
+        Raises:
+            SessionNotFound: no such session.
+            SessionError: closing it now would precede its last signal or annotation.
+            StoreError: the database is read-only.
+        """
+        with self._write(f"archive session {id!r}") as conn:
             row = self._row(conn, id)
-        if row is None:
-            raise SessionNotFound(f"no session {id!r}")
-        if row.status == "archived":
-            return self.snapshot(id)
-        if row.status == "open":
-            self.close(id, end_reason="archived")
-        frozen = self.snapshot(id)
-        with self._meta.transaction() as conn:
-            conn.execute("UPDATE sessions SET status = 'archived', frozen_snapshot = ? "
-                         "WHERE id = ?", (frozen.model_dump_json(), id))
-        return frozen.model_copy(update={"status": "archived"})
+            if row is None:
+                raise SessionNotFound(f"cannot archive: no session {id!r}")
+            if row.status == "open":
+                self._close(conn, row, "archived", self._clock())
+            ended, stored = conn.execute("SELECT ended_at, frozen_snapshot FROM sessions "
+                                         "WHERE id = ?", (id,)).fetchone()
+            if row.status != "archived":
+                frozen = state.live_snapshot(conn, id, self._clock() if ended is None else ended,
+                                             self.policy).model_copy(update={"status": "archived"})
+                stored = frozen.model_dump_json()
+                conn.execute("UPDATE sessions SET status = 'archived', frozen_snapshot = ? "
+                             "WHERE id = ?", (stored, id))
+        if stored is None:  # archived elsewhere without a frozen snapshot
+            return self.snapshot(id, as_of=ended)
+        return SessionSnapshot.model_validate_json(stored)
 
     def sweep(self, older_than: timedelta | float) -> int:
-        """Remove sessions that ended (open ones: started) more than `older_than` ago, with their
-        annotations and signals. `older_than` is a timedelta or a number of days. Returns the
-        number of sessions removed."""
+        """Remove the sessions whose last activity (end; for open sessions the latest of start,
+        signal and annotation) is more than `older_than` before now, with their annotations and
+        signals (messages are items and stay).
+
+        Args:
+            older_than: the retention, a timedelta or a number of days (≥ 0).
+
+        Returns:
+            The number of sessions removed.
+
+        Raises:
+            SessionError: a negative or non-finite retention.
+            StoreError: the database is read-only.
+        """
         days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) \
-            else float(older_than)
+            else _days(older_than)
         if not math.isfinite(days) or days < 0:
             raise SessionError(f"older_than must be a non-negative duration, got {older_than!r}")
         cutoff = self._clock() - days * 86400
-        with self._meta.transaction() as conn:
+        with self._write("sweep sessions") as conn:
             ids = [r[0] for r in conn.execute(
-                "SELECT id FROM sessions WHERE COALESCE(ended_at, started_at) < ?", (cutoff,))]
-            for chunk in _chunks(ids, 500):
+                "SELECT s.id FROM sessions s WHERE COALESCE(s.ended_at, MAX(s.started_at, "
+                "COALESCE((SELECT MAX(at) FROM signals WHERE session_id = s.id), 0), "
+                "COALESCE((SELECT MAX(at) FROM annotations WHERE session_id = s.id), 0))) < ?",
+                (cutoff,))]
+            for start in range(0, len(ids), state.IN_CHUNK):
+                chunk = ids[start:start + state.IN_CHUNK]
                 marks = ",".join("?" * len(chunk))
                 for table, col in (("signals", "session_id"), ("annotations", "session_id"),
                                    ("sessions", "id")):
@@ -199,18 +266,23 @@ class Sessions:
     # -- reads -------------------------------------------------------------------------------
 
     def snapshot(self, id: str, as_of: datetime | float | None = None) -> SessionSnapshot:
-        """The session's state at `as_of` (default now). Raises `SessionNotFound`."""
+        """The session's state at `as_of` (datetime or epoch seconds UTC; default now).
+
+        Raises:
+            SessionNotFound: no such session.
+        """
         now = to_epoch(as_of, self._clock(), "as_of")
         with self._meta.read_transaction() as conn:
-            found = self._snapshot(conn, id, now)
+            found = state.snapshot(conn, id, now, self.policy)
         if found is None:
             raise SessionNotFound(f"no session {id!r}")
         return found
 
     def state(self, id: str, now_ts: float) -> tuple[SessionState, SessionSnapshot] | None:
-        """The session boost's inputs and the snapshot for a statement, or None if not found."""
+        """The session boost's inputs and the snapshot for a statement at `now_ts` (epoch
+        seconds UTC), or None when the session does not exist."""
         with self._meta.read_transaction() as conn:
-            snap = self._snapshot(conn, id, now_ts)
+            snap = state.snapshot(conn, id, now_ts, self.policy)
         if snap is None:
             return None
         return SessionState(snap.id, tuple(snap.keywords), snap.velocity, dict(snap.entities)), snap
@@ -225,41 +297,60 @@ class Sessions:
         return lambda sid: self._row(conn, sid)
 
     def rows(self) -> Iterator[dict[str, Any]]:
-        """Every session as a dict (for SHOW SESSIONS), ordered by started_at then id."""
+        """Every session as a dict of its columns (times in epoch seconds UTC), ordered by
+        started_at then id (SHOW SESSIONS)."""
         with self._meta.read_transaction() as conn:
-            cur = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY started_at, id")
-            names = [d[0] for d in cur.description]
-            rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+            rows = state.session_dicts(conn)
         yield from rows
+
+    def list(self, agent_id: str | None = None, status: str | None = None
+             ) -> list[dict[str, Any]]:
+        """Sessions for listing (e.g. `recallql sessions list`), ordered by start then id.
+
+        Args:
+            agent_id: only this agent's sessions.
+            status: only sessions with this status (`open`, `closed`, `archived`).
+
+        Returns:
+            Dicts with `id`, `agent_id`, `status`, `source`, `parent_session_id`, `end_reason`,
+            `branched_from`, `delegate_from`, `title`, and `started_at` / `ended_at` as aware
+            UTC datetimes (`ended_at` None while open).
+        """
+        out = []
+        for row in self.rows():
+            if (agent_id is None or row["agent_id"] == agent_id) and \
+                    (status is None or row["status"] == status):
+                row = {k: v for k, v in row.items() if k not in ("metadata", "frozen_snapshot")}
+                row["started_at"] = to_datetime(row["started_at"])
+                row["ended_at"] = to_datetime(row["ended_at"])
+                out.append(row)
+        return out
 
     def entity_sums(self, entities: list[str], names: list[str], now_ts: float
                     ) -> dict[str, dict[str, float]]:
-        """Cross-session decayed sums `{name: {entity: sum}}` (SPEC §4.4), each session's signals
-        decayed to its reference time (frozen at `ended_at` once closed)."""
-        if not entities or not names:
-            return {}
-        wanted = set(entities)
-        records: list[tuple[str, SignalRecord]] = []
-        name_marks = ",".join("?" * len(names))
+        """Cross-session decayed sums `{name: {entity: sum}}` at `now_ts` (epoch seconds UTC;
+        SPEC §4.4), each session's signals decayed to its reference time (frozen at
+        `ended_at` once closed). The engine's `SignalSource`."""
         with self._meta.read_transaction() as conn:
-            sql = ("SELECT g.entity, g.name, g.value, g.at, s.status, s.ended_at FROM signals g "
-                   f"JOIN sessions s ON s.id = g.session_id WHERE g.name IN ({name_marks})")
-            if len(wanted) <= 500:
-                sql += f" AND g.entity IN ({','.join('?' * len(wanted))})"
-                params = [*names, *sorted(wanted)]
-            else:
-                params = list(names)
-            for ent, name, value, at, status, ended in conn.execute(sql, params):
-                if ent in wanted:
-                    records.append((ent, SignalRecord(name, value, at, ent, status, ended)))
-        values = decayed([r for _, r in records], now_ts, self.policy)
-        out: dict[str, dict[str, float]] = {}
-        for (ent, rec), v in zip(records, values, strict=True):
-            by_entity = out.setdefault(rec.name, {})
-            by_entity[ent] = by_entity.get(ent, 0.0) + float(v)
-        return out
+            return state.entity_sums(conn, entities, names, now_ts, self.policy)
 
     # -- internals ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _write(self, action: str) -> Iterator[Any]:
+        """A write transaction; a store that refuses writes (read-only, closed) raises
+        `StoreError` naming `action`."""
+        try:
+            with self._meta.transaction() as conn:
+                yield conn
+        except StoreError as exc:
+            raise StoreError(f"cannot {action}: {exc}") from None
+
+    def _write_time(self, at: datetime | float | None, what: str) -> float:
+        try:
+            return to_epoch(at, self._clock(), "at")
+        except SessionError as exc:
+            raise SignalRejected(f"{what} rejected (rule bad_time): {exc}") from None
 
     def _validate(self, value: object, what: str) -> str:
         try:
@@ -269,55 +360,54 @@ class Sessions:
 
     @staticmethod
     def _row(conn: Any, id: str) -> SessionRow | None:
-        r = conn.execute("SELECT id, parent_session_id, source, end_reason, branched_from, "
-                         "delegate_from, status, started_at, ended_at FROM sessions WHERE id = ?",
-                         (id,)).fetchone()
-        return None if r is None else SessionRow(*r)
+        return state.session_row(conn, id)
 
-    def _require_open(self, conn: Any, id: str, action: str) -> SessionRow:
+    def _require_open(self, conn: Any, id: str) -> SessionRow:
         row = self._row(conn, id)
         if row is None:
-            raise SessionNotFound(f"cannot {action}: no session {id!r}")
+            raise SessionNotFound(f"cannot close: no session {id!r}")
         if row.status != "open":
-            raise SessionError(f"cannot {action} session {id!r}: it is {row.status}")
+            raise SessionError(f"cannot close session {id!r}: it is already {row.status}")
         return row
 
-    def _snapshot(self, conn: Any, id: str, now: float) -> SessionSnapshot | None:
-        r = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", (id,)).fetchone()
-        if r is None:
-            return None
-        (sid, agent, status, parent, source, end_reason, branched, delegate, started, ended,
-         meta_json, frozen, _title) = r
-        if status == "archived" and frozen:
-            return SessionSnapshot.model_validate_json(frozen).model_copy(
-                update={"status": "archived"})
-        ref = reference_time(now, status, ended)
-        notes = [t for (t,) in conn.execute(
-            "SELECT text FROM annotations WHERE session_id = ? AND at <= ? ORDER BY at, id",
-            (sid, ref))]
-        recs = [SignalRecord(name, value, at, ent, status, ended) for name, value, at, ent in
-                conn.execute("SELECT name, value, at, entity FROM signals WHERE session_id = ? "
-                             "ORDER BY at, id", (sid,))]
-        values = decayed(recs, now, self.policy)
-        scores: dict[str, float] = {}
-        entities: dict[str, float] = {}
-        for rec, v in zip(recs, values, strict=True):
-            scores[rec.name] = scores.get(rec.name, 0.0) + float(v)
-            if rec.entity is not None:
-                entities[rec.entity] = entities.get(rec.entity, 0.0) + float(v)
-        return SessionSnapshot(
-            id=sid, agent_id=agent, status=status, source=source, parent_session_id=parent,
-            end_reason=end_reason, branched_from=branched, delegate_from=delegate,
-            started_at=_dt(started), ended_at=_dt(ended), as_of=_dt(ref),
-            keywords=list(keywords_from(notes)), signal_scores=scores,
-            velocity=scores.get("reward", 0.0), entities=entities,
-            metadata=json.loads(meta_json or "{}"),
-        )
+    @staticmethod
+    def _close(conn: Any, row: SessionRow, end_reason: str, when: float) -> None:
+        last = state.last_write(conn, row.id)
+        floor = max(row.started_at or when, last if last is not None else when)
+        if when < floor:
+            what = "it started" if floor == row.started_at else "its last signal or annotation"
+            raise SessionError(f"cannot close session {row.id!r} at {_iso(when)}: {what} is at "
+                               f"{_iso(floor)}")
+        conn.execute("UPDATE sessions SET status = 'closed', end_reason = ?, ended_at = ? "
+                     "WHERE id = ?", (end_reason, when, row.id))
 
 
-def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
+def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:
+    if row is not None and row.started_at is not None and when < row.started_at:
+        raise SignalRejected(f"{what} rejected (rule before_start): at {_iso(when)} is before "
+                             f"session {row.id!r} started ({_iso(row.started_at)})")
 
 
-__all__ = ["Sessions", "SessionError", "SessionNotFound", "to_epoch"]
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat()
+
+
+def _days(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SessionError(f"older_than must be a timedelta or a number of days, got {value!r}")
+    return float(value)
+
+
+def _metadata_json(metadata: Mapping[str, Any] | None) -> str:
+    if metadata is None:
+        return "{}"
+    if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
+        raise SessionError(f"metadata must be a mapping with string keys, got {metadata!r}")
+    try:
+        return json.dumps(dict(metadata), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SessionError(f"metadata must be JSON-serialisable with finite numbers: {exc}") \
+            from None
+
+
+__all__ = ["SessionError", "SessionNotFound", "Sessions", "to_epoch"]

@@ -1,18 +1,21 @@
 """Signal policy and decay (SPEC §2 Signal, §4.3, §4.4).
 
-A signal `(session_id, name, value, at, entity)` is accepted only when the policy allows its name,
-its value is finite and within the name's bounds, and its session is open. Its contribution at a
-reference time `t` is `value · 0.5^(age/half_life)` with `age = t − at` in days; signals recorded
-after `t` do not count (so `AS OF` reproduces the past). A live session's reference time is the
-statement's `now`; a closed or archived session's is `min(now, ended_at)` — frozen at close.
+A signal `(session_id, name, value, at, entity)` is accepted only when its session exists and is
+open, the policy allows its name, and its value is a finite number within the name's bounds.
+Its contribution at a reference time `t` is `value · 0.5^(age/half_life)` with `age = t − at` in
+days; signals recorded after `t` do not count (so `AS OF` reproduces the past). A live session's
+reference time is the statement's `now`; a closed or archived session's is `min(now, ended_at)`:
+frozen at close.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -36,14 +39,35 @@ def validate_id(value: object, what: str) -> str:
     return value
 
 
+def _finite(value: object) -> float | None:
+    """`value` as a float when it is a finite real number (not a bool), else None."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _pair(value: object) -> tuple[float | None, float | None]:
+    try:
+        low, high = value  # type: ignore[misc]
+    except (TypeError, ValueError):
+        return None, None
+    return _finite(low), _finite(high)
+
+
 @dataclass(frozen=True)
 class SignalPolicy:
-    """Which signals a database accepts.
+    """Which signals a database accepts, and how fast they decay.
 
     Attributes:
-        bounds: allowed signal names and their inclusive value bounds (default `reward` in
-            [-1, 1]).
-        half_lives: half-life in days per signal name (default 7 days for every name).
+        bounds: allowed signal names and their inclusive value bounds (default: `reward` in
+            [-1, 1]). Names follow the id rule (1–128 letters, digits, `_ . : -`).
+        half_lives: half-life in days per signal name; names not listed decay with
+            `DEFAULT_HALF_LIFE_DAYS` (7 days).
+
+    Raises:
+        ValueError: a bad name, non-finite or inverted bounds, a half-life that is not a positive
+            finite number of days, or a half-life for a name that has no bounds.
     """
 
     bounds: Mapping[str, tuple[float, float]] = field(
@@ -51,9 +75,47 @@ class SignalPolicy:
     )
     half_lives: Mapping[str, float] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        bounds: dict[str, tuple[float, float]] = {}
+        for name, pair in dict(self.bounds).items():
+            validate_id(name, "signal name")
+            low, high = _pair(pair)
+            if low is None or high is None or low > high:
+                raise ValueError(f"signal {name!r}: bounds must be finite numbers with "
+                                 f"low <= high, got {pair!r}")
+            bounds[name] = (low, high)
+        half_lives: dict[str, float] = {}
+        for name, days in dict(self.half_lives).items():
+            if name not in bounds:
+                raise ValueError(f"half-life given for {name!r}, which is not an allowed signal "
+                                 f"name (allowed: {', '.join(sorted(bounds))})")
+            value = _finite(days)
+            if value is None or value <= 0:
+                raise ValueError(f"signal {name!r}: half-life must be a positive number of days, "
+                                 f"got {days!r}")
+            half_lives[name] = value
+        object.__setattr__(self, "bounds", MappingProxyType(bounds))
+        object.__setattr__(self, "half_lives", MappingProxyType(half_lives))
+
     def half_life(self, name: str) -> float:
         """The half-life of signal `name` in days."""
         return float(self.half_lives.get(name, DEFAULT_HALF_LIFE_DAYS))
+
+    @staticmethod
+    def check_session(session_id: str, status: str | None, what: str = "signal") -> None:
+        """Check that a session accepts writes (signals and annotations).
+
+        Raises:
+            SignalRejected: rule `unknown_session` (no such session) or `session_not_open`
+                (closed or archived).
+        """
+        if status is None:
+            raise SignalRejected(
+                f"{what} rejected (rule unknown_session): no session {session_id!r}")
+        if status != "open":
+            raise SignalRejected(
+                f"{what} rejected (rule session_not_open): session {session_id!r} is {status}; "
+                "closed and archived sessions accept no writes")
 
     def check(self, session_id: str, name: object, value: object, status: str | None) -> float:
         """Validate one signal write; returns the value as a float.
@@ -62,26 +124,17 @@ class SignalPolicy:
             SignalRejected: naming the rule that rejected it (`unknown_session`,
                 `session_not_open`, `unknown_name`, `not_finite`, `out_of_bounds`).
         """
-        if status is None:
-            raise SignalRejected(
-                f"signal rejected (rule unknown_session): no session {session_id!r}")
-        if status != "open":
-            raise SignalRejected(
-                f"signal rejected (rule session_not_open): session {session_id!r} is {status}"
-            )
+        self.check_session(session_id, status)
         if not isinstance(name, str) or name not in self.bounds:
             allowed = ", ".join(sorted(self.bounds))
             raise SignalRejected(
                 f"signal rejected (rule unknown_name): {name!r} is not an allowed signal name "
                 f"(allowed: {allowed})"
             )
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        number = _finite(value)
+        if number is None:
             raise SignalRejected(
-                f"signal rejected (rule not_finite): value {value!r} is not a number")
-        number = float(value)
-        if not math.isfinite(number):
-            raise SignalRejected(
-                f"signal rejected (rule not_finite): value {number!r} is not finite")
+                f"signal rejected (rule not_finite): value {value!r} is not a finite number")
         low, high = self.bounds[name]
         if not low <= number <= high:
             raise SignalRejected(
@@ -93,7 +146,16 @@ class SignalPolicy:
 
 @dataclass(frozen=True, slots=True)
 class SignalRecord:
-    """One stored signal, with its session's status and end time for freezing."""
+    """One stored signal, with its session's status and end time for freezing.
+
+    Attributes:
+        name: the signal name.
+        value: the accepted value.
+        at: when it was recorded, epoch seconds UTC.
+        entity: the entity it is about, or None.
+        status: its session's status.
+        ended_at: its session's end, epoch seconds UTC, or None while open.
+    """
 
     name: str
     value: float
@@ -104,15 +166,16 @@ class SignalRecord:
 
 
 def reference_time(now_ts: float, status: str, ended_at: float | None) -> float:
-    """The time a session's signals decay to: `now`, or `min(now, ended_at)` once it ended."""
+    """The time a session's signals decay to (epoch seconds UTC): `now` while the session is
+    open, `min(now, ended_at)` once it ended."""
     if status != "open" and ended_at is not None:
         return min(now_ts, ended_at)
     return now_ts
 
 
 def decayed(records: Iterable[SignalRecord], now_ts: float, policy: SignalPolicy) -> np.ndarray:
-    """float64[m]: each record's decayed contribution at its session's reference time (0 for
-    records after it)."""
+    """float64[m]: each record's `value · 0.5^(age/half_life)` at its session's reference time
+    (age in days; 0 for records after the reference time)."""
     out = []
     for rec in records:
         t = reference_time(now_ts, rec.status, rec.ended_at)

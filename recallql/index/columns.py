@@ -158,6 +158,11 @@ class StrColumn(Column):
         vocab = self.pool.vocab
         return [None if c == MISSING else vocab[c] for c in self.codes(size).tolist()]
 
+    def take(self, rows: np.ndarray, size: int) -> list[str | None]:
+        """The values of the given rows (each < `size`), None where missing."""
+        vocab = self.pool.vocab
+        return [None if c == MISSING else vocab[c] for c in self.codes(size)[rows].tolist()]
+
 
 class StrArray(Column):
     """Item ids: UTF-8 bytes in one growing buffer plus end offsets (compact: no per-string
@@ -186,6 +191,15 @@ class StrArray(Column):
             return []
         blob = bytes(self._bytes.view(ends[-1]))
         return [blob[a:b].decode() for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+
+    def take(self, rows: np.ndarray, size: int) -> list[str]:
+        """The ids of the given rows (each < `size`), decoded from one buffer view."""
+        rows = np.asarray(rows, np.int64)
+        ends = self._ends.view(size)
+        stop = ends[rows]
+        start = np.where(rows > 0, ends[np.maximum(rows - 1, 0)], 0)
+        blob = self._bytes.view(int(ends[-1]) if size else 0).tobytes()
+        return [blob[a:b].decode() for a, b in zip(start.tolist(), stop.tolist(), strict=True)]
 
     def present(self, size: int) -> np.ndarray:
         return np.ones(size, bool)
@@ -224,6 +238,17 @@ class DerivedStrColumn(StrColumn):
                 out.append(vocab[c])
         return out
 
+    def take(self, rows: np.ndarray, size: int) -> list[str | None]:
+        rows = np.asarray(rows, np.int64)
+        codes = self.codes(size)[rows]
+        vocab = self.pool.vocab
+        out: list[str | None] = [None if c < 0 else vocab[c] for c in codes.tolist()]
+        same = np.flatnonzero(codes == SAME)
+        if same.shape[0]:
+            for i, value in zip(same.tolist(), self.base.take(rows[same], size), strict=True):
+                out[i] = value
+        return out
+
     def where(self, predicate: Callable[[str], bool], size: int) -> np.ndarray:
         codes = self.codes(size)
         table = np.fromiter((predicate(s) for s in self.pool.vocab), bool, len(self.pool.vocab))
@@ -243,22 +268,42 @@ class ListColumn(Column):
         self.pool = StrPool()
         self._flat = Buffer(np.int32)
         self._owner = Buffer(np.int64)
+        self._ends = Buffer(np.int64)  # per row: where its elements end in `_flat`
         self._present = Buffer(np.bool_)
         self.rows = 0
 
     def extend(self, values: list[object]) -> None:
-        flat, owner = [], []
+        flat, owner, ends = [], [], []
+        base = self._flat.n
         for offset, value in enumerate(values):
             for item in value or ():  # type: ignore[union-attr]
                 flat.append(self.pool.code(item))
                 owner.append(self.rows + offset)
+            ends.append(base + len(flat))
         self._flat.extend(flat)
         self._owner.extend(owner)
+        self._ends.extend(ends)
         self._present.extend([v is not None for v in values])
         self.rows += len(values)
 
     def present(self, size: int) -> np.ndarray:
         return self._present.view(size)
+
+    def elements(self, rows: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """The elements of the given rows (each < `size`), row by row in `rows` order.
+
+        Returns:
+            `(counts, codes)`: int64[m] the number of elements of each row, and int32[Σ counts]
+            their codes in `pool`, the first row's elements first.
+        """
+        rows = np.asarray(rows, np.int64)
+        ends = self._ends.view(size)
+        hi = ends[rows]
+        lo = np.where(rows > 0, ends[np.maximum(rows - 1, 0)], 0)
+        counts = hi - lo
+        first = np.cumsum(counts) - counts
+        index = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - first, counts)
+        return counts, self._flat.view(self._flat.n)[index]
 
     def any(self, predicate: Callable[[str], bool], size: int) -> np.ndarray:
         """bool[size]: rows with at least one element satisfying `predicate`."""

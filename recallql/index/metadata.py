@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS signals(
     id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, name TEXT NOT NULL, value REAL NOT NULL,
     at REAL NOT NULL, entity TEXT);
 CREATE INDEX IF NOT EXISTS signals_session ON signals(session_id);
+CREATE INDEX IF NOT EXISTS annotations_session ON annotations(session_id);
 CREATE INDEX IF NOT EXISTS signals_entity_name ON signals(entity, name);
 CREATE INDEX IF NOT EXISTS sessions_parent ON sessions(parent_session_id);
 INSERT OR IGNORE INTO state(key, value) VALUES ('format', 1), ('committed_batch', 0);

@@ -23,7 +23,6 @@ import tantivy
 from recallql.index import text as text_index
 from recallql.index.analysis import analyze
 from recallql.index.columns import (
-    MISSING,
     Buffer,
     Column,
     DerivedStrColumn,
@@ -352,10 +351,8 @@ class CollectionSnapshot:
             present = column.present(self.size)[rows]
             vals = column.values(self.size)[rows].tolist()
             return [v if p else None for v, p in zip(vals, present.tolist(), strict=True)]
-        if isinstance(column, StrColumn):
-            vocab = column.pool.vocab
-            codes = column.codes(self.size)[rows].tolist()
-            return [None if c == MISSING else vocab[c] for c in codes]
+        if isinstance(column, StrColumn | StrArray):
+            return column.take(rows, self.size)  # type: ignore[return-value]
         return [row.get(name) for row in self.fetch(rows)]
 
     def filter_mask(self, expr: object) -> np.ndarray:

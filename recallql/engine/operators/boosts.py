@@ -5,14 +5,16 @@ Each adds one or more contribution columns to the candidates; none changes a leg
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from recallql.engine.candidates import Candidates
+from recallql.engine.keywords import keyword_matches
 from recallql.engine.operators.base import ExecutionContext, Operator
-from recallql.engine.rowdata import row_strings, row_timestamps
+from recallql.engine.rowdata import row_entities, row_timestamps
 from recallql.engine.scoring import DecayShape, recency_boost, saturate
 
 
@@ -59,12 +61,20 @@ class RecencyBoost(Operator):
 
 @dataclass(frozen=True, eq=False)
 class SessionBoost(Operator):
-    """`keywords·hint + velocity·v/(v+1) + entities·e/(e+1)` for the FOR SESSION session.
+    """`keywords·hint + velocity·v/(v+1) + entities·e/(e+1)` for the FOR SESSION session
+    (SPEC §4.3).
 
     `hint` = matched/total over the session's keywords, a keyword matching when any of the row's
-    string metadata values contains it (case-insensitive); no keywords → 0. `v` is the session's
-    reward velocity (uniform over rows: it never reorders). `e` is the session's decayed signal
-    sum on the row's entity (negative → 0).
+    string metadata values (declared `str` and `list[str]` fields, and the entity) contains it,
+    case-insensitively; no keywords → exactly 0. `v` is the session's reward velocity: uniform
+    over rows, so it never reorders. `e` is the session's decayed signal sum on the row's entity
+    (never signalled → 0; negative → 0). When the session was not found (`ctx.session` is None)
+    the operator adds nothing: rows and scores are those of the plan without it.
+
+    Attributes:
+        child: the input operator.
+        session_id: the FOR SESSION id (for EXPLAIN; the state comes from `ctx.session`).
+        keywords, velocity, entities: the weights (≥ 0; defaults 0.3 / 0.2 / 0.2).
     """
 
     child: Operator
@@ -85,33 +95,22 @@ class SessionBoost(Operator):
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
         cands: Candidates = inputs[0]
         session = ctx.session
-        if session is None:  # not found: the planner keeps the operator; it adds nothing
+        if session is None:
             return cands
-        m = len(cands)
-        matched = _keyword_matches(ctx, cands.rowid, session.keywords)
-        total = len(session.keywords)
+        m, total = len(cands), len(session.keywords)
+        names = row_entities(ctx.snapshot, cands.rowid)
+        matched = keyword_matches(ctx.snapshot, cands.rowid, session.keywords)
         hint = matched / total if total else np.zeros(m)
-        entity_names = [ctx.snapshot.entities[r] for r in cands.rowid]
-        e = np.array([session.entities.get(name, 0.0) for name in entity_names], dtype=np.float64)
+        get = session.entities.get
+        e = np.fromiter(map(get, names, itertools.repeat(0.0)), np.float64, m) \
+            if session.entities else np.zeros(m)
         v = float(saturate(session.velocity))
         cands = cands.with_part("session_keywords", self.keywords * hint,
                                 kw_matched=matched, kw_total=np.full(m, total))
         cands = cands.with_part("session_velocity", np.full(m, self.velocity * v),
                                 velocity=np.full(m, session.velocity))
         return cands.with_part("session_entity", self.entities * saturate(e),
-                               entity=entity_names, entity_sum=e)
-
-
-def _keyword_matches(ctx: ExecutionContext, rowids: np.ndarray, keywords: tuple[str, ...]
-                     ) -> np.ndarray:
-    """int64[m]: how many of `keywords` (lower-cased) each row's string metadata contains."""
-    counts = np.zeros(rowids.shape[0], dtype=np.int64)
-    if not keywords or rowids.shape[0] == 0:
-        return counts
-    for i, values in enumerate(row_strings(ctx.snapshot, rowids)):
-        haystack = [v.lower() for v in values]
-        counts[i] = sum(1 for kw in keywords if any(kw in h for h in haystack))
-    return counts
+                               entity=names, entity_sum=e)
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,7 +132,9 @@ class SignalBoost(Operator):
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
         cands: Candidates = inputs[0]
         m = len(cands)
-        entity_names = [ctx.snapshot.entities[r] for r in cands.rowid]
+        entity_names = cands.details.get("entity")  # set by SessionBoost on the same rows
+        if entity_names is None:
+            entity_names = row_entities(ctx.snapshot, cands.rowid)
         names = [name for name, _ in self.weights]
         sums = ctx.signals.entity_sums(sorted(set(entity_names)), names, ctx.now_ts) \
             if ctx.signals is not None and m else {}

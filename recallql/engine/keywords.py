@@ -1,0 +1,172 @@
+"""Session keyword hints over string metadata (SPEC §4.3), columnar and cached.
+
+A keyword matches a row when any of the row's string metadata values — its declared `str` fields
+and the elements of its `list[str]` fields — contains the keyword, case-insensitively.
+
+String columns are dictionary-encoded (`recallql.index.columns.StrPool`): a row holds a code into
+the column's vocabulary of distinct values, and the vocabulary only ever grows. So whether a value
+contains a keyword is computed once per (vocabulary entry, keyword), kept in a `bool` table per
+keyword, and extended when the vocabulary grows; a statement then only gathers table entries by its
+candidates' codes (numpy), never touching strings. Tables are bounded per vocabulary
+(`TABLE_BUDGET_BYTES`, least recently used keywords evicted).
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from recallql.index.schema import FieldType
+
+#: Upper bound of the cached tables of one vocabulary, in bytes (one byte per entry and keyword,
+#: plus 8 bytes per entry and packed keyword set).
+TABLE_BUDGET_BYTES = 16 * 1024 * 1024
+#: Packed keyword sets kept per vocabulary (one per concurrently active session, roughly).
+PACKED_SETS = 8
+_SEPARATOR = "\x00"
+
+
+def keyword_matches(snapshot: Any, rowids: np.ndarray, keywords: Sequence[str]) -> np.ndarray:
+    """int64[m]: how many of `keywords` each row's string metadata contains.
+
+    Per field this is one gather of the candidates' codes in a packed table (bit j of a value's
+    word: the value contains keyword j) and an OR into the rows' words; the count is a popcount.
+
+    Args:
+        snapshot: the collection snapshot (`info.fields`, `column(name)`, `size`).
+        rowids: int64[m].
+        keywords: the session's keywords, already lower-cased and distinct.
+
+    Returns:
+        int64[m] counts in [0, len(keywords)].
+    """
+    m = int(rowids.shape[0])
+    if m == 0 or not keywords:
+        return np.zeros(m, dtype=np.int64)
+    keys = tuple(keywords)
+    bits = np.zeros((m, _words(len(keys))), dtype=np.uint64)
+    for name, kind in snapshot.info.fields.items():
+        if kind is FieldType.STR:
+            column = snapshot.column(name)
+            bits |= _packed(column.pool, keys)[column.codes(snapshot.size)[rowids]]
+        elif kind is FieldType.LIST_STR:
+            column = snapshot.column(name)
+            counts, codes = column.elements(rowids, snapshot.size)
+            if codes.shape[0]:
+                some = counts > 0
+                first = (np.cumsum(counts) - counts)[some]  # each row's first element
+                values = _packed(column.pool, keys)[codes]
+                bits[some] |= np.bitwise_or.reduceat(values, first, axis=0)
+    return np.bitwise_count(bits).sum(axis=1, dtype=np.int64)
+
+
+def _words(k: int) -> int:
+    return (k + 63) // 64
+
+
+def _packed(pool: Any, keywords: tuple[str, ...]) -> np.ndarray:
+    with _CACHE_LOCK:
+        matches = _CACHE.get(pool)
+        if matches is None:
+            matches = _CACHE[pool] = VocabMatches(pool.vocab)
+    return matches.packed(keywords, len(pool.vocab))
+
+
+_CACHE: weakref.WeakKeyDictionary[Any, VocabMatches] = weakref.WeakKeyDictionary()
+_CACHE_LOCK = threading.Lock()
+
+
+class VocabMatches:
+    """Which entries of one growing vocabulary contain each keyword.
+
+    Args:
+        vocab: the pool's list of distinct values (append-only; read, never modified).
+    """
+
+    def __init__(self, vocab: list[str]) -> None:
+        self._vocab = vocab
+        self._tables: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._packed: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
+        self._bytes = 0  # of the tables and the packed tables together
+        self._lock = threading.Lock()
+
+    def packed(self, keywords: tuple[str, ...], n: int) -> np.ndarray:
+        """uint64[c + 1, W] with c ≥ n and W = ⌈k/64⌉: bit j of entry i is set when the entry
+        contains keyword j once lower-cased. The last row is zero, so a missing code (-1)
+        gathers no bits. The packings of the last `PACKED_SETS` keyword sets are kept."""
+        with self._lock:
+            packed = self._packed.pop(keywords, None)
+            if packed is not None:
+                self._bytes -= packed.nbytes
+            if packed is None or packed.shape[0] <= n:
+                tables = [self._table(keyword, n) for keyword in keywords]
+                packed = _pack(tables)
+            self._packed[keywords] = packed  # most recently used last
+            self._bytes += packed.nbytes
+            self._evict(len(keywords))
+            return packed
+
+    def _evict(self, keep_tables: int) -> None:
+        """Drop least recently used packings (beyond `PACKED_SETS`, or over budget), then
+        tables, keeping the current packing and the `keep_tables` newest tables."""
+        while len(self._packed) > 1 and (len(self._packed) > PACKED_SETS
+                                         or self._bytes > TABLE_BUDGET_BYTES):
+            self._bytes -= self._packed.popitem(last=False)[1].nbytes
+        while self._bytes > TABLE_BUDGET_BYTES and len(self._tables) > keep_tables:
+            self._bytes -= self._tables.popitem(last=False)[1].nbytes
+
+    def _table(self, keyword: str, n: int) -> np.ndarray:
+        """bool[c + 1], c ≥ n: entry i contains `keyword`; the last element is False."""
+        table = self._tables.pop(keyword, None)
+        if table is None or table.shape[0] <= n:
+            start = 0 if table is None else table.shape[0] - 1
+            more = contains(self._vocab[start:n], keyword)
+            head = () if table is None else (table[:-1],)
+            grown = np.concatenate((*head, more, np.zeros(1, dtype=bool)))
+            self._bytes += grown.nbytes - (0 if table is None else table.nbytes)
+            table = grown
+        self._tables[keyword] = table  # most recently used last
+        return table
+
+
+def _pack(tables: list[np.ndarray]) -> np.ndarray:
+    """Bit-pack per-keyword bool tables (each with a False sentinel last) into uint64 words."""
+    size = min(t.shape[0] for t in tables)
+    packed = np.zeros((size, _words(len(tables))), dtype=np.uint64)
+    for j, table in enumerate(tables):
+        packed[:, j // 64] |= table[:size].astype(np.uint64) << np.uint64(j % 64)
+    packed[-1] = 0
+    return packed
+
+
+def contains(values: Sequence[str], keyword: str) -> np.ndarray:
+    """bool[n]: `keyword in value.lower()` for each value.
+
+    The values are joined and lower-cased as one string and the keyword is found with `str.find`
+    (C speed), jumping to the next value after each hit: the Python work is proportional to the
+    number of hits, not to the number of values.
+    """
+    out = np.zeros(len(values), dtype=bool)
+    if not values:
+        return out
+    blob = _SEPARATOR.join(values).lower()
+    lengths = np.fromiter(map(len, values), np.int64, len(values))
+    if _SEPARATOR in keyword or len(blob) != int(lengths.sum()) + len(values) - 1:
+        # a keyword that could span two values, or lower() changed some length: one by one
+        out[:] = [keyword in v.lower() for v in values]
+        return out
+    pos = blob.find(keyword)
+    if pos < 0:
+        return out
+    ends = np.cumsum(lengths + 1).tolist()  # ends[i]: where value i + 1 starts
+    while pos >= 0:
+        i = bisect.bisect_right(ends, pos)
+        out[i] = True
+        pos = blob.find(keyword, ends[i])
+    return out

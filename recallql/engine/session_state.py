@@ -1,0 +1,121 @@
+"""Reading sessions back: snapshots and decayed signal sums (SPEC §4.3, §4.4; issue 5).
+
+Functions over an open SQLite connection (inside the caller's read or write transaction), used by
+`recallql.engine.sessions.Sessions`. Times are epoch seconds UTC.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from recallql.engine.lineage import SessionRow
+from recallql.engine.models import SessionSnapshot
+from recallql.engine.signals import (
+    SignalPolicy,
+    SignalRecord,
+    decayed,
+    keywords_from,
+    reference_time,
+)
+
+SESSION_COLUMNS = ("id, agent_id, status, parent_session_id, source, end_reason, branched_from, "
+                   "delegate_from, started_at, ended_at, metadata, frozen_snapshot, title")
+_ROW_COLUMNS = ("id, parent_session_id, source, end_reason, branched_from, delegate_from, status, "
+                "started_at, ended_at")
+#: Entities per `IN (...)` list (SQLite's variable limit is at least 999).
+IN_CHUNK = 500
+
+
+def to_datetime(ts: float | None) -> datetime | None:
+    """Epoch seconds UTC as an aware UTC datetime (None stays None)."""
+    return None if ts is None else datetime.fromtimestamp(ts, tz=UTC)
+
+
+def session_row(conn: Any, id: str) -> SessionRow | None:
+    """The lineage fields of one session, or None."""
+    r = conn.execute(f"SELECT {_ROW_COLUMNS} FROM sessions WHERE id = ?", (id,)).fetchone()
+    return None if r is None else SessionRow(*r)
+
+
+def last_write(conn: Any, id: str) -> float | None:
+    """When the session's latest signal or annotation was recorded, or None."""
+    return conn.execute(
+        "SELECT MAX(at) FROM (SELECT at FROM signals WHERE session_id = ?1 "
+        "UNION ALL SELECT at FROM annotations WHERE session_id = ?1)", (id,)).fetchone()[0]
+
+
+def snapshot(conn: Any, id: str, now: float, policy: SignalPolicy) -> SessionSnapshot | None:
+    """The session's snapshot at `now`, or None when it does not exist.
+
+    An archived session answers with its frozen snapshot for any `now` at or after its end; an
+    earlier `now` (`AS OF` the past) is computed from the stored detail like a closed session.
+    """
+    r = conn.execute("SELECT status, ended_at, frozen_snapshot FROM sessions WHERE id = ?",
+                     (id,)).fetchone()
+    if r is None:
+        return None
+    status, ended, frozen = r
+    if status == "archived" and frozen and (ended is None or now >= ended):
+        return SessionSnapshot.model_validate_json(frozen)
+    return live_snapshot(conn, id, now, policy)
+
+
+def live_snapshot(conn: Any, id: str, now: float, policy: SignalPolicy) -> SessionSnapshot:
+    """The snapshot computed from the stored annotations and signals at `now` (the session must
+    exist): annotations and signals recorded up to the reference time, signals decayed to it."""
+    (sid, agent, status, parent, source, end_reason, branched, delegate, started, ended,
+     meta_json, _frozen, _title) = conn.execute(
+        f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", (id,)).fetchone()
+    ref = reference_time(now, status, ended)
+    notes = [t for (t,) in conn.execute(
+        "SELECT text FROM annotations WHERE session_id = ? AND at <= ? ORDER BY at, id",
+        (sid, ref))]
+    recs = [SignalRecord(name, value, at, ent, status, ended) for name, value, at, ent in
+            conn.execute("SELECT name, value, at, entity FROM signals WHERE session_id = ? "
+                         "AND at <= ? ORDER BY at, id", (sid, ref))]
+    scores: dict[str, float] = {}
+    entities: dict[str, float] = {}
+    for rec, v in zip(recs, decayed(recs, now, policy), strict=True):
+        scores[rec.name] = scores.get(rec.name, 0.0) + float(v)
+        if rec.entity is not None:
+            entities[rec.entity] = entities.get(rec.entity, 0.0) + float(v)
+    return SessionSnapshot(
+        id=sid, agent_id=agent, status=status, source=source, parent_session_id=parent,
+        end_reason=end_reason, branched_from=branched, delegate_from=delegate,
+        started_at=to_datetime(started), ended_at=to_datetime(ended), as_of=to_datetime(ref),
+        keywords=list(keywords_from(notes)), signal_scores=scores,
+        velocity=scores.get("reward", 0.0), entities=entities,
+        metadata=json.loads(meta_json or "{}"),
+    )
+
+
+def entity_sums(conn: Any, entities: list[str], names: list[str], now: float,
+                policy: SignalPolicy) -> dict[str, dict[str, float]]:
+    """Cross-session decayed sums `{name: {entity: sum}}` at `now` (SPEC §4.4): every stored
+    signal of `names` on `entities`, each decayed to its own session's reference time."""
+    if not entities or not names:
+        return {}
+    records: list[SignalRecord] = []
+    name_marks = ",".join("?" * len(names))
+    for start in range(0, len(entities), IN_CHUNK):
+        chunk = entities[start:start + IN_CHUNK]
+        sql = ("SELECT g.name, g.value, g.at, g.entity, s.status, s.ended_at "
+               "FROM signals g JOIN sessions s ON s.id = g.session_id "
+               f"WHERE g.entity IN ({','.join('?' * len(chunk))}) "
+               f"AND g.name IN ({name_marks}) ORDER BY g.id")
+        records.extend(SignalRecord(*r) for r in conn.execute(sql, [*chunk, *names]))
+    out: dict[str, dict[str, float]] = {}
+    for rec, v in zip(records, decayed(records, now, policy), strict=True):
+        by_entity = out.setdefault(rec.name, {})
+        entity: str = rec.entity  # type: ignore[assignment]  # the IN list excludes NULL
+        by_entity[entity] = by_entity.get(entity, 0.0) + float(v)
+    return out
+
+
+def session_dicts(conn: Any) -> list[dict[str, Any]]:
+    """Every session as a dict of its columns, ordered by started_at then id."""
+    cur = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY started_at, id")
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]

@@ -1,0 +1,137 @@
+"""The columnar keyword hints (`recallql.engine.keywords`) against a naive reference.
+
+The reference reads every row's stored fields (`snapshot.fetch`) and tests each keyword against
+each lower-cased string value, as SPEC §4.3 words it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import recallql
+from recallql.engine import keywords as kw
+from recallql.engine.rowdata import row_entities
+
+WORDS = ["Backup", "backup-2023", "RESTORE", "ops", "İstanbul", "Straße", "ΣΟΦΙΑ", "a\x00b",
+         "c++", "", "x y", "été", "ÉTÉ"]
+KEYWORDS = ["backup", "restore", "i̇stanbul", "straße", "σοφια", "a", "\x00", "c++", "x", "y",
+            "été", "zzz", "b"]
+
+
+def reference(snapshot, rowids, keywords) -> list[int]:
+    fields = [n for n, k in snapshot.info.fields.items() if k.value in ("str", "list[str]")]
+    out = []
+    for row in snapshot.fetch(rowids):
+        values = []
+        for name in fields:
+            value = row[name]
+            values += value if isinstance(value, list) else [value] if value is not None else []
+        lowered = [v.lower() for v in values]
+        out.append(sum(any(k in v for v in lowered) for k in keywords))
+    return out
+
+
+def random_items(rng: np.random.Generator, n: int, start: int = 0) -> list[dict]:
+    items = []
+    for i in range(start, start + n):
+        item = {"id": f"r{i}", "body": "text", "vector": [1.0, 0.0]}
+        if rng.random() < 0.8:
+            item["tag"] = str(rng.choice(WORDS)) + ("" if rng.random() < 0.5 else f"-{i % 7}")
+        if rng.random() < 0.7:
+            item["tags"] = [str(w) for w in rng.choice(WORDS, size=int(rng.integers(0, 4)))]
+        if rng.random() < 0.3:
+            item["other"] = str(rng.choice(WORDS))
+        items.append(item)
+    return items
+
+
+@pytest.fixture
+def db():
+    database = recallql.connect(embedder=None)
+    database.create_collection("r", ("body",), {"tag": str, "tags": list[str], "other": str,
+                                                "n": int}, embedder=None, dim=2)
+    yield database
+    database.close()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_matches_equal_the_naive_reference(db, seed):
+    rng = np.random.default_rng(seed)
+    db.ingest("r", random_items(rng, 300))
+    snap = db.snapshot("r")
+    rowids = rng.permutation(snap.size)[:200].astype(np.int64)
+    keys = tuple(str(k) for k in rng.choice(KEYWORDS, size=6, replace=False))
+    got = kw.keyword_matches(snap, rowids, keys)
+    assert got.dtype == np.int64
+    assert got.tolist() == reference(snap, rowids, keys)
+
+
+def test_tables_grow_with_the_vocabulary(db):
+    rng = np.random.default_rng(7)
+    db.ingest("r", random_items(rng, 50))
+    keys = ("backup", "new-value")
+    first = db.snapshot("r")
+    kw.keyword_matches(first, np.arange(first.size, dtype=np.int64), keys)  # tables built
+    db.ingest("r", [{"id": "late", "body": "t", "vector": [1, 0], "tag": "A NEW-VALUE",
+                     "tags": ["Backup again"]}])
+    snap = db.snapshot("r")
+    rowids = np.arange(snap.size, dtype=np.int64)
+    assert kw.keyword_matches(snap, rowids, keys).tolist() == reference(snap, rowids, keys)
+    assert kw.keyword_matches(snap, rowids, keys)[-1] == 2
+    # an older snapshot still answers for its own rows
+    old = np.arange(first.size, dtype=np.int64)
+    assert kw.keyword_matches(first, old, keys).tolist() == reference(first, old, keys)
+
+
+def test_small_budget_evicts_and_stays_correct(db, monkeypatch):
+    monkeypatch.setattr(kw, "TABLE_BUDGET_BYTES", 8)
+    rng = np.random.default_rng(11)
+    db.ingest("r", random_items(rng, 120))
+    snap = db.snapshot("r")
+    rowids = np.arange(snap.size, dtype=np.int64)
+    for keys in (("backup", "ops"), ("restore",), ("backup", "ops"), ("c++", "x", "été")):
+        assert kw.keyword_matches(snap, rowids, keys).tolist() == reference(snap, rowids, keys)
+
+
+def test_more_than_64_keywords(db):
+    db.ingest("r", [{"id": "a", "body": "t", "vector": [1, 0], "tag": "k0 k64 k99",
+                     "tags": ["k70"]}, {"id": "b", "body": "t", "vector": [1, 0]}])
+    snap = db.snapshot("r")
+    keys = tuple(f"k{i}" for i in range(100))
+    got = kw.keyword_matches(snap, np.array([0, 1], dtype=np.int64), keys)
+    # k0, k6, k64, k7, k70, k9, k99: substrings, across both 64-bit words
+    assert got.tolist() == reference(snap, np.array([0, 1]), keys) == [7, 0]
+
+
+def test_no_rows_or_no_keywords(db):
+    db.ingest("r", [{"id": "a", "body": "t", "vector": [1, 0], "tag": "x"}])
+    snap = db.snapshot("r")
+    assert kw.keyword_matches(snap, np.zeros(0, np.int64), ("x",)).tolist() == []
+    assert kw.keyword_matches(snap, np.array([0], np.int64), ()).tolist() == [0]
+
+
+@pytest.mark.parametrize("values, keyword, expected", [
+    (["Ab", "b", "AB"], "ab", [True, False, True]),
+    (["İx", "x"], "i̇x", [True, False]),  # lower() lengthens İ: one-by-one path
+    (["a\x00b", "ab"], "a\x00b", [True, False]),
+    (["a", "b"], "a\x00b", [False, False]),  # never spans two values
+    (["aaa", "aXa", ""], "a", [True, True, False]),
+    ([], "a", []),
+])
+def test_contains(values, keyword, expected):
+    assert kw.contains(values, keyword).tolist() == expected
+
+
+def test_entities_of_rows_whose_entity_defaults(db):
+    db.ingest("r", [
+        {"id": "i0", "body": "t", "vector": [1, 0]},
+        {"id": "i1", "body": "t", "vector": [1, 0], "entity": "E1"},
+        {"id": "i2", "body": "t", "vector": [1, 0], "doc_id": "D2"},
+        {"id": "i3", "body": "t", "vector": [1, 0], "doc_id": "D3", "entity": "E3"},
+    ])
+    snap = db.snapshot("r")
+    rows = np.array([3, 0, 2, 1, 0], dtype=np.int64)
+    assert row_entities(snap, rows) == ["E3", "i0", "D2", "E1", "i0"]
+    assert snap.values("doc_id", rows) == ["D3", "i0", "D2", "i1", "i0"]
+    assert snap.values("id", rows) == ["i3", "i0", "i2", "i1", "i0"]
