@@ -81,3 +81,16 @@ def test_parameters_bind_filter_values(db):
     hostile = "x' OR '1' = '1"
     assert db.execute("SEARCH kb MATCHING :t WHERE team = :team", t="alpha",
                       team=hostile).ids() == []
+
+
+def test_session_boost_without_for_session_is_an_error(db):
+    with pytest.raises(recallql.QuerySemanticError) as err:
+        db.execute("SEARCH kb MATCHING 'x' WITH SESSION BOOST (keywords = 1)")
+    assert "needs FOR SESSION" in str(err.value) and "^" in str(err.value)
+
+
+def test_signal_boost_names_must_be_policy_names(db):
+    with pytest.raises(recallql.QuerySemanticError) as err:
+        db.execute("SEARCH kb MATCHING 'x' WITH SIGNAL BOOST (rewrad = 0.5)")
+    assert "did you mean 'reward'?" in str(err.value)
+    assert db.execute("SEARCH kb MATCHING 'alpha' WITH SIGNAL BOOST (reward = 0.5)").ids() == ["a"]

@@ -9,7 +9,7 @@ planner turns into operators.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -96,8 +96,15 @@ def _number(stmt: s.StatementBase, node: Any, what: str) -> float | None:
     return float(value)
 
 
-def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo]) -> QuerySpec:
+def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
+            signal_names: Collection[str] | None = None) -> QuerySpec:
     """Resolve `stmt` (bound: no parameters left) against `catalog`.
+
+    Args:
+        stmt: a bound SEARCH or RETRIEVE.
+        catalog: collections by name.
+        signal_names: the signal names the database's policy accepts (checked against
+            `WITH SIGNAL BOOST (name = w)`); None skips the check.
 
     Raises:
         QuerySemanticError: unknown collection or field, a value of the wrong type, a clause
@@ -122,7 +129,7 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo]) 
         if stmt.where is not None else None,
         session_id=stmt.session_id,
         session_boost=_session_boost(stmt),
-        signal_weights=_signal_weights(stmt),
+        signal_weights=_signal_weights(stmt, signal_names),
         recency=_recency(stmt, fields),
         k=_number(stmt, stmt.fuse.k if stmt.fuse else None, "k") or DEFAULT_RRF_K,
         window=int(_number(stmt, stmt.fuse.window if stmt.fuse else None, "window")
@@ -152,9 +159,12 @@ def _vector(stmt: s.Search | s.Retrieve, info: CollectionInfo) -> np.ndarray | N
 
 
 def _session_boost(stmt: s.Search | s.Retrieve) -> tuple[float, float, float] | None:
-    if stmt.session is None:
-        return None
     clause = stmt.session_boost
+    if stmt.session is None:
+        if clause is not None:
+            _fail(stmt, clause, "WITH SESSION BOOST needs FOR SESSION",
+                  "add FOR SESSION <id> before the boosts, e.g. FOR SESSION 's-42'")
+        return None
     weights = list(DEFAULT_SESSION_BOOST)
     if clause is not None:
         for i, name in enumerate(("keywords", "velocity", "entities")):
@@ -164,12 +174,17 @@ def _session_boost(stmt: s.Search | s.Retrieve) -> tuple[float, float, float] | 
     return (weights[0], weights[1], weights[2])
 
 
-def _signal_weights(stmt: s.Search | s.Retrieve) -> tuple[tuple[str, float], ...] | None:
+def _signal_weights(stmt: s.Search | s.Retrieve, names: Collection[str] | None
+                    ) -> tuple[tuple[str, float], ...] | None:
     clause = stmt.signal_boost
     if isinstance(clause, s.NoSignalBoost):
         return None
     if clause is None:
         return DEFAULT_SIGNAL_BOOST if stmt.kind == "retrieve" else None
+    for option in clause.options:
+        if names is not None and option.name.name not in names:
+            _fail(stmt, option.name, f"'{option.name.name}' is not a signal name this database "
+                  "accepts", did_you_mean(option.name.name, sorted(names)))
     written = tuple((name, _number(stmt, value, name) or 0.0) for name, value in clause.weights)
     return written or DEFAULT_SIGNAL_BOOST
 

@@ -102,7 +102,7 @@ class QueryEngine:
     def _query(self, stmt: s.Search | s.Retrieve, verbose: bool = False
                ) -> tuple[Result, Plan, Any, dict[str, str]]:
         catalog = {c.name: c for c in self._db.collections()}
-        spec = analyze(stmt, catalog)
+        spec = analyze(stmt, catalog, self._db.sessions.policy.bounds.keys())
         info = spec.collection
         messages = is_messages(info)
         if messages:
