@@ -74,7 +74,8 @@ class QueryEngine:
 
     # -- entry points --------------------------------------------------------------------------
 
-    def execute(self, text: str | s.StatementBase, /, *args: Any, **params: Any) -> Result | Explain:
+    def execute(self, text: str | s.StatementBase, /, *args: Any, **params: Any
+                ) -> Result | Explain:
         """Run one statement. EXPLAIN statements return an `Explain`, others a `Result`.
 
         Raises:
