@@ -55,12 +55,14 @@ class _Walk:
         self.compacted = [bool(c) for c in snap.values("compacted", cands.rowid)]
         self.tally = _Tally(candidates=len(cands))
 
+    def visit(self, i: int) -> None:
+        """Count hit `i` as walked."""
+        self.tally.scanned += 1
+        self.tally.sessions.add(self.session_ids[i])
+
     def resolve(self, i: int) -> Resolution | None:
         """The hit's resolution; None (and the walk must stop) when the budget ran out."""
-        sid = self.session_ids[i]
-        self.tally.scanned += 1
-        self.tally.sessions.add(sid)
-        res = self.resolver.resolve(sid)
+        res = self.resolver.resolve(self.session_ids[i])
         if res.status is ResolutionStatus.BUDGET_EXHAUSTED:
             self.stop_for_budget()
             return None
@@ -149,6 +151,7 @@ class LiveContextFilter(Operator):
         walk = _Walk(ctx, cands)
         keep: list[int] = []
         for i in range(0 if walk.blind() else len(cands)):
+            walk.visit(i)
             root = None
             if walk.needs_root(i):
                 res = walk.resolve(i)
@@ -198,6 +201,7 @@ class GroupByConversation(Operator):
         roots: list[str] = []
         seen: set[str] = set()
         for i in range(0 if walk.blind() else len(cands)):
+            walk.visit(i)
             res = walk.resolve(i)
             if res is None:
                 break
