@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from recallql.engine.analyzer import BUILTIN_FIELDS
-from recallql.engine.lineage import LineageResolver
+from recallql.engine.lineage import DEFAULT_MAX_STEPS, LineageResolver
 from recallql.engine.models import Result
 from recallql.grammar import nodes as n
 from recallql.grammar import statements as s
@@ -110,8 +110,8 @@ def _show_lineage(db: Any, stmt: s.ShowLineage, now_ts: float) -> tuple:
     return cols, records, None
 
 
-#: SHOW LINEAGE lists at most this many sessions (the chain's first links).
-LINEAGE_SHOW_STEPS = 10_000
+#: SHOW LINEAGE lists at most this many sessions: a chain of `DEFAULT_MAX_STEPS` links in full.
+LINEAGE_SHOW_STEPS = DEFAULT_MAX_STEPS + 1
 
 
 def _lineage_record(depth: int, row: Any, verdict: Any, resolver: LineageResolver
