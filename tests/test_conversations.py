@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_conversations_support import connect, query, rows, run, session
+from test_conversations_support import T0, connect, query, rows, run, session, text
 
 from recallql import QuerySemanticError
+from recallql.engine.messages import message_item
 from recallql.engine.reasons import Reason
 
 
@@ -274,3 +275,21 @@ def test_show_lineage_prints_each_edge_verdict(db, sid, expected):
 def test_show_lineage_of_an_unknown_session_is_a_clear_error(db):
     with pytest.raises(QuerySemanticError, match="no session 'nobody'"):
         db.execute("SHOW LINEAGE 'nobody'")
+
+
+def test_the_walk_orders_deeper_heads_as_it_goes(db):
+    """301 candidates: the walk orders the best 64, then 256, then all, without losing its place."""
+    db.sessions.create("big", "agent-1")
+    db.sessions.create("small", "agent-1")
+    items = [message_item("big", i + 1, i + 1, "user", text(2 + i % 4), T0, True, False)
+             for i in range(300)]
+    items.append(message_item("small", 301, 1, "user", text(1), T0, True, False))
+    db.ingest("messages", items)
+    result = db.execute("SEARCH messages MATCHING 'alpha' USING LEXICAL WITHOUT RECENCY "
+                        "FUSE RRF (k = 60, window = 400) GROUP BY CONVERSATION LIMIT 2")
+    assert rows(result) == [("big", "big"), ("small", "small")]
+    stats = result.stats["conversation"]
+    assert (stats["candidates"], stats["scanned"], stats["kept"]) == (301, 301, 2)
+    best = db.execute("SEARCH messages MATCHING 'alpha' USING LEXICAL WITHOUT RECENCY "
+                      "FUSE RRF (k = 60, window = 400) LIMIT 1").rows[0]
+    assert result.rows[0].id == best.id

@@ -16,6 +16,7 @@ live context and both operators return no rows (fail closed).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ from recallql.engine.candidates import Candidates
 from recallql.engine.lineage import LineageResolver, Resolution, ResolutionStatus
 from recallql.engine.live_context import SHOWN_END_REASONS, LiveContext
 from recallql.engine.operators.base import ExecutionContext, Operator
-from recallql.engine.operators.topk import ordered
+from recallql.engine.ordering import total_order
 from recallql.engine.reasons import Reason
 
 
@@ -43,17 +44,53 @@ class _Tally:
 
 
 class _Walk:
-    """A statement's per-hit lineage decisions over candidates in the total order."""
+    """A statement's per-hit lineage decisions over candidates in the total order.
 
-    def __init__(self, ctx: ExecutionContext, cands: Candidates) -> None:
+    The order is built lazily: first only the head that can hold `need` rows (rows whose score
+    reaches the `first`-th best, ties kept), then four times deeper whenever the walk runs past
+    it. Each deeper order starts with the previous one (score is the first key of the total
+    order), so walk positions stay valid. Positions `j` index `order`, `session_ids` and
+    `compacted`; `order[j]` indexes the input candidates.
+    """
+
+    def __init__(self, ctx: ExecutionContext, cands: Candidates, need: int) -> None:
         self.ctx = ctx
         self.cands = cands
         self.resolver: LineageResolver = ctx.services["resolver"]
         self.live: LiveContext | None = ctx.services.get("live_context")
-        snap = ctx.snapshot
-        self.session_ids = [s or "" for s in snap.values("session_id", cands.rowid)]
-        self.compacted = [bool(c) for c in snap.values("compacted", cands.rowid)]
         self.tally = _Tally(candidates=len(cands))
+        self._score = cands.score()
+        self._depth = max(4 * need, 64) if need else len(cands)
+        self.order: list[int] = []
+        self.session_ids: list[str] = []
+        self.compacted: list[bool] = []
+
+    def positions(self) -> Iterator[int]:
+        """Walk positions 0, 1, … in the total order, deepening the order as needed."""
+        j = 0
+        while j < len(self.order) or self._deepen():
+            yield j
+            j += 1
+
+    def _deepen(self) -> bool:
+        """Order the next, deeper head; False when every candidate has been ordered."""
+        done, m = len(self.order), len(self.cands)
+        if done == m:
+            return False
+        snap = self.ctx.snapshot
+        need = None if self._depth >= m else self._depth
+        order = total_order(self.cands, self._score, snap.doc_ids, snap.positions, snap.id_rank,
+                            need)[done:].tolist()
+        self._depth *= 4
+        rowids = self.cands.rowid[order]
+        self.order += order
+        self.session_ids += [s or "" for s in snap.values("session_id", rowids)]
+        self.compacted += [bool(c) for c in snap.values("compacted", rowids)]
+        return len(self.order) > done
+
+    def take(self, keep: list[int]) -> Candidates:
+        """The input candidates at walk positions `keep`, in that order."""
+        return self.cands.take(np.asarray([self.order[j] for j in keep], dtype=np.int64))
 
     def visit(self, i: int) -> None:
         """Count hit `i` as walked."""
@@ -147,10 +184,9 @@ class LiveContextFilter(Operator):
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
         if ctx.services.get("live_context") is None:
             return inputs[0]
-        cands = ordered(ctx, inputs[0])
-        walk = _Walk(ctx, cands)
+        walk = _Walk(ctx, inputs[0], self.need)
         keep: list[int] = []
-        for i in range(0 if walk.blind() else len(cands)):
+        for i in () if walk.blind() else walk.positions():
             walk.visit(i)
             root = None
             if walk.needs_root(i):
@@ -166,7 +202,7 @@ class LiveContextFilter(Operator):
                 break
         walk.tally.kept = len(keep)
         walk.record("live_context", self.need)
-        return cands.take(np.asarray(keep, dtype=np.int64))
+        return walk.take(keep)
 
 
 @dataclass(frozen=True, eq=False)
@@ -195,12 +231,11 @@ class GroupByConversation(Operator):
         return {"key": "conversation_root", "budget": self.budget}
 
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
-        cands = ordered(ctx, inputs[0])
-        walk = _Walk(ctx, cands)
+        walk = _Walk(ctx, inputs[0], self.need)
         keep: list[int] = []
         roots: list[str] = []
         seen: set[str] = set()
-        for i in range(0 if walk.blind() else len(cands)):
+        for i in () if walk.blind() else walk.positions():
             walk.visit(i)
             res = walk.resolve(i)
             if res is None:
@@ -217,7 +252,7 @@ class GroupByConversation(Operator):
                     break
         walk.tally.kept = len(keep)
         walk.record("conversation", self.need)
-        out = cands.take(np.asarray(keep, dtype=np.int64))
+        out = walk.take(keep)
         anchors = [walk.session_ids[i] for i in keep]
         details = {**out.details, "lineage_root": roots, "lineage_anchor": anchors}
         return Candidates(out.rowid, out.lex_rank, out.sem_rank, out.bm25, out.cosine, out.parts,
