@@ -249,12 +249,20 @@ class Database:
         """A consistent read view of the metadata store (sessions, signals)."""
         return self.store.meta.read_transaction()
 
-    def import_hermes(self, path: str | os.PathLike) -> ImportReport:
+    def import_hermes(self, path: str | os.PathLike,
+                      progress: Callable[[int, int], None] | None = None,
+                      batch_size: int = 2000) -> ImportReport:
         """Import a Hermes Agent `state.db` (read-only; never written) into sessions and
-        messages. Re-importing the same file adds nothing twice. See `recallql.engine.importer`."""
+        messages. Re-importing the same file adds nothing twice. `progress(done, total)` is
+        called with message items written (a progress-bar hook); each batch of about
+        `batch_size` messages (whole sessions) is all-or-nothing. See `recallql.engine.importer`.
+
+        Raises:
+            HermesFormatError: not a Hermes store. HermesStoreBusy: it kept changing.
+        """
         from recallql.engine.importer import import_hermes
 
-        return import_hermes(self, path)
+        return import_hermes(self, path, progress=progress, batch_size=batch_size)
 
     def close(self) -> None:
         """Close the database (releases the writer lock)."""

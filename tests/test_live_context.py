@@ -124,12 +124,21 @@ def test_unresolved_current_hides_only_its_own_id(current, reason):
     assert ctx.is_hidden(row(current), None, compacted=0)
 
 
-def test_budget_exhausted_current_hides_only_its_own_id():
+def test_current_lineage_costs_no_budget_within_the_step_bound():
     rows = [row("root", reason="compression"), row("mid", "root", "compression"),
             row("tip", "mid")]
-    resolver = LineageResolver(Store(rows), budget=2)
+    resolver = LineageResolver(Store(rows), budget=0)
     ctx = LiveContext.build("tip", resolver)
-    assert ctx.resolution.status is ResolutionStatus.BUDGET_EXHAUSTED
+    assert (ctx.current_root, ctx.exhausted) == ("root", False)
+    assert (resolver.stats.fetches, resolver.stats.chain_fetches) == (0, 3)
+
+
+def test_current_lineage_beyond_the_step_bound_is_exhausted():
+    rows = [row("root", reason="compression"), row("mid", "root", "compression"),
+            row("tip", "mid")]
+    resolver = LineageResolver(Store(rows), budget=0)
+    ctx = LiveContext.build("tip", resolver, max_steps=0)
+    assert ctx.resolution.status is ResolutionStatus.BUDGET_EXHAUSTED and ctx.exhausted
     assert ctx.is_live("tip", None) and not ctx.is_live("mid", "root")
 
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from recallql.engine.analyzer import BUILTIN_FIELDS
-from recallql.engine.lineage import LineageResolver
+from recallql.engine.lineage import DEFAULT_MAX_STEPS, LineageResolver
 from recallql.engine.models import Result
 from recallql.grammar import nodes as n
 from recallql.grammar import statements as s
@@ -97,21 +97,33 @@ def _show_session(db: Any, stmt: s.ShowSession, now_ts: float) -> tuple:
 
 
 def _show_lineage(db: Any, stmt: s.ShowLineage, now_ts: float) -> tuple:
+    """The session's parent links upward, one record per session: its edge verdict to its parent
+    (continuation / branch / delegate / tool / reset / not_compression / missing / cycle / root)
+    and the conversation it belongs to (`conversation_root`, or `unresolved: <reason>`)."""
     with db.read_transaction() as conn:
-        resolver = LineageResolver(db.sessions.fetcher(conn))
-        chain = resolver.chain(_session_id(stmt))
-    if chain and chain[0][0] is None:
-        raise QuerySemanticError(f"no session '{_session_id(stmt)}'", text=stmt.source,
-                                 span=tuple(stmt.session.span))
-    records = []
-    for depth, (row, verdict) in enumerate(chain):
-        records.append({"depth": depth, "session_id": row.id if row else None,
-                        "parent_session_id": row.parent_session_id if row else None,
-                        "source": row.source if row else None,
-                        "end_reason": row.end_reason if row else None,
-                        "edge": str(verdict)})
-    cols = ["depth", "session_id", "parent_session_id", "source", "end_reason", "edge"]
+        resolver = LineageResolver(db.sessions.fetcher(conn), budget=LINEAGE_SHOW_STEPS + 2)
+        chain = resolver.chain(_session_id(stmt), max_steps=LINEAGE_SHOW_STEPS)
+        if chain and chain[0][0] is None:
+            raise QuerySemanticError(f"no session '{_session_id(stmt)}'", text=stmt.source,
+                                     span=tuple(stmt.session.span))
+        records = [_lineage_record(depth, row, verdict, resolver)
+                   for depth, (row, verdict) in enumerate(chain)]
+    cols = ["depth", "session_id", "parent_session_id", "source", "end_reason", "edge",
+            "conversation_root"]
     return cols, records, None
+
+
+#: SHOW LINEAGE lists at most this many sessions: a chain of `DEFAULT_MAX_STEPS` links in full.
+LINEAGE_SHOW_STEPS = DEFAULT_MAX_STEPS + 1
+
+
+def _lineage_record(depth: int, row: Any, verdict: Any, resolver: LineageResolver
+                    ) -> dict[str, Any]:
+    res = resolver.resolve(row.id)  # rows are cached by the chain walk: no further reads
+    root = res.root if res.resolved else f"unresolved: {res.reason or res.status}"
+    return {"depth": depth, "session_id": row.id, "parent_session_id": row.parent_session_id,
+            "source": row.source, "end_reason": row.end_reason, "edge": str(verdict),
+            "conversation_root": root}
 
 
 _HANDLERS: dict[type, Callable[..., tuple]] = {

@@ -11,8 +11,15 @@ wording:
 - A live hit is *hidden* unless its session ended by compression or by a fresh reset
   (``new_session``, ``session_reset``, ``session_switch``, ``idle``, ``daily``, ``suspended``,
   ``resume_pending_expired``), or the message is compacted.
-- An unresolved current session hides only its own id. (A current session whose resolution ran
-  out of budget is treated the same way; the statement is truncated anyway.)
+- An unresolved current session hides only its own id.
+
+The current session's own lineage is read first with :meth:`LineageResolver.chain` (parent links
+of any kind, bounded by ``max_steps`` links, outside the budget B); its resolution then runs on
+the cached rows and costs no budget unless the chain is longer than the step bound. The budget
+therefore governs the ranked scan of the hits, as SPEC §6 describes it. When the current
+session's resolution still runs out of budget (a chain longer than ``max_steps``), its
+conversation is unknown: the scan operators fail closed (no rows, ``truncated``), see
+:attr:`LiveContext.exhausted`.
 - Rewound messages (``active=0, compacted=0``) are never searchable (:func:`is_searchable`).
 
 How a hidden hit lets a later hit of the same session serve is the grouping operator's business;
@@ -30,6 +37,7 @@ from recallql.engine.lineage import (
     FRESH_RESET_REASONS,
     LineageResolver,
     Resolution,
+    ResolutionStatus,
     SessionRow,
 )
 
@@ -71,20 +79,27 @@ class LiveContext:
         """Resolve the current session and collect its generic ancestors.
 
         Uses the statement's resolver, so rows read here are cached for the hits' resolutions.
-        The current session's resolution counts against the budget; the ancestor walk
-        (:meth:`LineageResolver.chain`) is bounded by ``max_steps`` instead.
+        The ancestor walk (:meth:`LineageResolver.chain`, bounded by ``max_steps``, outside the
+        budget) runs first; the current session's resolution then reads cached rows, so it
+        costs budget only beyond ``max_steps`` links.
 
         Args:
             current_id: The ``FOR SESSION`` session id.
             resolver: The statement's resolver.
             max_steps: Bound on the ancestor walk (parent links followed).
         """
+        links = resolver.chain(current_id, max_steps=max_steps + 1)
         resolution = resolver.resolve(current_id)
         if not resolution.resolved:
             return cls(current_id, resolution, None, frozenset())
-        links = resolver.chain(current_id, max_steps=max_steps + 1)
         ancestors = frozenset(row.id for row, _ in links[1:] if row is not None)
         return cls(current_id, resolution, resolution.root, ancestors)
+
+    @property
+    def exhausted(self) -> bool:
+        """True when the current session's resolution ran out of budget (conversation unknown:
+        no hit can be proven outside the live context, so scans return nothing)."""
+        return self.resolution.status is ResolutionStatus.BUDGET_EXHAUSTED
 
     def is_live(self, session_id: str, root: str | None) -> bool:
         """Whether a hit of ``session_id`` is in the live context.

@@ -15,8 +15,6 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-
 from recallql.engine.sessions import SessionError, SessionNotFound, to_epoch
 
 COLLECTION = "messages"
@@ -68,16 +66,47 @@ class Messages:
                                                   when, active, compacted)])
         return message_id
 
-    def next_ids(self, session_id: str, count: int = 1) -> tuple[int, int]:
-        """The next free message id in the database and the next seq in `session_id`."""
+    def next_ids(self, session_id: str) -> tuple[int, int]:
+        """The next free message id in the database and the next seq in `session_id`.
+
+        Vectorised over the snapshot's in-memory columns (no per-row Python work), so an append
+        costs O(n) numpy work rather than O(n) Python objects. Message ids of replaced rows
+        are never reused.
+
+        Args:
+            session_id: the session the next message goes to.
+
+        Returns:
+            ``(message_id, seq)``: 1 + the largest message id ever stored, and 1 + the largest
+            seq among the session's live messages (1 for an empty session).
+        """
         snap = self._db.snapshot(COLLECTION)
-        if snap.size == 0:
-            return 1, 1
-        rows = np.flatnonzero(snap.live)
-        ids = [v for v in snap.values("message_id", rows) if v is not None]
-        sessions = snap.values("session_id", rows)
-        seq = sum(1 for s in sessions if s == session_id)
-        return (max(ids) + 1 if ids else 1), seq + 1
+        return next_message_id(snap), next_seq(snap, session_id)
+
+
+def next_message_id(snap: Any) -> int:
+    """1 + the largest `message_id` in any row of the snapshot (live or replaced), or 1."""
+    if snap.size == 0:
+        return 1
+    column = snap.column("message_id")
+    present = column.present(snap.size)
+    if not present.any():
+        return 1
+    return int(column.values(snap.size)[present].max()) + 1
+
+
+def next_seq(snap: Any, session_id: str) -> int:
+    """1 + the largest `seq` among the live messages of `session_id`, or 1."""
+    if snap.size == 0:
+        return 1
+    sessions = snap.column("session_id")
+    code = sessions.pool.index.get(session_id)
+    if code is None:
+        return 1
+    rows = (sessions.codes(snap.size) == code) & snap.live
+    seq = snap.column("seq")
+    rows &= seq.present(snap.size)
+    return int(seq.values(snap.size)[rows].max()) + 1 if rows.any() else 1
 
 
 def message_item(session_id: str, message_id: int, seq: int, role: str, content: str,

@@ -4,13 +4,17 @@ The tree, root first, for a hybrid SEARCH with every clause:
 
     TopK
       GroupByDocument | GroupByConversation        (GROUP BY)
-        RecencyBoost                               (default on; WITHOUT RECENCY drops it)
-          SignalBoost                              (RETRIEVE default; WITH SIGNAL BOOST)
-            SessionBoost                           (FOR SESSION)
-              LiveContextFilter                    (FOR SESSION on messages)
+        LiveContextFilter                          (FOR SESSION on messages, unless GROUP BY
+                                                    CONVERSATION, which applies it itself)
+          RecencyBoost                             (default on; WITHOUT RECENCY drops it)
+            SignalBoost                            (RETRIEVE default; WITH SIGNAL BOOST)
+              SessionBoost                         (FOR SESSION)
                 RrfFusion: k
                   LexicalScan                      (text with terms; USING HYBRID | LEXICAL)
                   SemanticScan                     (embedder or NEAR; USING HYBRID | SEMANTIC)
+
+The live-context filter sees final scores, so when the lineage budget stops it, what it returns
+is a prefix of the order the user sees (SPEC §6).
 
 Each leg's window is `N = max(offset + limit, window)`; filters are pushed into both legs.
 """
@@ -64,8 +68,6 @@ def plan(
     else:
         legs, terms = _legs(spec, analyze, can_embed, n, notices)
         node = RrfFusion(k=spec.k, children=tuple(legs))
-    if spec.session_id is not None and messages and spec.group_by != "conversation":
-        node = LiveContextFilter(child=node, session_id=spec.session_id)
     if spec.session_id is not None and spec.session_boost is not None:
         kw, vel, ent = spec.session_boost
         node = SessionBoost(child=node, session_id=spec.session_id, keywords=kw, velocity=vel,
@@ -77,6 +79,9 @@ def plan(
         node = RecencyBoost(child=node, weight=r.weight, half_life_days=r.half_life_days,
                             field=r.field, shape=r.shape)
     need = spec.offset + spec.limit
+    if spec.session_id is not None and messages and spec.group_by != "conversation":
+        node = LiveContextFilter(child=node, session_id=spec.session_id,
+                                 need=0 if spec.group_by else need)
     if spec.group_by == "document":
         node = GroupByDocument(child=node, need=need)
     elif spec.group_by == "conversation":

@@ -1,65 +1,177 @@
 """Conversation operators on `messages` (SPEC §6): live-context hiding and GROUP BY CONVERSATION.
 
-Both read the hits' sessions through the statement's `LineageResolver` (one per statement, with
-its memo and budget) and, under `FOR SESSION`, its `LiveContext`. Both are built lazily by the
-engine and reached through `ctx.services`:
+Both walk their input in the total order (SPEC §4.7) and decide each hit's fate through the
+statement's `LineageResolver` (one per executed plan, with its memo and budget) and, under
+`FOR SESSION`, its `LiveContext`. The engine builds both and passes them in `ctx.services`:
 
-- `ctx.services["resolver"]`: the statement's `LineageResolver`;
-- `ctx.services["live_context"]`: a `LiveContext` for the FOR SESSION session, or None.
+- `ctx.services["resolver"]`: the `LineageResolver`;
+- `ctx.services["live_context"]`: the `LiveContext` of the FOR SESSION session, or absent.
+
+Both sit above the boosts (final scores) and below grouping/TopK, so "a safe ranked prefix" is a
+prefix of the order the user sees. A resolution that runs out of budget stops the walk: the rows
+decided so far are returned, `ctx.truncated` is set and `LINEAGE_BUDGET_TRUNCATED` is noticed.
+When the current session's own resolution ran out of budget, nothing can be proven outside its
+live context and both operators return no rows (fail closed).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from recallql.engine.candidates import Candidates
-from recallql.engine.lineage import LineageResolver, ResolutionStatus
-from recallql.engine.live_context import LiveContext
+from recallql.engine.lineage import LineageResolver, Resolution, ResolutionStatus
+from recallql.engine.live_context import SHOWN_END_REASONS, LiveContext
 from recallql.engine.operators.base import ExecutionContext, Operator
-from recallql.engine.operators.topk import ordered
+from recallql.engine.ordering import total_order
 from recallql.engine.reasons import Reason
 
 
-@dataclass
-class _Hit:
-    """A message hit's lineage facts, looked up once."""
+@dataclass(slots=True)
+class _Tally:
+    """What one walk saw (printed under `conversation` / `live_context` in the stats)."""
 
-    session_id: str
-    active: bool
-    compacted: bool
-
-
-def _hits(ctx: ExecutionContext, rowids: np.ndarray) -> list[_Hit]:
-    snap = ctx.snapshot
-    sessions = snap.values("session_id", rowids)
-    active = snap.values("active", rowids)
-    compacted = snap.values("compacted", rowids)
-    return [_Hit(s or "", a is not False, bool(c))
-            for s, a, c in zip(sessions, active, compacted, strict=True)]
+    candidates: int
+    scanned: int = 0
+    sessions: set[str] = field(default_factory=set)
+    kept: int = 0
+    dropped: int = 0
+    hidden: int = 0
+    budget_hit: bool = False
 
 
-def _hidden(live: LiveContext | None, resolver: LineageResolver, hit: _Hit, root: str | None
-            ) -> bool:
-    if live is None:
+class _Walk:
+    """A statement's per-hit lineage decisions over candidates in the total order.
+
+    The order is built lazily: first only the head that can hold `need` rows (rows whose score
+    reaches the `first`-th best, ties kept), then four times deeper whenever the walk runs past
+    it. Each deeper order starts with the previous one (score is the first key of the total
+    order), so walk positions stay valid. Positions `j` index `order`, `session_ids` and
+    `compacted`; `order[j]` indexes the input candidates.
+    """
+
+    def __init__(self, ctx: ExecutionContext, cands: Candidates, need: int) -> None:
+        self.ctx = ctx
+        self.cands = cands
+        self.resolver: LineageResolver = ctx.services["resolver"]
+        self.live: LiveContext | None = ctx.services.get("live_context")
+        self.tally = _Tally(candidates=len(cands))
+        self._score = cands.score()
+        self._depth = max(4 * need, 64) if need else len(cands)
+        self.order: list[int] = []
+        self.session_ids: list[str] = []
+        self.compacted: list[bool] = []
+
+    def positions(self) -> Iterator[int]:
+        """Walk positions 0, 1, … in the total order, deepening the order as needed."""
+        j = 0
+        while j < len(self.order) or self._deepen():
+            yield j
+            j += 1
+
+    def _deepen(self) -> bool:
+        """Order the next, deeper head; False when every candidate has been ordered."""
+        done, m = len(self.order), len(self.cands)
+        if done == m:
+            return False
+        snap = self.ctx.snapshot
+        need = None if self._depth >= m else self._depth
+        order = total_order(self.cands, self._score, snap.doc_ids, snap.positions, snap.id_rank,
+                            need)[done:].tolist()
+        self._depth *= 4
+        rowids = self.cands.rowid[order]
+        self.order += order
+        self.session_ids += [s or "" for s in snap.values("session_id", rowids)]
+        self.compacted += [bool(c) for c in snap.values("compacted", rowids)]
+        return len(self.order) > done
+
+    def take(self, keep: list[int]) -> Candidates:
+        """The input candidates at walk positions `keep`, in that order."""
+        return self.cands.take(np.asarray([self.order[j] for j in keep], dtype=np.int64))
+
+    def visit(self, i: int) -> None:
+        """Count hit `i` as walked."""
+        self.tally.scanned += 1
+        self.tally.sessions.add(self.session_ids[i])
+
+    def resolve(self, i: int) -> Resolution | None:
+        """The hit's resolution; None (and the walk must stop) when the budget ran out."""
+        res = self.resolver.resolve(self.session_ids[i])
+        if res.status is ResolutionStatus.BUDGET_EXHAUSTED:
+            self.stop_for_budget()
+            return None
+        return res
+
+    def hidden(self, i: int, root: str | None) -> bool:
+        """Whether hit `i` is still in the current session's live context (SPEC §6)."""
+        live = self.live
+        if live is None or self.compacted[i]:
+            return False
+        row = self.resolver.row(self.session_ids[i])
+        if row is None:  # no session row: only the current id itself can be live
+            return live.is_live(self.session_ids[i], None)
+        return live.is_hidden(row, root, compacted=False)
+
+    def needs_root(self, i: int) -> bool:
+        """Whether the live-context decision for hit `i` depends on its conversation root."""
+        live = self.live
+        if live is None or self.compacted[i] or live.current_root is None:
+            return False
+        row = self.resolver.row(self.session_ids[i])
+        return row is None or row.end_reason not in SHOWN_END_REASONS
+
+    def blind(self) -> bool:
+        """True (and the statement truncated) when the current conversation is unknown."""
+        if self.live is not None and self.live.exhausted:
+            self.stop_for_budget()
+            return True
         return False
-    row = resolver.row(hit.session_id)
-    if row is None:
-        return hit.session_id == live.current_id
-    return live.is_hidden(row, root, compacted=hit.compacted)
+
+    def stop_for_budget(self) -> None:
+        ctx = self.ctx
+        self.tally.budget_hit = True
+        ctx.truncated = True
+        ctx.notice(Reason.LINEAGE_BUDGET_TRUNCATED,
+                   f"lineage budget of {self.resolver.stats.budget} session-row fetches ran out; "
+                   "the result is a safe ranked prefix (raise it with GROUP BY CONVERSATION "
+                   "(budget = n))")
+
+    def record(self, key: str, need: int) -> None:
+        """Put the tally, the resolver's stats and the statement notices into `ctx`."""
+        t, ctx = self.tally, self.ctx
+        if t.dropped:
+            ctx.notice(Reason.LINEAGE_UNRESOLVED_DROPPED,
+                       f"{t.dropped} hit(s) dropped: their session's lineage has a cycle or a "
+                       "missing session row")
+        if t.hidden and self.live is not None:
+            ctx.notice(Reason.LIVE_CONTEXT_HIDDEN,
+                       f"{t.hidden} hit(s) hidden: still in the live context of session "
+                       f"'{self.live.current_id}'")
+        if need and t.kept < need and not ctx.truncated:
+            ctx.stats["underfilled"] = True
+        ctx.stats[key] = {
+            "candidates": t.candidates, "scanned": t.scanned, "sessions": len(t.sessions),
+            "kept": t.kept, "unresolved_dropped": t.dropped, "live_hidden": t.hidden,
+            "budget_hit": t.budget_hit, "lineage": self.resolver.stats.describe(),
+        }
 
 
 @dataclass(frozen=True, eq=False)
 class LiveContextFilter(Operator):
-    """Hide hits still in the FOR SESSION session's live context (no grouping).
+    """Hide hits still in the FOR SESSION session's live context (no conversation grouping).
 
-    A hidden hit is removed; later hits of the same session still serve.
+    Walks the hits in the total order and removes hidden ones; later hits of the same session
+    still serve. A hit's lineage is resolved only when its visibility depends on it. Stops once
+    `need` rows are kept (`need = 0`: walk everything, e.g. under GROUP BY DOCUMENT) or when the
+    lineage budget runs out (a safe ranked prefix, `truncated`). Output is in the total order.
     """
 
     child: Operator
     session_id: str
+    need: int = 0
     name = "LiveContextFilter"
 
     @property
@@ -70,21 +182,27 @@ class LiveContextFilter(Operator):
         return {"session": self.session_id}
 
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
-        cands: Candidates = inputs[0]
-        live: LiveContext | None = ctx.services.get("live_context")
-        if live is None:
-            return cands
-        resolver: LineageResolver = ctx.services["resolver"]
-        keep = []
-        for hit in _hits(ctx, cands.rowid):
-            res = resolver.resolve(hit.session_id) if hit.session_id else None
-            root = res.root if res is not None and res.resolved else None
-            keep.append(not _hidden(live, resolver, hit, root))
-        hidden = len(keep) - sum(keep)
-        ctx.stats["live_context_hidden"] = hidden
-        if hidden and sum(keep) < len(keep):
-            ctx.stats["underfilled"] = True
-        return cands.take(np.asarray(keep, dtype=bool))
+        if ctx.services.get("live_context") is None:
+            return inputs[0]
+        walk = _Walk(ctx, inputs[0], self.need)
+        keep: list[int] = []
+        for i in () if walk.blind() else walk.positions():
+            walk.visit(i)
+            root = None
+            if walk.needs_root(i):
+                res = walk.resolve(i)
+                if res is None:
+                    break
+                root = res.root
+            if walk.hidden(i, root):
+                walk.tally.hidden += 1
+                continue
+            keep.append(i)
+            if len(keep) == self.need:
+                break
+        walk.tally.kept = len(keep)
+        walk.record("live_context", self.need)
+        return walk.take(keep)
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,10 +210,12 @@ class GroupByConversation(Operator):
     """One row per conversation, ranked by its best displayable hit (SPEC §6).
 
     Walks hits in the total order; resolves each hit's session to its conversation root (fail
-    closed: unresolved hits are dropped and counted); skips hits hidden by the live context;
-    keeps the first hit of each root, with its own `session_id` and the root as
-    `conversation_root`. Stops once `need` conversations are found (they are final: later hits
-    rank lower), or when the lineage budget runs out (a safe ranked prefix, `truncated`).
+    closed: unresolved hits are dropped and counted); skips hits hidden by the live context (a
+    later hit of the same conversation may then serve, at its own rank); keeps the first hit of
+    each root, with its own `session_id` and the root as `conversation_root`. Stops once `need`
+    conversations are found (they are final: later hits rank lower), or when the lineage budget
+    runs out (a safe ranked prefix, `truncated`). Adds the details `lineage_root` and
+    `lineage_anchor` (the hit's session) for the `LINEAGE(root=…, anchor=…)` reason.
     """
 
     child: Operator
@@ -111,53 +231,29 @@ class GroupByConversation(Operator):
         return {"key": "conversation_root", "budget": self.budget}
 
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
-        cands = ordered(ctx, inputs[0])
-        resolver: LineageResolver = ctx.services["resolver"]
-        live: LiveContext | None = ctx.services.get("live_context")
+        walk = _Walk(ctx, inputs[0], self.need)
         keep: list[int] = []
         roots: list[str] = []
-        anchors: list[str] = []
         seen: set[str] = set()
-        dropped = hidden = 0
-        for i, hit in enumerate(_hits(ctx, cands.rowid)):
-            res = resolver.resolve(hit.session_id)
-            if res.status is ResolutionStatus.BUDGET_EXHAUSTED:
-                ctx.truncated = True
-                ctx.notice(Reason.LINEAGE_BUDGET_TRUNCATED,
-                           f"lineage budget of {self.budget} session fetches ran out; the "
-                           "result is a safe ranked prefix (raise it with GROUP BY "
-                           "CONVERSATION (budget = n))")
+        for i in () if walk.blind() else walk.positions():
+            walk.visit(i)
+            res = walk.resolve(i)
+            if res is None:
                 break
             if not res.resolved:
-                dropped += 1
-                continue
-            if _hidden(live, resolver, hit, res.root):
-                hidden += 1
-                continue
-            if res.root in seen:
-                continue
-            seen.add(res.root)
-            keep.append(i)
-            roots.append(res.root)
-            anchors.append(hit.session_id)
-            if len(keep) >= self.need:
-                break
-        self._record(ctx, cands, keep, dropped, hidden, resolver)
-        out = cands.take(np.asarray(keep, dtype=np.int64))
+                walk.tally.dropped += 1
+            elif walk.hidden(i, res.root):
+                walk.tally.hidden += 1
+            elif res.root not in seen:
+                seen.add(res.root)
+                keep.append(i)
+                roots.append(res.root)
+                if len(keep) >= self.need:
+                    break
+        walk.tally.kept = len(keep)
+        walk.record("conversation", self.need)
+        out = walk.take(keep)
+        anchors = [walk.session_ids[i] for i in keep]
+        details = {**out.details, "lineage_root": roots, "lineage_anchor": anchors}
         return Candidates(out.rowid, out.lex_rank, out.sem_rank, out.bm25, out.cosine, out.parts,
-                          {**out.details, "lineage_root": roots, "lineage_anchor": anchors},
-                          out.legs)
-
-    def _record(self, ctx: ExecutionContext, cands: Candidates, keep: list[int], dropped: int,
-                hidden: int, resolver: LineageResolver) -> None:
-        if dropped:
-            ctx.notice(Reason.LINEAGE_UNRESOLVED_DROPPED,
-                       f"{dropped} hit(s) dropped: their session's lineage has a cycle or a "
-                       "missing row")
-        if len(keep) < self.need and not ctx.truncated:
-            ctx.stats["underfilled"] = True
-        ctx.stats["conversation"] = {
-            "candidates": len(cands), "conversations": len(keep),
-            "unresolved_dropped": dropped, "live_hidden": hidden,
-            **resolver.stats.describe(),
-        }
+                          details, out.legs)

@@ -1,0 +1,91 @@
+"""`db.messages.append` and the `messages` collection (SPEC §2 Message, §8)."""
+
+from __future__ import annotations
+
+import pytest
+from test_conversations_support import T0, connect, session
+
+from recallql.engine.sessions import SessionError, SessionNotFound
+
+
+@pytest.fixture
+def db():
+    database = connect()
+    yield database
+    database.close()
+
+
+def stored(db, message_id: int) -> dict:
+    snap = db.snapshot("messages")
+    (row,) = [r for r in snap.fetch(range(snap.size)) if r["message_id"] == message_id]
+    return row
+
+
+def test_append_numbers_messages_and_orders_them_per_session(db):
+    db.sessions.create("a", "agent-1")
+    db.sessions.create("b", "agent-1")
+    ids = [db.messages.append(s, "user", f"m{i}", at=T0 + i) for i, s in enumerate("abab")]
+    assert ids == [1, 2, 3, 4]
+    assert [stored(db, i)["seq"] for i in ids] == [1, 1, 2, 2]
+    row = stored(db, 3)
+    assert {k: row[k] for k in ("id", "doc_id", "session_id", "role", "content", "active",
+                                "compacted", "created_at")} == {
+        "id": "msg:3", "doc_id": "session:a", "session_id": "a", "role": "user",
+        "content": "m2", "active": True, "compacted": False, "created_at": T0 + 2}
+
+
+def test_appending_after_an_import_continues_ids_and_seq(db):
+    db.ingest("messages", [{"id": "hermes:a:7", "content": "x", "session_id": "a",
+                            "message_id": 40, "seq": 9, "active": True, "compacted": False}])
+    db.sessions.create("a", "agent-1")
+    assert db.messages.append("a", "user", "next") == 41
+    assert stored(db, 41)["seq"] == 10
+
+
+@pytest.mark.parametrize(("setup", "args", "error", "match"), [
+    (None, ("nobody", "user", "x"), SessionNotFound, "no session 'nobody'"),
+    ("closed", ("s", "user", "x"), SessionError, "it is closed"),
+    ("open", ("s", "", "x"), SessionError, "role must be a non-empty string"),
+    ("open", ("s", "user", 42), SessionError, "content must be a string"),
+], ids=["unknown-session", "closed-session", "empty-role", "non-text-content"])
+def test_append_rejects_mistakes_and_writes_nothing(db, setup, args, error, match):
+    if setup:
+        db.sessions.create("s", "agent-1")
+    if setup == "closed":
+        db.sessions.close("s")
+    with pytest.raises(error, match=match):
+        db.messages.append(*args)
+    assert db.snapshot("messages").size == 0
+
+
+def test_rewound_messages_are_never_searchable_anywhere(db):
+    session(db, "s", msgs=((5, False, False), (3, False, True), 1))
+    statements = [
+        "SEARCH messages MATCHING 'alpha' LIMIT 10",
+        "SEARCH messages MATCHING 'alpha' USING SEMANTIC LIMIT 10",
+        "SEARCH messages MATCHING 'alpha' GROUP BY DOCUMENT LIMIT 10",
+        "SEARCH messages MATCHING 'alpha' WHERE active = FALSE LIMIT 10",
+        "RETRIEVE 10 FROM messages",
+    ]
+    for statement in statements:
+        result = db.execute(statement)
+        assert all(not (r.fields["active"] is False and r.fields["compacted"] is False)
+                   for r in result.rows), statement
+    flags = {(r.fields["active"], r.fields["compacted"])
+             for r in db.execute("RETRIEVE 10 FROM messages").rows}
+    assert flags == {(False, True), (True, False)}
+
+
+def test_message_rows_carry_session_and_message_ids(db):
+    ids = session(db, "s", msgs=(2,))
+    (row,) = db.execute("SEARCH messages MATCHING 'alpha' LIMIT 5").rows
+    assert (row.session_id, row.message_id, row.conversation_root) == ("s", ids["s#0"], None)
+
+
+def test_group_by_document_under_for_session_lets_a_later_hit_serve(db):
+    ids = session(db, "cur", msgs=(5, (2, False, True)))
+    session(db, "other", msgs=(3,))
+    result = db.execute("SEARCH messages MATCHING 'alpha' USING LEXICAL FOR SESSION 'cur' "
+                        "WITHOUT RECENCY GROUP BY DOCUMENT LIMIT 5")
+    assert [(r.session_id, r.message_id) for r in result.rows] == [
+        ("other", 3), ("cur", ids["cur#1"])]
