@@ -187,6 +187,7 @@ def recover(state: CollectionState, committed: int) -> None:
     """Undo what an unfinished batch or merge left: tantivy documents of batches after
     `committed`, and segment files the manifest does not name."""
     state.text.rollback()
+    state.text.collect_garbage()
     if state.text.batches_after(committed):
         state.text.delete_batches_after(committed)
         state.text.commit()

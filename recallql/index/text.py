@@ -107,6 +107,16 @@ class TextIndex:
         self.writer.commit()
         self.index.reload()
 
+    def collect_garbage(self) -> None:
+        """Delete index files no commit refers to: what a killed writer left half-written.
+
+        Needed before the first commit after a crash: a killed writer may have written a
+        delete file (`<segment>.<opstamp>.del`) for a commit that never reached `meta.json`, and
+        the next writer, restarting from the last committed opstamp, would try to create the same
+        file name (tantivy: `FileAlreadyExists`).
+        """
+        self.writer.garbage_collect_files()
+
     def rollback(self) -> None:
         """Drop queued, uncommitted changes (no-op without a writer)."""
         if self._writer is not None:
