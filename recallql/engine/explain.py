@@ -22,6 +22,8 @@ from recallql.engine.operators.base import Operator
 from recallql.engine.reasons import Reason
 
 SCORE_PRECISION = 5
+#: Stats keys of the conversation operators, printed by EXPLAIN even without ANALYZE.
+LINEAGE_STATS = ("conversation", "live_context")
 
 
 def _age(days: float) -> str:
@@ -149,6 +151,11 @@ def render_text(explain: Explain) -> str:
         lines.append(f"warning: {notice.code.value}: {notice.message}")
     if explain.analyze and result.stats:
         lines.append("stats: " + " ".join(f"{k}={_value(v)}" for k, v in _flat(result.stats)))
+    else:  # lineage work is part of the plan's story: shown without ANALYZE too
+        for key in LINEAGE_STATS:
+            if key in result.stats:
+                pairs = _flat(result.stats[key], f"{key}.")
+                lines.append("stats: " + " ".join(f"{k}={_value(v)}" for k, v in pairs))
     for rank, row in enumerate(result.rows, start=1):
         extra = f"  session={row.session_id}" if row.session_id else ""
         lines.append(f"#{rank} {row.id}  score={row.score:.{SCORE_PRECISION}f}{extra}")
