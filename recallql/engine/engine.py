@@ -142,10 +142,7 @@ class QueryEngine:
             else:
                 ctx.session, snapshot = found
         if messages:
-            resolver = LineageResolver(sessions.fetcher(conn), spec.budget)
-            ctx.services["resolver"] = resolver
-            if spec.session_id is not None:
-                ctx.services["live_context"] = LiveContext.build(spec.session_id, resolver)
+            ctx.services["fetch"] = sessions.fetcher(conn)
         return ctx, snapshot
 
     def _run(self, spec: QuerySpec, ctx: ExecutionContext, snap: Any, can_embed: bool,
@@ -156,8 +153,8 @@ class QueryEngine:
             ctx.stats.clear()
             ctx.notices = {k: v for k, v in ctx.notices.items() if k is Reason.SESSION_NOT_FOUND}
             ctx.truncated = False
-            if "resolver" in ctx.services:  # a fresh memo and budget per attempt
-                self._reset_lineage(ctx, spec)
+            if "fetch" in ctx.services:  # a fresh memo and budget per attempt
+                _start_lineage(ctx, spec)
             out, stats = run(ran.root, ctx)
             legs_cut = any(v["rows"] >= v["window"] for v in ctx.stats.get("legs", {}).values())
             if not (ctx.stats.get("underfilled") and legs_cut and not ctx.truncated):
@@ -169,13 +166,6 @@ class QueryEngine:
                                "page may be short")
                 return ran, out, stats
             window = min(ran.window * 4, MAX_WINDOW)
-
-    def _reset_lineage(self, ctx: ExecutionContext, spec: QuerySpec) -> None:
-        old: LineageResolver = ctx.services["resolver"]
-        resolver = LineageResolver(old._fetch, spec.budget)  # noqa: SLF001 - same fetch
-        ctx.services["resolver"] = resolver
-        if spec.session_id is not None:
-            ctx.services["live_context"] = LiveContext.build(spec.session_id, resolver)
 
     def _embed_fn(self, collection: str, embedder: Any) -> Callable[[str], np.ndarray] | None:
         if embedder is None:
@@ -209,6 +199,15 @@ class QueryEngine:
             rows.append(Row(id=stored["id"], collection=info.name, score=float(score[i]),
                             fields=fields, reasons=row_reasons(cands, i), **extra))
         return rows
+
+
+def _start_lineage(ctx: ExecutionContext, spec: QuerySpec) -> None:
+    """A statement's lineage resolver (one memo and budget B) and, under FOR SESSION, the live
+    context, reading session rows through `ctx.services["fetch"]`."""
+    resolver = LineageResolver(ctx.services["fetch"], spec.budget)
+    ctx.services["resolver"] = resolver
+    if spec.session_id is not None:
+        ctx.services["live_context"] = LiveContext.build(spec.session_id, resolver)
 
 
 def _searchable_messages(spec: QuerySpec) -> QuerySpec:
