@@ -82,7 +82,8 @@ def why(reasons: Sequence[ReasonEntry]) -> str:
 def _room(heads: list[str], rows: list[list[str]], width: int) -> int:
     """The width left for the text column once the others have theirs."""
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(heads)]
-    return width - sum(w + 3 for h, w in zip(heads, widths, strict=True) if h != "text") - 2
+    return width - 2 - 3 * (len(heads) - 1) - sum(
+        w for h, w in zip(heads, widths, strict=True) if h != "text")
 
 
 def result_table(result: Result, text_fields: Sequence[str] = (), title: str | None = None,
@@ -90,19 +91,28 @@ def result_table(result: Result, text_fields: Sequence[str] = (), title: str | N
     """SEARCH / RETRIEVE rows as a table fitting `width` columns (the text column takes what the
     others leave); message rows also show session and role."""
     messages = any(row.session_id for row in result.rows)
-    heads = ["#", "id", "score", "date", *(("session", "role") if messages else ()), "text",
-             "why"]
+    grouped = any(row.conversation_root for row in result.rows)
+    heads = ["#", "id", "score", "date", *(("session", "role") if messages else ()),
+             *(("conversation",) if grouped else ()), "text", "why"]
     rows = []
     for rank, row in enumerate(result.rows, start=1):
-        cells = [str(rank), shorten(row.id, 34), f"{row.score:.5f}",
-                 date_of(row.fields.get("created_at"))]
+        cells = [str(rank), row.id, f"{row.score:.5f}", date_of(row.fields.get("created_at"))]
         if messages:
             cells += [shorten(row.session_id or "", 24), str(row.fields.get("role") or "")]
+        if grouped:
+            cells.append(shorten(row.conversation_root or "", 24))
         rows.append([*cells, row_text(row, text_fields), shorten(why(row.reasons), 34)])
+    for optional in ("why", "date", "role"):  # narrow terminals: the text matters more
+        if _room(heads, rows, width) >= 30 or optional not in heads:
+            continue
+        at = heads.index(optional)
+        heads, rows = heads[:at] + heads[at + 1:], [r[:at] + r[at + 1:] for r in rows]
     room = _room(heads, rows, width)
-    if room < 30:  # a narrow terminal: the text matters more than the reason summary
-        heads, rows = heads[:-1], [r[:-1] for r in rows]
-        room = _room(heads, rows, width)
+    id_width = max([2, *(len(r[1]) for r in rows)])
+    if room < 24 and id_width > 16:  # then shorten the ids
+        cut = min(id_width - 16, 24 - room)
+        rows = [[r[0], shorten(r[1], id_width - cut), *r[2:]] for r in rows]
+        room += cut
     table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False)
     for head in heads:
         table.add_column(head, justify="right" if head in ("#", "score") else "left",
@@ -110,7 +120,7 @@ def result_table(result: Result, text_fields: Sequence[str] = (), title: str | N
                          no_wrap=head != "why", overflow="fold" if head == "why" else "ellipsis")
     for cells in rows:
         text_at = heads.index("text")
-        cells[text_at] = shorten(cells[text_at], max(16, room))
+        cells[text_at] = shorten(cells[text_at], max(12, room))
         table.add_row(*(Text(c) for c in cells))
     return table
 
@@ -161,23 +171,22 @@ def plan_tree(node: PlanNode, tree: Tree | None = None) -> Tree:
     return branch
 
 
-def reasons_table(rows: Sequence[Row]) -> Table:
-    """Each row's score arithmetic: one line per reason, contributions summing to the score."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("#", justify="right", style="dim")
-    table.add_column("id", overflow="fold", max_width=36)
-    table.add_column("score", justify="right")
-    table.add_column("reason")
-    table.add_column("contribution", justify="right")
-    for rank, row in enumerate(rows, start=1):
-        for i, reason in enumerate(row.reasons or [None]):
-            head = (str(rank), row.id, f"{row.score:.5f}") if i == 0 else ("", "", "")
-            code = "" if reason is None else (
-                f"{reason.code.value}({reason.detail})" if reason.detail else reason.code.value)
-            contrib = "" if reason is None else f"{reason.contribution:+.5f}"
-            table.add_row(*(Text(c) for c in (*head, code, contrib)),
-                          end_section=i == len(row.reasons) - 1)
-    return table
+def reasons_view(rows: Sequence[Row], width: int = 100) -> Text:
+    """Each row's score arithmetic: a header line, then one line per reason with its
+    contribution (the contributions sum to the score)."""
+    out = Text()
+    shown = [[f"{r.code.value}({r.detail})" if r.detail else r.code.value for r in row.reasons]
+             for row in rows]
+    pad = min(max([len(s) for codes in shown for s in codes] or [0]), max(20, width - 16))
+    for rank, (row, codes) in enumerate(zip(rows, shown, strict=True), start=1):
+        out.append(f"#{rank} ", style="dim").append(row.id, style="bold")
+        out.append(f"  score={row.score:.5f}\n")
+        for code, reason in zip(codes, row.reasons, strict=True):
+            out.append(f"   {shorten(code, pad):<{pad}} ")
+            out.append(f"{reason.contribution:+.5f}\n",
+                       style="green" if reason.contribution > 0 else "dim")
+    out.rstrip()
+    return out
 
 
 def warnings_text(result: Result) -> Text | None:
@@ -188,14 +197,14 @@ def warnings_text(result: Result) -> Text | None:
     return Text("\n".join(lines), style="yellow") if lines else None
 
 
-def explain_view(explain: Explain) -> Group:
-    """EXPLAIN as a plan tree, warnings, and a table of every row's reasons."""
+def explain_view(explain: Explain, width: int = 100) -> Group:
+    """EXPLAIN as a plan tree, warnings, and every row's reasons."""
     parts: list[RenderableType] = [plan_tree(explain.plan)]
     notes = warnings_text(explain.result)
     if notes is not None:
         parts.append(notes)
     if explain.rows:
-        parts.append(reasons_table(explain.rows))
+        parts.append(reasons_view(explain.rows, width))
     else:
         parts.append(Text("(no rows)", style="dim"))
     return Group(*parts)
@@ -224,7 +233,7 @@ def render(outcome: Result | Explain, text_fields: Sequence[str] = (),
            width: int = 100) -> RenderableType:
     """A statement's outcome for the terminal (`Explain`, catalog records or ranked rows)."""
     if isinstance(outcome, Explain):
-        return explain_view(outcome)
+        return explain_view(outcome, width)
     parts: list[RenderableType] = []
     if outcome.columns is not None:
         parts.append(records_table(outcome.columns, outcome.records or []))
@@ -238,5 +247,5 @@ def render(outcome: Result | Explain, text_fields: Sequence[str] = (),
 
 
 __all__ = ["FORMATS", "cell", "date_of", "explain_view", "json_list", "plan_tree",
-           "reasons_table", "records_table", "render", "result_table", "row_text", "shorten",
+           "reasons_view", "records_table", "render", "result_table", "row_text", "shorten",
            "summary", "to_json", "warnings_text", "why"]
