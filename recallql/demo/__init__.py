@@ -85,7 +85,7 @@ def build(db: Any, embed: ProgressEmbedder, console: Console, size: str,
         long, short = load_chats(spec.long_chats, spec.turns, spec.short_chats)
         progress.advance(reading)
         if note:
-            progress.console.print(Text(f"note: {note}", style="yellow"))
+            progress.console.print(Text(f"note: {note}", style="yellow"), soft_wrap=True)
         _ingest_docs(db, progress, embed, source)
         chains = plan_conversations(long, short)
         plans = [plan for chain in chains.values() for plan in chain]

@@ -63,6 +63,8 @@ class RecallQLLexer(RegexLexer):
 
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+_AFTER_COLLECTION_KEYWORD = re.compile(r"\b(?:SEARCH|FROM|DESCRIBE)\s+[A-Za-z_0-9]*$",
+                                       re.IGNORECASE)
 _COLLECTION_AFTER = re.compile(r"\b(?:SEARCH|FROM|DESCRIBE)\s+([A-Za-z_][A-Za-z0-9_]*)",
                                re.IGNORECASE)
 
@@ -98,6 +100,8 @@ class RecallQLCompleter(Completer):
 
     def _candidates(self, before: str) -> list[str]:
         catalog = self._catalog()
+        if _AFTER_COLLECTION_KEYWORD.search(before):
+            return sorted(catalog)
         found = _COLLECTION_AFTER.findall(before)
         current = found[-1] if found and found[-1] in catalog else None
         fields = list(catalog.get(current, [])) if current else []
