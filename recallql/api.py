@@ -33,6 +33,7 @@ from recallql.index.store import Store, check_same
 
 if TYPE_CHECKING:
     from recallql.engine.importer import ImportReport
+    from recallql.grammar.statements import StatementBase
 
 __all__ = ["Database", "IngestReport", "connect"]
 
@@ -211,8 +212,12 @@ class Database:
 
     # -- statements ------------------------------------------------------------------------------
 
-    def execute(self, text: str, *args: object, **params: object) -> Result | Explain:
+    def execute(self, text: str | StatementBase, /, *args: object, **params: object
+                ) -> Result | Explain:
         """Run one statement; values travel as parameters (`:name` / `?`), never inside the text.
+
+        `text` is positional-only, so any name (``text``, ``q``, ...) can be a parameter. A parsed
+        statement (from `recallql.grammar.parse_script`) is accepted too.
 
         Returns:
             A `Result` (an `Explain` for EXPLAIN statements).
@@ -221,11 +226,14 @@ class Database:
             QuerySyntaxError, QuerySemanticError, ParameterError: a mistake in the statement
                 (`str(err)` shows a caret under the offending token).
         """
-        return self._engine.execute(text, *args, **params)
+        from recallql.grammar import bind, parse
+
+        stmt = parse(text) if isinstance(text, str) else text
+        return self._engine.execute(bind(stmt, *args, **params))
 
     query = execute
 
-    def explain(self, text: str, *args: object, analyze: bool = False, verbose: bool = False,
+    def explain(self, text: str, /, *args: object, analyze: bool = False, verbose: bool = False,
                 **params: object) -> Explain:
         """EXPLAIN a SEARCH or RETRIEVE statement: the plan, and every row's score arithmetic.
 

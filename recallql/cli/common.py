@@ -63,9 +63,11 @@ def user_errors() -> tuple[type[BaseException], ...]:
     import recallql
     from recallql.engine.sessions import SessionError
     from recallql.index.errors import FilterError
+    from recallql.index.hermes import HermesFormatError, HermesStoreBusy
 
     return (recallql.QueryError, recallql.IngestError, recallql.SignalRejected,
-            recallql.DatabaseLocked, recallql.StoreError, SessionError, FilterError, OSError)
+            recallql.DatabaseLocked, recallql.StoreError, SessionError, FilterError,
+            HermesFormatError, HermesStoreBusy, OSError)
 
 
 @contextlib.contextmanager

@@ -95,6 +95,21 @@ def bench(ctx: typer.Context) -> None:
     raise typer.Exit(subprocess.call(command, cwd=root))
 
 
+def _import_with_progress(database, store: Path):
+    """`Database.import_hermes` with a progress bar when it reports progress."""
+    import inspect
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    if "progress" not in inspect.signature(database.import_hermes).parameters:
+        return database.import_hermes(store)
+    with Progress(TextColumn("importing messages"), BarColumn(), MofNCompleteColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task("import", total=None)
+        return database.import_hermes(
+            store, progress=lambda done, total: bar.update(task, completed=done, total=total))
+
+
 @import_app.command("hermes")
 def import_hermes(
     store: Annotated[Path, typer.Argument(metavar="STATE_DB", help="A Hermes Agent state.db "
@@ -113,7 +128,7 @@ def import_hermes(
     if not store.is_file():
         raise fail(f"{store}: no such file")
     with open_db(db, write=True, embedder=embedder) as database, handled():
-        report = database.import_hermes(store)
+        report = _import_with_progress(database, store)
     if as_json:
         out.print(report.model_dump_json(indent=2), markup=False, soft_wrap=True)
         return
