@@ -100,7 +100,11 @@ def create(
                                         branched_from=branched_from,
                                         delegate_from=delegate_from, metadata=metadata,
                                         title=title)
-    _snapshot(snap, as_json, f"created session {session}")
+    if as_json:
+        _snapshot(snap, as_json, "")
+    else:
+        parent_note = f", parent {parent}" if parent else ""
+        out.print(f"created session {session} (agent {agent}{parent_note}, open)", markup=False)
 
 
 @app.command()
