@@ -87,9 +87,12 @@ def bench(ctx: typer.Context) -> None:
     Extra arguments are passed on, e.g. recallql bench -- --help.
     """
     root = Path(__file__).resolve().parents[2]
-    if not (root / "benchmarks" / "__main__.py").is_file():
+    if not (root / "benchmarks").is_dir():
         raise fail("the benchmarks ship with the source, not the installed package: clone the "
                    "repository and run `make bench` (or `recallql bench` from the checkout)")
+    if not (root / "benchmarks" / "__main__.py").is_file():
+        raise fail(f"{root / 'benchmarks'} has no __main__.py: this checkout has no benchmark "
+                   "runner")
     command = [sys.executable, "-m", "benchmarks", *ctx.args]
     err.print(f"running {' '.join(command[1:])} in {root}", markup=False)
     raise typer.Exit(subprocess.call(command, cwd=root))

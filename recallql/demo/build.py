@@ -48,7 +48,7 @@ class ProgressEmbedder:
     """Wraps an embedder (same name and dimension) and reports each embedded chunk.
 
     Attributes:
-        on_progress: called with the number of texts embedded so far in the call's chunks.
+        on_progress: called with the number of texts in each chunk once it is embedded.
     """
 
     def __init__(self, inner: Any, chunk: int = 128) -> None:
@@ -59,12 +59,16 @@ class ProgressEmbedder:
         self.on_progress: Callable[[int], None] | None = None
 
     def __call__(self, texts: list[str]) -> np.ndarray:
-        parts = []
-        for start in range(0, len(texts), self.chunk):
-            parts.append(self.inner(texts[start:start + self.chunk]))
+        """Embed in chunks of similar length (sorted by length first, so padding stays low
+        even though each chunk is a separate call), reporting after each chunk."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.chunk):
+            picked = order[start:start + self.chunk]
+            out[picked] = self.inner([texts[i] for i in picked])
             if self.on_progress is not None:
-                self.on_progress(len(parts[-1]))
-        return np.concatenate(parts) if parts else self.inner([])
+                self.on_progress(len(picked))
+        return out
 
 
 @dataclass
