@@ -86,10 +86,8 @@ def _room(heads: list[str], rows: list[list[str]], width: int) -> int:
         w for h, w in zip(heads, widths, strict=True) if h != "text")
 
 
-def result_table(result: Result, text_fields: Sequence[str] = (), title: str | None = None,
-                 width: int = 100) -> Table:
-    """SEARCH / RETRIEVE rows as a table fitting `width` columns (the text column takes what the
-    others leave); message rows also show session and role."""
+def _cells(result: Result, text_fields: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+    """Column names and the cells of every row (text and ids not yet cut to width)."""
     messages = any(row.session_id for row in result.rows)
     grouped = any(row.conversation_root for row in result.rows)
     heads = ["#", "id", "score", "date", *(("session", "role") if messages else ()),
@@ -102,6 +100,13 @@ def result_table(result: Result, text_fields: Sequence[str] = (), title: str | N
         if grouped:
             cells.append(shorten(row.conversation_root or "", 24))
         rows.append([*cells, row_text(row, text_fields), shorten(why(row.reasons), 34)])
+    return heads, rows
+
+
+def _fit(heads: list[str], rows: list[list[str]], width: int
+         ) -> tuple[list[str], list[list[str]]]:
+    """Drop optional columns, then shorten ids, until the text column has some room; then cut
+    the text to the room left."""
     for optional in ("why", "date", "role"):  # narrow terminals: the text matters more
         if _room(heads, rows, width) >= 30 or optional not in heads:
             continue
@@ -109,18 +114,27 @@ def result_table(result: Result, text_fields: Sequence[str] = (), title: str | N
         heads, rows = heads[:at] + heads[at + 1:], [r[:at] + r[at + 1:] for r in rows]
     room = _room(heads, rows, width)
     id_width = max([2, *(len(r[1]) for r in rows)])
-    if room < 24 and id_width > 16:  # then shorten the ids
+    if room < 24 and id_width > 16:
         cut = min(id_width - 16, 24 - room)
         rows = [[r[0], shorten(r[1], id_width - cut), *r[2:]] for r in rows]
         room += cut
+    text_at = heads.index("text")
+    for cells in rows:
+        cells[text_at] = shorten(cells[text_at], max(12, room))
+    return heads, rows
+
+
+def result_table(result: Result, text_fields: Sequence[str] = (), title: str | None = None,
+                 width: int = 100) -> Table:
+    """SEARCH / RETRIEVE rows as a table fitting `width` columns (the text column takes what the
+    others leave); message rows also show session, role and (when grouped) conversation."""
+    heads, rows = _fit(*_cells(result, text_fields), width)
     table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False)
     for head in heads:
         table.add_column(head, justify="right" if head in ("#", "score") else "left",
                          style="dim" if head in ("#", "why") else None,
                          no_wrap=head != "why", overflow="fold" if head == "why" else "ellipsis")
     for cells in rows:
-        text_at = heads.index("text")
-        cells[text_at] = shorten(cells[text_at], max(12, room))
         table.add_row(*(Text(c) for c in cells))
     return table
 
