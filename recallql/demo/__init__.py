@@ -28,7 +28,13 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from recallql.demo.build import SIZES, ProgressEmbedder, plan_conversations, write_conversations
+from recallql.demo.build import (
+    ROTATE_EVERY,
+    SIZES,
+    ProgressEmbedder,
+    plan_conversations,
+    write_conversations,
+)
 from recallql.demo.sources import DemoError, DocSource, find_documents, load_chats
 from recallql.demo.tour import SECTIONS, Built, Tour
 
@@ -108,6 +114,9 @@ def run_demo(path: Path, size: str = "default", embedder: str = "default",
              ) -> dict[str, Any]:
     """Build the demo database at `path` (rebuilding an earlier demo there) and run the tour.
 
+    The build shows progress bars; the tour prints each statement, its parameters and what it
+    returns (see `recallql.demo.tour`).
+
     Args:
         path: the database directory.
         size: ``small``, ``default`` or ``all`` (see `recallql.demo.build.SIZES`).
@@ -134,11 +143,7 @@ def run_demo(path: Path, size: str = "default", embedder: str = "default",
         embed.on_progress = None
         (path / MARKER).write_text(json.dumps({"size": size, "embedder": embedder}))
         counts["build_s"] = round(time.perf_counter() - started, 1)
-        console.print(Text(
-            f"built in {counts['build_s']} s: {counts['documents']} documents, "
-            f"{counts['messages']} messages in {counts['sessions']} sessions "
-            f"({counts['conversations']} chats; long ones rotated every 20 messages, "
-            "a simulated context compressor)", style="green"), soft_wrap=True)
+        console.print(Text(_built_line(counts), style="green"), soft_wrap=True)
         tour = Tour(db, console, built)
         for section in SECTIONS:
             section(tour)
@@ -150,3 +155,10 @@ def run_demo(path: Path, size: str = "default", embedder: str = "default",
                        f"  recallql query \"SEARCH docs MATCHING 'memory leak' LIMIT 5\" "
                        f"--db {path}", style="bold"), soft_wrap=True)
     return counts
+
+
+def _built_line(counts: dict[str, Any]) -> str:
+    return (f"built in {counts['build_s']} s: {counts['documents']} documents, "
+            f"{counts['messages']} messages in {counts['sessions']} sessions "
+            f"({counts['conversations']} chats; long ones rotated every {ROTATE_EVERY} "
+            "messages, a simulated context compressor)")
