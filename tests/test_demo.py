@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from recallql.demo import MARKER, DemoError, prepare, run_demo
-from recallql.demo.build import ROTATE_EVERY, plan_conversations
+from recallql.demo.build import ROTATE_EVERY, conversation_roots, plan_conversations
 from recallql.demo.sources import Chat, Turn, debian_docs, parse_python_news
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,6 +92,9 @@ def test_conversation_plans_rotate_branch_and_reset():
     assert plans["chat3"][-1].end_reason == "user_exit"
     assert [p.id for p in plans["talk0"]] == ["talk0"]
     assert plans["chat0"][1].started == turns[20].at and plans["chat0"][0].ended == 1020.0
+    roots = conversation_roots(p for chain in plans.values() for p in chain)
+    assert roots["chat0-3"] == roots["chat1-2"].replace("chat1", "chat0") == "chat0-1"
+    assert roots["chat1-branch"] == "chat1-branch" and roots["chat2-reset"] == "chat2-reset"
 
 
 def test_python_news_parser():

@@ -32,6 +32,7 @@ from recallql.demo.build import (
     ROTATE_EVERY,
     SIZES,
     ProgressEmbedder,
+    conversation_roots,
     plan_conversations,
     write_conversations,
 )
@@ -103,8 +104,7 @@ def build(db: Any, embed: ProgressEmbedder, console: Console, size: str,
     tip = chains["chat0"][-1]
     said = max((turn.content for turn in tip.turns if turn.role == "user"), key=len)
     built = Built(source=source, current=tip.id, current_query=said, branch=branch,
-                  conversation_of={p.id: name for name, chain in chains.items()
-                                   for p in chain})
+                  conversation_of=conversation_roots(plans))
     return built, {"documents": len(source.items), "messages": messages,
                    "sessions": len(plans), "conversations": len(chains)}
 

@@ -128,6 +128,20 @@ def plan_conversations(long: list[Chat], short: list[Chat]) -> dict[str, list[Se
     return out
 
 
+def conversation_roots(plans: Iterable[SessionPlan]) -> dict[str, str]:
+    """Each planned session's conversation (its root session), by SPEC §6's rule: a session
+    continues its parent's conversation only when the parent ended by compression and the
+    session is not a branch of it. `plans` must list parents first."""
+    ended = {}
+    roots: dict[str, str] = {}
+    for plan in plans:
+        continues = plan.parent is not None and ended.get(plan.parent) == "compression" \
+            and plan.branched_from != plan.parent
+        roots[plan.id] = roots[plan.parent] if continues else plan.id  # type: ignore[index]
+        ended[plan.id] = plan.end_reason
+    return roots
+
+
 def message_items(plans: Iterable[SessionPlan], first_id: int) -> Iterator[dict]:
     """The `messages` items of every plan (copied history first), ids from `first_id`."""
     from recallql.engine.messages import message_item

@@ -19,7 +19,8 @@ from rich.text import Text
 from recallql.demo.sources import DocSource
 from recallql.render import render, shorten
 
-CHAT_QUERY = "Jarvis from Iron Man"
+CHAT_QUERY = "robots taking over the world"
+LONG_CHATS = "chat%"
 OPS_SESSION = "ops-agent-1"
 
 
@@ -101,16 +102,19 @@ def _promoted(before: Any) -> Any:
     return next((row for row in before.rows[3:] if row.fields.get("entity") not in top), None)
 
 
-def _comparison(before: Any, after: Any) -> Table:
+def _comparison(before: Any, after: Any, width: int) -> Table:
+    """Before and after side by side, with how far each row moved."""
     ranks = {row.id: i for i, row in enumerate(before.rows, start=1)}
+    id_width = max(12, min(44, (width - 20) // 2))
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for head in ("#", "before (no session)", "after (FOR SESSION)", "move"):
-        table.add_column(head, no_wrap=True, overflow="ellipsis", max_width=44)
+        table.add_column(head, no_wrap=True)
     for i, (old, new) in enumerate(zip(before.rows, after.rows, strict=False), start=1):
         was = ranks.get(new.id)
         move = "new" if was is None else "=" if was == i else \
             (f"↑{was - i}" if was > i else f"↓{i - was}")
-        table.add_row(str(i), Text(shorten(old.id, 44)), Text(shorten(new.id, 44)), move)
+        table.add_row(str(i), Text(shorten(old.id, id_width)), Text(shorten(new.id, id_width)),
+                      move)
     return table
 
 
@@ -133,7 +137,7 @@ def for_session(t: Tour) -> None:
           f"entity={entity!r})")
     after = t.run("SEARCH docs MATCHING :q FOR SESSION :s LIMIT 8", show=False, q=query,
                   s=OPS_SESSION)
-    t.console.print(_comparison(before, after))
+    t.console.print(_comparison(before, after, t.console.width))
     t.run("EXPLAIN SEARCH docs MATCHING :q FOR SESSION :s LIMIT 2", q=query, s=OPS_SESSION)
 
 
@@ -156,25 +160,35 @@ def _shared(t: Tour, result: Any) -> str:
     if not many:
         return "Here every hit comes from a different conversation."
     return "; ".join(f"{', '.join(s)} are one conversation" for s in many) + \
-        " (sessions of one chain, rotated by compression)."
+        " (sessions of one chain, rotated by compression); the grouped result keeps one row " \
+        "for each."
 
 
 def conversations(t: Tour) -> None:
-    t.section("Conversations: one row per conversation", "Real chats (chitchat-dataset) "
-              "rotated into chains of sessions every 20 messages. Without grouping, one "
-              "conversation can fill the page; GROUP BY CONVERSATION keeps its best hit.")
-    flat = t.run("SEARCH messages MATCHING :q LIMIT 8", q=CHAT_QUERY)
+    t.section("Conversations: one row per conversation", "Real chats (chitchat-dataset); the "
+              "long ones (sessions 'chat...') are rotated into a chain of sessions every 20 "
+              "messages. Without grouping one conversation fills the page; GROUP BY "
+              "CONVERSATION keeps its best hit, and a branch or a reset is a conversation of "
+              "its own.")
+    flat = t.run("SEARCH messages MATCHING :q WHERE session_id LIKE :long LIMIT 8",
+                 q=CHAT_QUERY, long=LONG_CHATS)
     t.say(_shared(t, flat))
-    t.run("SEARCH messages MATCHING :q GROUP BY CONVERSATION LIMIT 5", q=CHAT_QUERY)
+    t.run("SEARCH messages MATCHING :q WHERE session_id LIKE :long\n"
+          "  GROUP BY CONVERSATION LIMIT 5", q=CHAT_QUERY, long=LONG_CHATS)
 
 
 def _live_note(before: Any, after: Any, current: str) -> str:
     kept = {row.id for row in after.rows}
-    hidden = [row.id for row in before.rows if row.session_id == current and row.id not in kept]
+    hidden = [row for row in before.rows if row.session_id == current and row.id not in kept]
     if not hidden:
         return "No hit came from the current session this time."
-    return (f"{', '.join(hidden)} (in {current}, already in the agent's context) is hidden; "
-            "its conversation can still be represented by a session that was compressed away.")
+    note = (f"{hidden[0].id} (in {current}, already in the agent's context) is hidden.")
+    root = hidden[0].conversation_root
+    stand_in = next((row for row in after.rows if row.conversation_root == root), None)
+    if stand_in is not None:
+        note += (f" The conversation is still found through {stand_in.id} in "
+                 f"{stand_in.session_id}, a session compressed away.")
+    return note
 
 
 def live_context(t: Tour) -> None:
