@@ -33,7 +33,6 @@ from recallql.index.store import Store, check_same
 
 if TYPE_CHECKING:
     from recallql.engine.importer import ImportReport
-    from recallql.grammar.statements import StatementBase
 
 __all__ = ["Database", "IngestReport", "connect"]
 
@@ -212,8 +211,7 @@ class Database:
 
     # -- statements ------------------------------------------------------------------------------
 
-    def execute(self, text: str | StatementBase, /, *args: object, **params: object
-                ) -> Result | Explain:
+    def execute(self, text: str, /, *args: object, **params: object) -> Result | Explain:
         """Run one statement; values travel as parameters (`:name` / `?`), never inside the text.
 
         `text` is positional-only, so any name (``text``, ``q``, ...) can be a parameter. A parsed
@@ -233,8 +231,8 @@ class Database:
 
     query = execute
 
-    def explain(self, text: str, /, *args: object, analyze: bool = False, verbose: bool = False,
-                **params: object) -> Explain:
+    def explain(self, text: str, /, *args: object, analyze: bool = False,
+                verbose: bool = False, **params: object) -> Explain:
         """EXPLAIN a SEARCH or RETRIEVE statement: the plan, and every row's score arithmetic.
 
         Raises:
