@@ -214,6 +214,9 @@ class Database:
     def execute(self, text: str, /, *args: object, **params: object) -> Result | Explain:
         """Run one statement; values travel as parameters (`:name` / `?`), never inside the text.
 
+        `text` is positional-only, so any name (``text``, ``q``, ...) can be a parameter. A parsed
+        statement (from `recallql.grammar.parse_script`) is accepted too.
+
         Returns:
             A `Result` (an `Explain` for EXPLAIN statements).
 
@@ -221,7 +224,10 @@ class Database:
             QuerySyntaxError, QuerySemanticError, ParameterError: a mistake in the statement
                 (`str(err)` shows a caret under the offending token).
         """
-        return self._engine.execute(text, *args, **params)
+        from recallql.grammar import bind, parse
+
+        stmt = parse(text) if isinstance(text, str) else text
+        return self._engine.execute(bind(stmt, *args, **params))
 
     query = execute
 

@@ -1,8 +1,4 @@
-"""The ``recallql`` command line (typer). Each command is a small function over `recallql.api`;
-others (query, explain, shell, sessions, import, demo, bench) are added alongside ``ingest``.
-
-Exit codes: 0 ok, 1 data or query error (message on stderr), 2 usage.
-"""
+"""``recallql ingest``: files and directories into a collection, in all-or-nothing batches."""
 
 from __future__ import annotations
 
@@ -13,33 +9,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="recallql: an embedded query engine for AI-agent memory.")
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
-
-DbOption = Annotated[Path, typer.Option("--db", help="Database directory (created if missing).")]
-EMBEDDERS = ("default", "none", "hash")
-
-
-@app.callback()
-def _root() -> None:
-    """recallql: an embedded query engine for AI-agent memory."""
-
-
-def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print `message` on stderr and return the Exit to raise."""
-    err.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _embedder(name: str) -> object:
-    from recallql.index.embedders import HashEmbedder
-
-    return {"default": "default", "none": None, "hash": HashEmbedder()}[name]
+from recallql.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    EmbedderOption,
+    embedder_for,
+    err,
+    fail,
+    out,
+)
 
 
 def _batches(items: Iterable[dict], size: int) -> Iterator[list[dict]]:
@@ -59,28 +39,33 @@ def _items(paths: list[Path], fmt: str, drop: set[str], dropped: set[str]) -> It
             yield item
 
 
-@app.command()
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Files or directories to ingest.")],
-    db: DbOption = Path("recallql.db"),
+    db: DbOption = DEFAULT_DB,
     collection: Annotated[str, typer.Option(help="Target collection.")] = "docs",
     fmt: Annotated[str, typer.Option("--format", help="auto|jsonl|text|cacm|cranfield|debian"
                                      )] = "auto",
-    embedder: Annotated[str, typer.Option(help="default|none|hash (for new databases)")
-                        ] = "default",
+    embedder: EmbedderOption = "auto",
     batch_size: Annotated[int, typer.Option(min=1, help="Items per batch.")] = 2000,
 ) -> None:
-    """Ingest files (JSONL, text/Markdown, CACM, Cranfield, Debian changelogs) into a
-    collection; each batch of items is committed all-or-nothing."""
+    """Ingest files and directories into a collection, with a progress bar.
+
+    Formats: JSONL (one item per line), text/Markdown (chunked by paragraph), CACM, Cranfield,
+    Debian changelogs. Each batch of items is committed all-or-nothing.
+
+    Examples:
+
+      recallql ingest notes/ --db mem.db
+
+      recallql ingest items.jsonl --collection docs --batch-size 500
+    """
     import recallql
     from recallql.index.loaders import EXTRA_KEYS, FORMATS
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"use one of: {', '.join(FORMATS)}", param_hint="--format")
-    if embedder not in EMBEDDERS:
-        raise typer.BadParameter(f"use one of: {', '.join(EMBEDDERS)}", param_hint="--embedder")
     try:
-        database = recallql.connect(db, embedder=_embedder(embedder))
+        database = recallql.connect(db, embedder=embedder_for(embedder, db))
     except (recallql.StoreError, recallql.DatabaseLocked) as exc:
         raise fail(str(exc)) from None
     with database:
@@ -119,12 +104,3 @@ def _run_ingest(database, collection: str, items: Iterable[dict], batch_size: in
     out.print(f"ingested {total} items into {collection} ({added} new, {replaced} replaced, "
               f"{embedded} embedded) in {batches} batches, {seconds:.1f} s "
               f"({total / max(seconds, 1e-9):,.0f} items/s)", soft_wrap=True)
-
-
-def main() -> None:
-    """Console entry point (``recallql``)."""
-    app()
-
-
-if __name__ == "__main__":
-    main()

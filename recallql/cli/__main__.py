@@ -1,0 +1,5 @@
+"""``python -m recallql.cli``."""
+
+from recallql.cli import main
+
+main()

@@ -1,0 +1,159 @@
+"""Shared pieces of the CLI: consoles, options, opening a database, turning errors into exits.
+
+Exit codes: 0 ok, 1 query or data error (message on stderr; query errors show the caret),
+2 usage (typer/click).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from recallql.api import Database
+
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)
+
+DEFAULT_DB = Path("recallql.db")
+EMBEDDERS = ("auto", "default", "none", "hash")
+DbOption = Annotated[Path, typer.Option(
+    "--db", envvar="RECALLQL_DB", show_default=True,
+    help="Database directory (env RECALLQL_DB).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+EmbedderOption = Annotated[str, typer.Option(
+    help="auto (what the database was built with; 'default' for a new one), default "
+         "(all-MiniLM-L6-v2), none (vectors from the caller), hash (a tiny test embedder).")]
+
+
+class State:
+    """Process-wide CLI flags set by the root callback."""
+
+    debug: bool = False
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print ``error: message`` on stderr (verbatim, no markup) and return the Exit to raise."""
+    text = Text("error: ", style="bold red")
+    text.append(message)
+    err.print(text, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def print_error(exc: BaseException) -> None:
+    """Print a query error as its full rendering (caret included), others as ``error: ...``."""
+    from recallql.grammar.errors import QueryError
+
+    if isinstance(exc, QueryError):
+        err.print(Text(str(exc)), soft_wrap=True)
+    else:
+        fail(str(exc))
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that are the user's or the data's fault: printed, exit 1, no traceback."""
+    import recallql
+    from recallql.engine.sessions import SessionError
+    from recallql.index.errors import FilterError
+    from recallql.index.hermes import HermesFormatError, HermesStoreBusy
+
+    return (recallql.QueryError, recallql.IngestError, recallql.SignalRejected,
+            recallql.DatabaseLocked, recallql.StoreError, SessionError, FilterError,
+            HermesFormatError, HermesStoreBusy, OSError)
+
+
+@contextlib.contextmanager
+def handled() -> Iterator[None]:
+    """Turn user and data errors into a message on stderr and exit code 1."""
+    try:
+        yield
+    except user_errors() as exc:
+        if State.debug:
+            raise
+        print_error(exc)
+        raise typer.Exit(1) from None
+
+
+def is_database(path: Path) -> bool:
+    """Whether `path` is an existing recallql database directory."""
+    from recallql.index.store import META_FILE
+
+    return (path / META_FILE).is_file()
+
+
+def recorded_embedder(path: Path) -> Any:
+    """The embedder the built-in `docs` collection of an existing database was created with
+    (an `Embedder`, or None for caller-supplied vectors); ``"default"`` for a new database."""
+    from recallql.index.embedders import by_name
+    from recallql.index.store import Store
+
+    if not is_database(path):
+        return "default"
+    store = Store.open(path, readonly=True)
+    try:
+        names = {c.name: c.embedder_name for c in store.collections()}
+    finally:
+        store.close()
+    return by_name(names.get("docs"))
+
+
+def embedder_for(name: str, path: Path) -> Any:
+    """Resolve an ``--embedder`` choice for the database at `path`."""
+    from recallql.index.embedders import HashEmbedder
+
+    if name not in EMBEDDERS:
+        raise typer.BadParameter(f"use one of: {', '.join(EMBEDDERS)}", param_hint="--embedder")
+    if name == "auto":
+        return recorded_embedder(path)
+    return {"default": "default", "none": None, "hash": HashEmbedder()}[name]
+
+
+def open_db(path: Path, *, write: bool = False, embedder: str = "auto") -> Database:
+    """Open the database at `path`.
+
+    Readers (`write=False`) take no lock, so they work beside a writer (a shell, an ingest);
+    the database must exist. Writers create it when missing.
+
+    Raises:
+        typer.Exit: (code 1) no database there, locked, or an embedder mismatch.
+    """
+    import recallql
+
+    if not write and not is_database(path):
+        hint = (f"create one with `recallql ingest FILES --db {path}` or "
+                f"`recallql demo --db {path}`")
+        raise fail(f"no recallql database at {path} ({hint})")
+    with handled():
+        return recallql.connect(path, embedder=embedder_for(embedder, path), readonly=not write)
+
+
+def text_fields(db: Database, collection: str | None) -> tuple[str, ...]:
+    """The text fields of `collection` (empty when unknown)."""
+    for info in db.collections():
+        if info.name == collection:
+            return tuple(info.text_fields)
+    return ()
+
+
+def run_main(app: typer.Typer) -> None:
+    """Run the typer app; an unexpected exception prints one line (the traceback with
+    ``--debug`` or ``RECALLQL_DEBUG=1``) and exits 1."""
+    State.debug = State.debug or os.environ.get("RECALLQL_DEBUG", "") not in ("", "0")
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except Exception as exc:
+        if State.debug:
+            raise
+        fail(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)")
+        sys.exit(1)

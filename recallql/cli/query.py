@@ -1,0 +1,98 @@
+"""``recallql query`` and ``recallql explain``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from recallql.cli.common import DEFAULT_DB, DbOption, JsonOption, handled, open_db, out, text_fields
+from recallql.cli.params import bind_with_fallback, parse_params, used_by
+
+ParamOption = Annotated[list[str] | None, typer.Option(
+    "--param", "-p", metavar="NAME=VALUE",
+    help="A statement parameter, bound by name, never put into the text. name=value infers "
+         "numbers, true/false, null and ISO dates (falling back to a string where the "
+         "statement wants one); name:=json takes a JSON value, e.g. v:=[0.1,0.2].")]
+TextArgument = Annotated[str, typer.Argument(
+    metavar="STATEMENTS", help="One or more ';'-separated statements, or '-' to read stdin.")]
+
+
+def _source(text: str) -> str:
+    return sys.stdin.read() if text == "-" else text
+
+
+def _check_unused(statements: list[Any], names: set[str]) -> None:
+    used = {p.name for s in statements for p in getattr(s, "parameters", ()) if p.name}
+    unused = sorted(names - used)
+    if unused:
+        raise typer.BadParameter(f"not used by the statement: {', '.join(unused)}",
+                                 param_hint="--param")
+
+
+def query(
+    text: TextArgument,
+    db: DbOption = DEFAULT_DB,
+    param: ParamOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run statements and print their results (a table, or JSON with --json).
+
+    Examples:
+
+      recallql query "SEARCH docs MATCHING 'backup policy' LIMIT 5"
+
+      recallql query "SEARCH docs MATCHING :q WHERE tags CONTAINS :tag" -p q='disk full' -p tag=ops
+
+      recallql query "RETRIEVE 5 FROM docs FOR SESSION :s" -p s=agent-7 --json
+
+      recallql query "SHOW COLLECTIONS; DESCRIBE docs"
+    """
+    from recallql.grammar import parse_script
+    from recallql.render import json_list, render
+
+    params = parse_params(param)
+    with handled():
+        statements = parse_script(_source(text))
+    _check_unused(statements, set(params))
+    outcomes = []
+    with open_db(db) as database, handled():
+        for stmt in statements:
+            used = used_by(stmt, params)
+            outcome = bind_with_fallback(lambda values, s=stmt: database.execute(s, **values),
+                                         used)
+            if not as_json:
+                fields = text_fields(database, getattr(outcome, "collection", None))
+                out.print(render(outcome, fields, width=out.width))
+            outcomes.append(outcome)
+    if as_json:
+        out.print(json_list(outcomes), markup=False, soft_wrap=True)
+
+
+def explain(
+    text: Annotated[str, typer.Argument(metavar="STATEMENT",
+                                        help="A SEARCH or RETRIEVE (or EXPLAIN ...) statement.")],
+    db: DbOption = DEFAULT_DB,
+    analyze: Annotated[bool, typer.Option("--analyze", help="Add rows and time per operator."
+                                          )] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Add tantivy's BM25 explanation "
+                                          "per row.")] = False,
+    param: ParamOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the plan and every row's score arithmetic (reason codes with contributions).
+
+    Examples:
+
+      recallql explain "SEARCH docs MATCHING 'rotate credentials' WITH RECENCY LIMIT 3"
+
+      recallql explain --analyze "SEARCH messages MATCHING :q GROUP BY CONVERSATION" -p q=deploy
+    """
+    params = parse_params(param)
+    with open_db(db) as database, handled():
+        outcome = bind_with_fallback(
+            lambda values: database.explain(_source(text), analyze=analyze, verbose=verbose,
+                                            **values), params)
+    rendered = outcome.to_json() if as_json else outcome.to_text()
+    out.print(rendered, markup=False, soft_wrap=True, highlight=False)

@@ -1,0 +1,170 @@
+"""``recallql sessions ...``: an agent's sessions over `Database.sessions`.
+
+Reads (list, show, lineage) open the database read-only; writes take the writer lock.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from recallql.cli.common import DEFAULT_DB, DbOption, JsonOption, handled, open_db, out
+from recallql.cli.params import infer
+
+app = typer.Typer(no_args_is_help=True, help="List, inspect and change agent sessions.")
+SessionArg = Annotated[str, typer.Argument(metavar="SESSION", help="Session id.")]
+
+
+def _print(outcome, as_json: bool) -> None:
+    from recallql.render import json_list, render
+
+    if as_json:
+        out.print(json_list([outcome]), markup=False, soft_wrap=True)
+    else:
+        out.print(render(outcome))
+
+
+def _snapshot(snapshot, as_json: bool, message: str) -> None:
+    from rich.text import Text
+
+    from recallql.render import records_table
+
+    if as_json:
+        out.print(snapshot.model_dump_json(indent=2), markup=False, soft_wrap=True)
+        return
+    out.print(Text(message))
+    record = snapshot.model_dump(mode="json")
+    out.print(records_table(["field", "value"],
+                            [{"field": k, "value": v} for k, v in record.items()]))
+
+
+@app.command("list")
+def list_(
+    db: DbOption = DEFAULT_DB,
+    status: Annotated[str | None, typer.Option(help="open, closed or archived.")] = None,
+    agent: Annotated[str | None, typer.Option(help="Only this agent's sessions.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="At most this many.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List sessions, oldest first (runs SHOW SESSIONS with parameters)."""
+    where = [c for c, v in (("status = :status", status), ("agent_id = :agent", agent)) if v]
+    text = "SHOW SESSIONS" + (" WHERE " + " AND ".join(where) if where else "") \
+        + (" LIMIT :limit" if limit else "")
+    params = {k: v for k, v in (("status", status), ("agent", agent), ("limit", limit)) if v}
+    with open_db(db) as database, handled():
+        _print(database.execute(text, **params), as_json)
+
+
+@app.command()
+def show(session: SessionArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+    """Show a session's snapshot: status, keywords, signal sums, entities."""
+    with open_db(db) as database, handled():
+        snap = database.sessions.snapshot(session)
+    _snapshot(snap, as_json, f"session {session}")
+
+
+@app.command()
+def lineage(session: SessionArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+    """Show the session's chain of parents and which links are compression continuations."""
+    with open_db(db) as database, handled():
+        _print(database.execute("SHOW LINEAGE :s", s=session), as_json)
+
+
+@app.command()
+def create(
+    session: SessionArg,
+    agent: Annotated[str, typer.Option(help="The agent's id.")],
+    db: DbOption = DEFAULT_DB,
+    parent: Annotated[str | None, typer.Option(help="Parent session id.")] = None,
+    source: Annotated[str, typer.Option(help="cli, tool, subagent, ...")] = "cli",
+    branched_from: Annotated[str | None, typer.Option(help="Marker: branched from.")] = None,
+    delegate_from: Annotated[str | None, typer.Option(help="Marker: delegated from.")] = None,
+    title: Annotated[str | None, typer.Option(help="A title.")] = None,
+    meta: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE",
+                                                   help="Metadata entry (repeatable).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create an open session.
+
+    Example: recallql sessions create s-42 --agent ops-bot --parent s-41
+    """
+    metadata = {}
+    for entry in meta or ():
+        key, sep, value = entry.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {entry!r}", param_hint="--meta")
+        metadata[key] = infer(value)
+    with open_db(db, write=True) as database, handled():
+        snap = database.sessions.create(session, agent, parent=parent, source=source,
+                                        branched_from=branched_from,
+                                        delegate_from=delegate_from, metadata=metadata,
+                                        title=title)
+    if as_json:
+        _snapshot(snap, as_json, "")
+    else:
+        parent_note = f", parent {parent}" if parent else ""
+        out.print(f"created session {session} (agent {agent}{parent_note}, open)", markup=False)
+
+
+@app.command()
+def annotate(session: SessionArg,
+             text: Annotated[str, typer.Argument(help="Annotation; its words become keywords.")],
+             db: DbOption = DEFAULT_DB) -> None:
+    """Add an annotation (its words become the session's keywords for FOR SESSION)."""
+    with open_db(db, write=True) as database, handled():
+        database.sessions.annotate(session, text)
+    out.print(f"annotated session {session}", markup=False)
+
+
+@app.command()
+def signal(
+    session: SessionArg,
+    name: Annotated[str, typer.Argument(help="Signal name, e.g. reward.")],
+    value: Annotated[float, typer.Argument(help="Signal value, e.g. 1.0.")],
+    entity: Annotated[str | None, typer.Option(help="The entity it is about, e.g. doc:42.")
+                      ] = None,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Record a signal (validated by the signal policy; a rejected one names the rule).
+
+    Example: recallql sessions signal s-42 reward 1.0 --entity debian:openssl
+    """
+    with open_db(db, write=True) as database, handled():
+        database.sessions.signal(session, name, value, entity=entity)
+    about = f" on {entity}" if entity else ""
+    out.print(f"recorded {name} {value:g}{about} in session {session}", markup=False)
+
+
+@app.command()
+def close(
+    session: SessionArg,
+    reason: Annotated[str, typer.Option("--reason", help="end_reason: user_exit, compression, "
+                                        "branched, new_session, ...")] = "user_exit",
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Close an open session."""
+    with open_db(db, write=True) as database, handled():
+        database.sessions.close(session, end_reason=reason)
+    out.print(f"closed session {session} ({reason})", markup=False)
+
+
+@app.command()
+def archive(session: SessionArg, db: DbOption = DEFAULT_DB) -> None:
+    """Archive a session (closing it first if open); its snapshot is frozen."""
+    with open_db(db, write=True) as database, handled():
+        database.sessions.archive(session)
+    out.print(f"archived session {session}", markup=False)
+
+
+@app.command()
+def sweep(
+    older_than: Annotated[float, typer.Option("--older-than", min=0, metavar="DAYS",
+                                              help="Remove sessions that ended (open ones: "
+                                                   "started) more than DAYS ago.")],
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Remove old sessions with their annotations and signals."""
+    with open_db(db, write=True) as database, handled():
+        removed = database.sessions.sweep(older_than)
+    out.print(f"removed {removed} session{'s' if removed != 1 else ''}", markup=False)

@@ -1,0 +1,140 @@
+"""``recallql shell``, ``demo``, ``bench`` and ``import hermes``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from recallql.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    EmbedderOption,
+    JsonOption,
+    State,
+    err,
+    fail,
+    handled,
+    is_database,
+    open_db,
+    out,
+)
+
+import_app = typer.Typer(no_args_is_help=True, help="Import another agent's memory store.")
+
+
+def shell(
+    db: DbOption = DEFAULT_DB,
+    history: Annotated[Path | None, typer.Option(
+        envvar="RECALLQL_HISTORY", help="History file (default ~/.recallql_history).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+) -> None:
+    """Interactive shell: statements end with ';', \\help lists the commands.
+
+    Opens the database read-only (it never blocks a writer); a missing database is created
+    empty. With input from a pipe it runs the statements and exits.
+    """
+    from recallql.render import FORMATS
+    from recallql.repl import Repl
+
+    if fmt not in FORMATS:
+        raise typer.BadParameter("use table or json", param_hint="--format")
+    if not is_database(db):
+        open_db(db, write=True).close()
+        err.print(f"created an empty database at {db}", markup=False)
+    with open_db(db) as database:
+        code = Repl(database, history=history, fmt=fmt, debug=State.debug).run()
+    raise typer.Exit(code)
+
+
+def demo(
+    db: Annotated[Path, typer.Option("--db", help="Where to build the demo database (rebuilt "
+                                     "if it was built by the demo).")] = Path("recallql-demo.db"),
+    small: Annotated[bool, typer.Option("--small", help="A few hundred documents and "
+                                        "messages (seconds, for tests).")] = False,
+    all_docs: Annotated[bool, typer.Option("--all", help="Every changelog entry on the "
+                                           "machine (minutes).")] = False,
+    embedder: Annotated[str, typer.Option(help="default (all-MiniLM-L6-v2) or hash (no "
+                                          "model, fastest).")] = "default",
+) -> None:
+    """Build a demo database from real data on this machine and tour the language.
+
+    Documents are Debian changelog entries (/usr/share/doc/*/changelog.Debian.gz; Python's NEWS
+    or CACM when there are none), conversations are real chats from the chitchat-dataset
+    package rotated into session chains. Then it runs SEARCH, FOR SESSION, GROUP BY
+    CONVERSATION and EXPLAIN statements and prints what they return.
+    """
+    from recallql.demo import DemoError, run_demo
+
+    if small and all_docs:
+        raise typer.BadParameter("choose one of --small and --all", param_hint="--small/--all")
+    if embedder not in ("default", "hash"):
+        raise typer.BadParameter("use default or hash", param_hint="--embedder")
+    size = "small" if small else "all" if all_docs else "default"
+    with handled():
+        try:
+            run_demo(db, size=size, embedder=embedder, console=out)
+        except DemoError as exc:
+            raise fail(str(exc)) from None
+
+
+def bench(ctx: typer.Context) -> None:
+    """Run the benchmarks (python -m benchmarks) from a source checkout.
+
+    Extra arguments are passed on, e.g. recallql bench -- --help.
+    """
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "benchmarks").is_dir():
+        raise fail("the benchmarks ship with the source, not the installed package: clone the "
+                   "repository and run `make bench` (or `recallql bench` from the checkout)")
+    if not (root / "benchmarks" / "__main__.py").is_file():
+        raise fail(f"{root / 'benchmarks'} has no __main__.py: this checkout has no benchmark "
+                   "runner")
+    command = [sys.executable, "-m", "benchmarks", *ctx.args]
+    err.print(f"running {' '.join(command[1:])} in {root}", markup=False)
+    raise typer.Exit(subprocess.call(command, cwd=root))
+
+
+def _import_with_progress(database, store: Path):
+    """`Database.import_hermes` with a progress bar when it reports progress."""
+    import inspect
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    if "progress" not in inspect.signature(database.import_hermes).parameters:
+        return database.import_hermes(store)
+    with Progress(TextColumn("importing messages"), BarColumn(), MofNCompleteColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task("import", total=None)
+        return database.import_hermes(
+            store, progress=lambda done, total: bar.update(task, completed=done, total=total))
+
+
+@import_app.command("hermes")
+def import_hermes(
+    store: Annotated[Path, typer.Argument(metavar="STATE_DB", help="A Hermes Agent state.db "
+                                          "(read-only; never written), e.g. "
+                                          "~/.hermes/state.db.")],
+    db: DbOption = DEFAULT_DB,
+    embedder: EmbedderOption = "auto",
+    as_json: JsonOption = False,
+) -> None:
+    """Import a Hermes Agent session store (sessions, lineage markers, messages).
+
+    The store is read-only and never written. Re-importing the same file adds nothing twice.
+    """
+    from recallql.render import cell, records_table
+
+    if not store.is_file():
+        raise fail(f"{store}: no such file")
+    with open_db(db, write=True, embedder=embedder) as database, handled():
+        report = _import_with_progress(database, store)
+    if as_json:
+        out.print(report.model_dump_json(indent=2), markup=False, soft_wrap=True)
+        return
+    out.print(f"imported {store} into {db}", markup=False)
+    rows = [{"what": k, "value": cell(v)} for k, v in report.model_dump(mode="json").items()]
+    out.print(records_table(["what", "value"], rows))

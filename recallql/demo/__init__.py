@@ -1,0 +1,164 @@
+"""``recallql demo``: build a database from real material on this machine, then tour it.
+
+    >>> run_demo(Path("recallql-demo.db"), size="small")     # doctest: +SKIP
+
+Documents come from Debian changelogs (or Python's NEWS, or CACM), conversations from the
+``chitchat-dataset`` package; see `recallql.demo.sources` and `recallql.demo.build`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from recallql.demo.build import (
+    ROTATE_EVERY,
+    SIZES,
+    ProgressEmbedder,
+    conversation_roots,
+    plan_conversations,
+    write_conversations,
+)
+from recallql.demo.sources import DemoError, DocSource, find_documents, load_chats
+from recallql.demo.tour import SECTIONS, Built, Tour
+
+__all__ = ["DemoError", "MARKER", "run_demo"]
+
+MARKER = "recallql-demo.json"
+
+
+def prepare(path: Path) -> None:
+    """Make `path` ready for a new demo database: remove an earlier demo database there.
+
+    Raises:
+        DemoError: `path` holds something the demo did not build.
+    """
+    if not path.exists():
+        return
+    if (path / MARKER).is_file():
+        shutil.rmtree(path)
+    elif not path.is_dir() or any(path.iterdir()):
+        raise DemoError(f"{path} exists and was not built by the demo; choose another --db")
+
+
+def _inner_embedder(name: str) -> Any:
+    from recallql.index.embedders import HashEmbedder, MiniLMEmbedder
+
+    return HashEmbedder() if name == "hash" else MiniLMEmbedder()
+
+
+@contextmanager
+def _progress(console: Console) -> Iterator[Progress]:
+    columns = (SpinnerColumn(), TextColumn("{task.description:<34}"), BarColumn(),
+               MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
+               TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        yield progress
+
+
+def _ingest_docs(db: Any, progress: Progress, embed: ProgressEmbedder, source: DocSource
+                 ) -> None:
+    task = progress.add_task(f"documents ({source.name})", total=len(source.items))
+    embed.on_progress = lambda n: progress.advance(task, n)
+    for start in range(0, len(source.items), 1000):
+        db.ingest("docs", source.items[start:start + 1000])
+
+
+def build(db: Any, embed: ProgressEmbedder, console: Console, size: str,
+          doc_root: Path) -> tuple[Built, dict[str, int]]:
+    """Fill a fresh database; returns what the tour needs and counts for the summary."""
+    spec = SIZES[size]
+    with _progress(console) as progress:
+        reading = progress.add_task("reading real data", total=2)
+        source, note = find_documents(spec.docs, doc_root)
+        progress.advance(reading)
+        long, short = load_chats(spec.long_chats, spec.turns, spec.short_chats)
+        progress.advance(reading)
+        if note:
+            progress.console.print(Text(f"note: {note}", style="yellow"), soft_wrap=True)
+        _ingest_docs(db, progress, embed, source)
+        chains = plan_conversations(long, short)
+        plans = [plan for chain in chains.values() for plan in chain]
+        total = sum(len(p.turns) + len(p.copied) for p in plans)
+        task = progress.add_task(f"messages ({len(plans)} sessions)", total=total)
+        embed.on_progress = lambda n: progress.advance(task, n)
+        messages = write_conversations(db, plans)
+    branch = next((p.id for p in chains.get("chat1", []) if p.branched_from), None)
+    tip = chains["chat0"][-1]
+    said = max((turn.content for turn in tip.turns if turn.role == "user"), key=len)
+    built = Built(source=source, current=tip.id, current_query=said, branch=branch,
+                  conversation_of=conversation_roots(plans))
+    return built, {"documents": len(source.items), "messages": messages,
+                   "sessions": len(plans), "conversations": len(chains)}
+
+
+def run_demo(path: Path, size: str = "default", embedder: str = "default",
+             console: Console | None = None, doc_root: Path = Path("/usr/share/doc")
+             ) -> dict[str, Any]:
+    """Build the demo database at `path` (rebuilding an earlier demo there) and run the tour.
+
+    The build shows progress bars; the tour prints each statement, its parameters and what it
+    returns (see `recallql.demo.tour`).
+
+    Args:
+        path: the database directory.
+        size: ``small``, ``default`` or ``all`` (see `recallql.demo.build.SIZES`).
+        embedder: ``default`` (all-MiniLM-L6-v2) or ``hash``.
+        console: where to print (default stdout).
+        doc_root: where Debian changelogs are looked for.
+
+    Returns:
+        Counts and timings (``documents``, ``messages``, ``sessions``, ``build_s``, ...).
+
+    Raises:
+        DemoError: no material, or `path` holds something else.
+    """
+    import recallql
+
+    console = console or Console(highlight=False)
+    prepare(path)
+    started = time.perf_counter()
+    embed = ProgressEmbedder(_inner_embedder(embedder))
+    console.print(Text(f"Building a demo database at {path} from real data on this machine",
+                       style="bold"))
+    with recallql.connect(path, embedder=embed) as db:
+        built, counts = build(db, embed, console, size, doc_root)
+        embed.on_progress = None
+        (path / MARKER).write_text(json.dumps({"size": size, "embedder": embedder}))
+        counts["build_s"] = round(time.perf_counter() - started, 1)
+        console.print(Text(_built_line(counts), style="green"), soft_wrap=True)
+        tour = Tour(db, console, built)
+        for section in SECTIONS:
+            section(tour)
+    counts["sections"] = tour.sections
+    counts["total_s"] = round(time.perf_counter() - started, 1)
+    console.print()
+    console.print(Text(f"Done in {counts['total_s']} s. Explore the same database:\n"
+                       f"  recallql shell --db {path}\n"
+                       f"  recallql query \"SEARCH docs MATCHING 'memory leak' LIMIT 5\" "
+                       f"--db {path}", style="bold"), soft_wrap=True)
+    return counts
+
+
+def _built_line(counts: dict[str, Any]) -> str:
+    return (f"built in {counts['build_s']} s: {counts['documents']} documents, "
+            f"{counts['messages']} messages in {counts['sessions']} sessions "
+            f"({counts['conversations']} chats; long ones rotated every {ROTATE_EVERY} "
+            "messages, a simulated context compressor)")

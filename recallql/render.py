@@ -1,0 +1,265 @@
+"""Terminal rendering of results for the CLI, the REPL and the demo (rich).
+
+- `result_table`: SEARCH / RETRIEVE rows as a table (rank, id, score, date, text, why).
+- `records_table`: SHOW / DESCRIBE records as a table.
+- `explain_view`: EXPLAIN as a plan tree plus each row's score arithmetic.
+- `render`: any of the above for a statement's outcome, in ``table`` or ``json`` format.
+
+User data never goes through rich markup: every cell is a `rich.text.Text`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from recallql.engine.models import Explain, PlanNode, ReasonEntry, Result, Row
+from recallql.engine.reasons import Reason
+
+FORMATS = ("table", "json")
+TEXT_WIDTH = 72
+_RANK = re.compile(r"rank=(\d+)")
+_SHORT = {Reason.SESSION_KEYWORDS: "keywords", Reason.SESSION_VELOCITY: "velocity",
+          Reason.SESSION_ENTITY: "entity", Reason.SIGNAL_BOOST: "signal",
+          Reason.RECENCY: "recency", Reason.RECENCY_FUTURE_CLAMPED: "recency(future)"}
+
+
+def shorten(text: str, width: int = TEXT_WIDTH) -> str:
+    """`text` on one line, cut to `width` characters with an ellipsis."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+
+
+def date_of(value: Any) -> str:
+    """An epoch-seconds or datetime value as ``YYYY-MM-DD`` (UTC); ``""`` when missing."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d")
+    if isinstance(value, int | float) and value == value:  # not NaN
+        return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d")
+    return ""
+
+
+def row_text(row: Row, text_fields: Sequence[str] = ()) -> str:
+    """The row's text: its collection's text fields joined with `` — ``.
+
+    Without `text_fields`, the row's string fields other than the built-in ones are used.
+    """
+    fields = row.fields
+    names = list(text_fields) or [k for k, v in fields.items() if isinstance(v, str) and k not in
+                                  {"id", "doc_id", "entity", "session_id", "role", "source"}]
+    return " — ".join(str(fields[n]) for n in names if fields.get(n))
+
+
+def why(reasons: Sequence[ReasonEntry]) -> str:
+    """A compact account of a row's score: leg ranks, then the boosts that added something.
+
+    Example: ``lex#1 sem#3 · keywords +0.300 · recency +0.004``.
+    """
+    legs, boosts = [], []
+    for r in reasons:
+        if r.code in (Reason.LEXICAL_MATCH, Reason.SEMANTIC_MATCH):
+            rank = _RANK.search(r.detail)
+            legs.append(("lex" if r.code is Reason.LEXICAL_MATCH else "sem")
+                        + (f"#{rank.group(1)}" if rank else ""))
+        elif r.code is Reason.NO_RELEVANCE:
+            legs.append("boosts only")
+        elif r.code in _SHORT and r.contribution >= 0.0005:
+            boosts.append(f"{_SHORT[r.code]} +{r.contribution:.3f}")
+        elif r.code is Reason.RECENCY_MISSING_DATE:
+            boosts.append("no date")
+    return " · ".join([" ".join(legs)] + boosts if legs else boosts)
+
+
+def _room(heads: list[str], rows: list[list[str]], width: int) -> int:
+    """The width left for the text column once the others have theirs."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(heads)]
+    return width - 2 - 3 * (len(heads) - 1) - sum(
+        w for h, w in zip(heads, widths, strict=True) if h != "text")
+
+
+def _cells(result: Result, text_fields: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+    """Column names and the cells of every row (text and ids not yet cut to width)."""
+    messages = any(row.session_id for row in result.rows)
+    grouped = any(row.conversation_root for row in result.rows)
+    heads = ["#", "id", "score", "date", *(("session", "role") if messages else ()),
+             *(("conversation",) if grouped else ()), "text", "why"]
+    rows = []
+    for rank, row in enumerate(result.rows, start=1):
+        cells = [str(rank), row.id, f"{row.score:.5f}", date_of(row.fields.get("created_at"))]
+        if messages:
+            cells += [shorten(row.session_id or "", 24), str(row.fields.get("role") or "")]
+        if grouped:
+            cells.append(shorten(row.conversation_root or "", 24))
+        rows.append([*cells, row_text(row, text_fields), shorten(why(row.reasons), 34)])
+    return heads, rows
+
+
+def _fit(heads: list[str], rows: list[list[str]], width: int
+         ) -> tuple[list[str], list[list[str]]]:
+    """Drop optional columns, then shorten ids, until the text column has some room; then cut
+    the text to the room left."""
+    for optional in ("why", "date", "role"):  # narrow terminals: the text matters more
+        if _room(heads, rows, width) >= 30 or optional not in heads:
+            continue
+        at = heads.index(optional)
+        heads, rows = heads[:at] + heads[at + 1:], [r[:at] + r[at + 1:] for r in rows]
+    room = _room(heads, rows, width)
+    id_width = max([2, *(len(r[1]) for r in rows)])
+    if room < 24 and id_width > 16:
+        cut = min(id_width - 16, 24 - room)
+        rows = [[r[0], shorten(r[1], id_width - cut), *r[2:]] for r in rows]
+        room += cut
+    text_at = heads.index("text")
+    for cells in rows:
+        cells[text_at] = shorten(cells[text_at], max(12, room))
+    return heads, rows
+
+
+def result_table(result: Result, text_fields: Sequence[str] = (), title: str | None = None,
+                 width: int = 100) -> Table:
+    """SEARCH / RETRIEVE rows as a table fitting `width` columns (the text column takes what the
+    others leave); message rows also show session, role and (when grouped) conversation."""
+    heads, rows = _fit(*_cells(result, text_fields), width)
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False)
+    for head in heads:
+        table.add_column(head, justify="right" if head in ("#", "score") else "left",
+                         style="dim" if head in ("#", "why") else None,
+                         no_wrap=head != "why", overflow="fold" if head == "why" else "ellipsis")
+    for cells in rows:
+        table.add_row(*(Text(c) for c in cells))
+    return table
+
+
+def cell(value: Any) -> str:
+    """A record value as table text: lists comma-joined, dicts as ``k=v``, None empty."""
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple):
+        return ", ".join(cell(v) for v in value)
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={cell(v)}" for k, v in value.items())
+    if isinstance(value, float):
+        return f"{value:.5g}"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def records_table(columns: Sequence[str], records: Sequence[Mapping[str, Any]],
+                  title: str | None = None) -> Table:
+    """SHOW / DESCRIBE output (or any list of records) as a table."""
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False)
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    for record in records:
+        table.add_row(*(Text(cell(record.get(c))) for c in columns))
+    return table
+
+
+def _plan_label(node: PlanNode) -> Text:
+    label = Text(node.operator, style="bold cyan")
+    for key, value in node.properties.items():
+        shown = "[" + ", ".join(map(str, value)) + "]" if isinstance(value, list) else value
+        label.append(f" {key}=", style="dim").append(str(shown))
+    if node.rows_out is not None:
+        rows = f"{node.rows_in}→{node.rows_out}" if node.children else f"{node.rows_out}"
+        label.append(f"  rows={rows} time={node.time_ms:.3f}ms", style="yellow")
+    return label
+
+
+def plan_tree(node: PlanNode, tree: Tree | None = None) -> Tree:
+    """The plan as a rich `Tree`, root first."""
+    branch = Tree(_plan_label(node), guide_style="dim") if tree is None \
+        else tree.add(_plan_label(node))
+    for child in node.children:
+        plan_tree(child, branch)
+    return branch
+
+
+def reasons_view(rows: Sequence[Row], width: int = 100) -> Text:
+    """Each row's score arithmetic: a header line, then one line per reason with its
+    contribution (the contributions sum to the score)."""
+    out = Text()
+    shown = [[f"{r.code.value}({r.detail})" if r.detail else r.code.value for r in row.reasons]
+             for row in rows]
+    pad = min(max([len(s) for codes in shown for s in codes] or [0]), max(20, width - 16))
+    for rank, (row, codes) in enumerate(zip(rows, shown, strict=True), start=1):
+        out.append(f"#{rank} ", style="dim").append(row.id, style="bold")
+        out.append(f"  score={row.score:.5f}\n")
+        for code, reason in zip(codes, row.reasons, strict=True):
+            out.append(f"   {shorten(code, pad):<{pad}} ")
+            out.append(f"{reason.contribution:+.5f}\n",
+                       style="green" if reason.contribution > 0 else "dim")
+    out.rstrip()
+    return out
+
+
+def warnings_text(result: Result) -> Text | None:
+    """The statement's warnings (and truncation), one per line, or None."""
+    lines = [f"warning: {n.code.value}: {n.message}" for n in result.warnings]
+    if result.truncated:
+        lines.append("note: the result is a truncated (safe ranked) prefix")
+    return Text("\n".join(lines), style="yellow") if lines else None
+
+
+def explain_view(explain: Explain, width: int = 100) -> Group:
+    """EXPLAIN as a plan tree, warnings, and every row's reasons."""
+    parts: list[RenderableType] = [plan_tree(explain.plan)]
+    notes = warnings_text(explain.result)
+    if notes is not None:
+        parts.append(notes)
+    if explain.rows:
+        parts.append(reasons_view(explain.rows, width))
+    else:
+        parts.append(Text("(no rows)", style="dim"))
+    return Group(*parts)
+
+
+def to_json(outcome: Result | Explain, indent: int | None = 2) -> str:
+    """The outcome as JSON (the pydantic model dump: rows with reasons, warnings, snapshot...)."""
+    return outcome.model_dump_json(indent=indent)
+
+
+def json_list(outcomes: Sequence[Result | Explain], indent: int | None = 2) -> str:
+    """Several outcomes as one JSON value: the object itself for one, else an array."""
+    dumps = [o.model_dump(mode="json") for o in outcomes]
+    return json.dumps(dumps[0] if len(dumps) == 1 else dumps, indent=indent, ensure_ascii=False)
+
+
+def summary(outcome: Result | Explain) -> Text:
+    """A one-line footer: row count and statement-level notes."""
+    result = outcome.result if isinstance(outcome, Explain) else outcome
+    count = len(result)
+    noun = "row" if count == 1 else "rows"
+    return Text(f"({count} {noun})", style="dim")
+
+
+def render(outcome: Result | Explain, text_fields: Sequence[str] = (),
+           width: int = 100) -> RenderableType:
+    """A statement's outcome for the terminal (`Explain`, catalog records or ranked rows)."""
+    if isinstance(outcome, Explain):
+        return explain_view(outcome, width)
+    parts: list[RenderableType] = []
+    if outcome.columns is not None:
+        parts.append(records_table(outcome.columns, outcome.records or []))
+    elif outcome.rows:
+        parts.append(result_table(outcome, text_fields, width=width))
+    notes = warnings_text(outcome)
+    if notes is not None:
+        parts.append(notes)
+    parts.append(summary(outcome))
+    return Group(*parts)
+
+
+__all__ = ["FORMATS", "cell", "date_of", "explain_view", "json_list", "plan_tree",
+           "reasons_view", "records_table", "render", "result_table", "row_text", "shorten",
+           "summary", "to_json", "warnings_text", "why"]

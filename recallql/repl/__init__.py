@@ -1,0 +1,190 @@
+"""The recallql shell (``recallql shell``): prompt_toolkit line editing, persistent history,
+completion, syntax highlighting, multi-line statements ended by ``;``, results as tables and
+EXPLAIN as a tree.
+
+    >>> Repl(recallql.connect("mem.db", readonly=True)).run()    # doctest: +SKIP
+
+With input that is not a terminal (a pipe, a file) it reads statements and backslash commands
+from it and exits with 1 if any failed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.text import Text
+
+from recallql.repl.commands import COMMANDS, HELP, Command, parse_command
+from recallql.repl.input import is_complete
+
+__all__ = ["Repl", "is_complete"]
+
+DEFAULT_HISTORY = Path("~/.recallql_history")
+
+
+class Repl:
+    """An interactive shell over a `Database`.
+
+    Args:
+        db: the database (usually opened read-only: statements never write).
+        history: history file (default ``~/.recallql_history``).
+        fmt: ``table`` or ``json``.
+        debug: print tracebacks of unexpected errors.
+        console: where output goes (default: stdout).
+    """
+
+    def __init__(self, db: Any, history: Path | None = None, fmt: str = "table",
+                 debug: bool = False, console: Console | None = None) -> None:
+        self.db = db
+        self.history = (history or DEFAULT_HISTORY).expanduser()
+        self.fmt = fmt
+        self.debug = debug
+        self.timing = False
+        self.console = console or Console(highlight=False)
+        self.failed = False
+
+    # -- loops ---------------------------------------------------------------------------------
+
+    def run(self, stream: TextIO | None = None) -> int:
+        """Run interactively on a terminal, else read `stream` (default stdin). Returns the exit
+        code: 0, or 1 when reading a stream and a statement failed."""
+        stream = stream or sys.stdin
+        if stream.isatty() and sys.stdout.isatty():
+            self.interactive()
+            return 0
+        self.run_lines(stream)
+        return 1 if self.failed else 0
+
+    def interactive(self) -> None:
+        """The prompt loop (Ctrl-C clears the input, Ctrl-D or \\q quits)."""
+        from recallql.repl.input import make_session
+
+        session = make_session(self.history, self.catalog, [c for c, *_ in COMMANDS])
+        self.console.print(Text("recallql shell — statements end with ';'. \\help for help, "
+                                "\\q to quit.", style="dim"))
+        while True:
+            try:
+                text = session.prompt()
+            except KeyboardInterrupt:
+                continue
+            except EOFError:
+                return
+            if not self.handle(text):
+                return
+
+    def run_lines(self, lines: Iterable[str]) -> None:
+        """Run statements and commands read line by line (a statement may span lines)."""
+        buffer = ""
+        for line in lines:
+            buffer += line if line.endswith("\n") else line + "\n"
+            if is_complete(buffer):
+                text, buffer = buffer, ""
+                if not self.handle(text):
+                    return
+        if buffer.strip():
+            self.handle(buffer)
+
+    # -- one input -----------------------------------------------------------------------------
+
+    def handle(self, text: str) -> bool:
+        """Run one input (statements or a backslash command). Returns False to quit."""
+        stripped = text.strip()
+        if not stripped:
+            return True
+        if stripped.rstrip(";").strip().lower() in ("quit", "exit"):
+            return False
+        if stripped.startswith("\\"):
+            return self.command(parse_command(stripped))
+        self.execute(text)
+        return True
+
+    def command(self, cmd: Command) -> bool:
+        """Run a backslash command. Returns False to quit."""
+        name, arg = cmd
+        if name in ("\\q", "\\quit"):
+            return False
+        if name in ("\\help", "\\h", "\\?"):
+            self.console.print(Text(HELP))
+        elif name == "\\timing":
+            self.timing = {"on": True, "off": False}.get(arg, not self.timing)
+            self.console.print(f"timing is {'on' if self.timing else 'off'}", markup=False)
+        elif name == "\\format":
+            if arg in ("json", "table"):
+                self.fmt = arg
+            elif arg:
+                return self._error(f"unknown format {arg!r} (use json or table)")
+            self.console.print(f"output format is {self.fmt}", markup=False)
+        elif name == "\\d":
+            from recallql.grammar.keywords import quote_identifier
+
+            self.execute(f"DESCRIBE {quote_identifier(arg)}" if arg else "SHOW COLLECTIONS")
+        else:
+            return self._error(f"unknown command {name} (\\help lists the commands)")
+        return True
+
+    def execute(self, text: str) -> None:
+        """Parse `text` as ';'-separated statements and run them in order; stop at an error."""
+        from recallql.grammar import parse_script
+
+        try:
+            statements = parse_script(text)
+            for stmt in statements:
+                started = time.perf_counter()
+                outcome = self.db.execute(stmt)
+                self.show(outcome)
+                if self.timing:
+                    ms = (time.perf_counter() - started) * 1000
+                    self.console.print(Text(f"Time: {ms:.3f} ms", style="dim"))
+        except Exception as exc:  # noqa: BLE001 - the shell reports every error and goes on
+            self.report(exc)
+
+    def show(self, outcome: Any) -> None:
+        """Print a statement's outcome in the current format."""
+        from recallql.render import render, to_json
+
+        if self.fmt == "json":
+            self.console.print(to_json(outcome), markup=False, soft_wrap=True)
+            return
+        fields = self.text_fields(getattr(outcome, "collection", None))
+        self.console.print(render(outcome, fields, width=self.console.width))
+
+    def report(self, exc: Exception) -> None:
+        """Print an error: a query error's rendering (with the caret), a one-line message for
+        data and database errors, an internal error otherwise (traceback with --debug)."""
+        from recallql.cli.common import user_errors
+        from recallql.grammar.errors import QueryError
+
+        self.failed = True
+        if isinstance(exc, QueryError):
+            self.console.print(Text(str(exc), style="red"), soft_wrap=True)
+        elif isinstance(exc, user_errors()):
+            self._error(str(exc))
+        else:
+            self._error(f"internal error: {type(exc).__name__}: {exc}")
+            if self.debug:
+                self.console.print(Text(traceback.format_exc()), soft_wrap=True)
+
+    def _error(self, message: str) -> bool:
+        self.failed = True
+        self.console.print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
+        return True
+
+    # -- catalog -------------------------------------------------------------------------------
+
+    def catalog(self) -> dict[str, list[str]]:
+        """``{collection: field names}`` for completion."""
+        from recallql.engine.analyzer import BUILTIN_FIELDS
+
+        return {c.name: [*c.text_fields, *c.fields, *BUILTIN_FIELDS]
+                for c in self.db.collections()}
+
+    def text_fields(self, collection: str | None) -> tuple[str, ...]:
+        """The text fields of `collection` (for the table's text column)."""
+        return next((tuple(c.text_fields) for c in self.db.collections()
+                     if c.name == collection), ())

@@ -1,0 +1,164 @@
+"""The ``recallql`` CLI through its real entry point (``python -m recallql.cli`` in a subprocess),
+on a real database on disk with the hash embedder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = [
+    {"id": "backup", "title": "Backup retention policy", "body": "Keep daily backups for 30 days.",
+     "created_at": "2024-01-01", "tags": ["ops"]},
+    {"id": "creds", "title": "Rotate credentials", "body": "Rotate API keys every 90 days.",
+     "created_at": "2023-06-01", "tags": ["security"]},
+    {"id": "quote", "title": "It's \"quoted\"", "body": "O'Reilly wrote [bold]this[/bold].",
+     "tags": ["it's"]},
+]
+
+
+def cli(*args: str, stdin: str | None = None, cwd: Path | None = None
+        ) -> subprocess.CompletedProcess:
+    """Run ``python -m recallql.cli ARGS`` and capture its output."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120", "NO_COLOR": "1"}
+    env.pop("RECALLQL_DB", None)
+    return subprocess.run([sys.executable, "-m", "recallql.cli", *args], input=stdin,
+                          capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    """A database made by ``recallql ingest`` from a small directory (JSONL + Markdown)."""
+    root = tmp_path_factory.mktemp("cli")
+    data = root / "data"
+    data.mkdir()
+    (data / "items.jsonl").write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    (data / "runbook.md").write_text("# Restore runbook\n\nRestore the latest snapshot first.\n")
+    path = root / "db"
+    done = cli("ingest", str(data), "--db", str(path), "--embedder", "hash")
+    assert done.returncode == 0, done.stderr
+    assert "ingested 4 items into docs" in done.stdout
+    return path
+
+
+def test_query_prints_a_table(db):
+    done = cli("query", "SEARCH docs MATCHING 'backup retention' LIMIT 2", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.split()[:2] == ["1", "backup"] for line in lines if line.strip())
+    assert "(2 rows)" in done.stdout
+
+
+def test_query_json_parses(db):
+    done = cli("query", "SEARCH docs MATCHING :q LIMIT :n", "-p", "q=rotate keys", "-p", "n=1",
+               "--json", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [row["id"] for row in result["rows"]] == ["creds"]
+    reasons = result["rows"][0]["reasons"]
+    assert sum(r["contribution"] for r in reasons) == pytest.approx(result["rows"][0]["score"])
+
+
+def test_several_statements_give_a_json_array(db):
+    done = cli("query", "SHOW COLLECTIONS; DESCRIBE docs", "--json", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    first, second = json.loads(done.stdout)
+    assert {r["name"] for r in first["records"]} == {"docs", "messages"}
+    assert "title" in {r["field"] for r in second["records"]}
+
+
+def test_values_with_quotes_travel_as_parameters(db):
+    done = cli("query", "SEARCH docs MATCHING :q WHERE tags CONTAINS :t", "-p", "q=O'Reilly",
+               "-p", "t=it's", "--json", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [row["id"] for row in result["rows"]] == ["quote"]
+    assert result["statement"].count("'") >= 4  # canonical text quotes the bound values
+
+
+def test_inferred_number_falls_back_to_text_where_text_is_needed(db):
+    done = cli("query", "SEARCH docs MATCHING :q LIMIT :n", "-p", "q=30", "-p", "n=1", "--json",
+               "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["rows"][0]["id"] == "backup"
+
+
+def test_markup_in_data_is_printed_verbatim(db):
+    done = cli("query", "SEARCH docs MATCHING 'Reilly' LIMIT 1", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert "[bold]this[/bold]" in done.stdout
+
+
+def test_bad_query_exits_1_with_the_caret_on_stderr(db):
+    done = cli("query", "SEARCH docs MATCHING 'x' LIMIT ten", "--db", str(db))
+    assert done.returncode == 1
+    assert "QuerySyntaxError" in done.stderr and "^^^" in done.stderr
+    caret = next(line for line in done.stderr.splitlines() if "^^^" in line)
+    source = next(line for line in done.stderr.splitlines() if "LIMIT ten" in line)
+    assert source[caret.index("^"):].startswith("ten")
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_unknown_collection_is_a_semantic_error(db):
+    done = cli("query", "SEARCH dcos MATCHING 'x'", "--db", str(db))
+    assert done.returncode == 1 and "did you mean 'docs'?" in done.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["query"], "Missing argument"),
+    (["query", "SHOW COLLECTIONS", "--param", "novalue"], "name=value"),
+    (["query", "SHOW COLLECTIONS", "-p", "x=1"], "not used by the statement: x"),
+    (["nosuchcommand"], "No such command"),
+    (["explain", "SEARCH docs MATCHING 'x'", "--frobnicate"], "No such option"),
+], ids=["missing-statement", "bad-param", "unused-param", "unknown-command", "unknown-option"])
+def test_usage_errors_exit_2(db, args, message):
+    done = cli(*args, "--db", str(db))
+    assert done.returncode == 2
+    assert message in done.stderr
+
+
+def test_missing_database_is_a_clear_error(tmp_path):
+    done = cli("query", "SHOW COLLECTIONS", "--db", str(tmp_path / "none"))
+    assert done.returncode == 1
+    assert "no recallql database at" in done.stderr and "recallql ingest" in done.stderr
+
+
+def test_explain_text_json_and_analyze(db):
+    text = cli("explain", "SEARCH docs MATCHING 'rotate' WITH RECENCY LIMIT 2", "--analyze",
+               "--db", str(db))
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("TopK: k=2 offset=0") and "rows=" in text.stdout
+    assert "#1 creds" in text.stdout
+    as_json = cli("explain", "SEARCH docs MATCHING :q", "-p", "q=rotate", "--json",
+                  "--db", str(db))
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["plan"]["operator"] == "TopK"
+
+
+def test_explain_of_a_catalog_statement_exits_1(db):
+    done = cli("explain", "SHOW COLLECTIONS", "--db", str(db))
+    assert done.returncode == 1 and "EXPLAIN applies to SEARCH and RETRIEVE" in done.stderr
+
+
+def test_query_reads_statements_from_stdin(db):
+    done = cli("query", "-", "--db", str(db), stdin="SHOW COLLECTIONS;\n")
+    assert done.returncode == 0 and "messages" in done.stdout
+
+
+def test_help_has_examples():
+    done = cli("query", "--help")
+    assert done.returncode == 0
+    assert "Examples" in done.stdout and "--param" in done.stdout
+    top = cli("--help")
+    for command in ("ingest", "query", "explain", "shell", "sessions", "import", "demo", "bench"):
+        assert command in top.stdout
+
+
+def test_bench_outside_a_checkout_or_help():
+    done = cli("bench", "--help")
+    assert done.returncode == 0 and "benchmarks" in done.stdout

@@ -1,0 +1,174 @@
+"""The shell: driven in a pseudo-terminal (pexpect), and its parts in process."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+from rich.console import Console
+
+import recallql
+from recallql.index.embedders import HashEmbedder
+from recallql.repl import Repl, is_complete
+from recallql.repl.commands import parse_command
+from recallql.repl.lexer import RecallQLCompleter, RecallQLLexer
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = [
+    {"id": "backup", "title": "Backup retention policy", "body": "Keep daily backups.",
+     "created_at": "2024-01-01", "tags": ["ops"]},
+    {"id": "creds", "title": "Rotate credentials", "body": "Rotate API keys every 90 days.",
+     "created_at": "2023-06-01", "tags": ["security"]},
+]
+
+
+@pytest.fixture(scope="module")
+def db_path(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("repl") / "db"
+    with recallql.connect(path, embedder=HashEmbedder()) as db:
+        db.ingest("docs", DOCS)
+    return path
+
+
+@pytest.fixture
+def repl(db_path):
+    with recallql.connect(db_path, embedder=HashEmbedder(), readonly=True) as db:
+        out = io.StringIO()
+        shell = Repl(db, console=Console(file=out, width=120, color_system=None))
+        shell.output = out  # type: ignore[attr-defined]
+        yield shell
+
+
+def test_pty_multiline_statement_table_and_error_with_caret(db_path, tmp_path):
+    pexpect = pytest.importorskip("pexpect")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1",
+           "RECALLQL_HISTORY": str(tmp_path / "history")}
+    child = pexpect.spawn(sys.executable, ["-m", "recallql.cli", "shell", "--db", str(db_path)],
+                          env=env, encoding="utf-8", dimensions=(40, 140), timeout=30)
+    try:
+        child.expect("recallql>")
+        child.send("SEARCH docs\r")
+        child.expect(r"\.\.\.>")  # the statement goes on until ';'
+        child.send("  MATCHING 'backup' LIMIT 1;\r")
+        child.expect("backup")
+        child.expect(r"\(1 row\)")
+        child.expect("recallql>")
+        child.send("SEARCH docs MATCHING 'x' LIMIT ten;\r")
+        child.expect("QuerySyntaxError")
+        child.expect(r"\^\^\^")
+        child.expect("hint: LIMIT takes")
+        child.expect("recallql>")  # the prompt is back, no traceback
+        assert "Traceback" not in child.before
+        child.send("\\q\r")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    history = (tmp_path / "history").read_text()
+    assert "MATCHING 'backup' LIMIT 1;" in history
+
+
+def test_piped_input_runs_statements_and_sets_the_exit_code(db_path):
+    import subprocess
+
+    script = "SHOW COLLECTIONS;\n\\timing on\nSEARCH docs MATCHING 'rotate'\n  LIMIT 1;\n"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120"}
+    done = subprocess.run([sys.executable, "-m", "recallql.cli", "shell", "--db", str(db_path)],
+                          input=script, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "messages" in done.stdout and "creds" in done.stdout and "Time:" in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "recallql.cli", "shell", "--db", str(db_path)],
+                         input="SEARCH nope MATCHING 'x';\n", capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert bad.returncode == 1 and "unknown collection 'nope'" in bad.stdout
+
+
+def test_several_statements_on_one_line_run_in_order(repl):
+    repl.run_lines(["DESCRIBE docs; SHOW COLLECTIONS;\n"])
+    text = repl.output.getvalue()
+    assert text.index("BM25 text") < text.index("messages")
+
+
+def test_an_error_stops_the_rest_of_the_input_but_not_the_shell(repl):
+    repl.run_lines(["SEARCH dcos MATCHING 'x'; SHOW COLLECTIONS;\n", "DESCRIBE docs;\n"])
+    text = repl.output.getvalue()
+    assert "did you mean 'docs'?" in text and "^^^^" in text
+    assert "messages" not in text.split("did you mean")[1].split("BM25")[0]
+    assert "BM25 text" in text and repl.failed
+
+
+def test_explain_is_a_tree_with_reasons(repl):
+    repl.run_lines(["EXPLAIN SEARCH docs MATCHING 'rotate keys' LIMIT 1;\n"])
+    text = repl.output.getvalue()
+    assert "TopK" in text and "└── " in text and "RrfFusion" in text
+    assert "LEXICAL_MATCH(rank=1" in text and "#1 creds" in text
+
+
+def test_format_json_and_timing(repl):
+    import json
+
+    repl.run_lines(["\\format json\n", "SEARCH docs MATCHING 'backup' LIMIT 1;\n"])
+    text = repl.output.getvalue()
+    payload = text[text.index("{"):]
+    assert json.loads(payload)["rows"][0]["id"] == "backup"
+    repl.run_lines(["\\format xml\n"])
+    assert "unknown format 'xml'" in repl.output.getvalue()
+
+
+def test_backslash_commands(repl):
+    repl.run_lines(["\\timing\n", "\\d\n", "\\help\n", "\\nope\n"])
+    text = repl.output.getvalue()
+    assert "timing is on" in text and "docs" in text and "\\format" in text
+    assert "unknown command \\nope" in text
+    assert repl.handle("\\q") is False and repl.handle("quit;") is False
+
+
+@pytest.mark.parametrize(("text", "complete"), [
+    ("", True),
+    ("SEARCH docs", False),
+    ("SEARCH docs MATCHING 'a;'", False),
+    ("SEARCH docs MATCHING 'a;';", True),
+    ("SEARCH docs MATCHING 'it''s';  ", True),
+    ("SEARCH docs MATCHING 'open", False),
+    ("SHOW COLLECTIONS; -- done", True),
+    ("SHOW COLLECTIONS -- ;", False),
+    ('DESCRIBE "a;b"', False),
+    ("\\timing", True),
+    ("quit", True),
+], ids=lambda v: repr(v))
+def test_statement_completion(text, complete):
+    assert is_complete(text) is complete
+
+
+def test_lexer_tokens():
+    tokens = {(str(kind), value) for kind, value in RecallQLLexer().get_tokens(
+        "search docs MATCHING 'it''s' WHERE n >= :p LIMIT 5 -- c")}
+    assert ("Token.Keyword", "search") in tokens and ("Token.Keyword", "MATCHING") in tokens
+    assert ("Token.Literal.String.Single", "'it''s'") in tokens
+    assert ("Token.Name.Variable.Magic", ":p") in tokens
+    assert ("Token.Literal.Number", "5") in tokens and ("Token.Name", "docs") in tokens
+    assert ("Token.Comment.Single", "-- c") in tokens
+
+
+def test_completion_of_keywords_collections_fields_and_commands():
+    catalog = {"docs": ["title", "body", "tags"], "messages": ["content", "role"]}
+    completer = RecallQLCompleter(lambda: catalog, ["\\help", "\\timing"])
+
+    def complete(text: str) -> list[str]:
+        return [c.text for c in completer.get_completions(Document(text), CompleteEvent())]
+
+    assert complete("SEA") == ["SEARCH"] and complete("sea") == ["search"]
+    assert complete("SEARCH do") == ["docs"]
+    assert complete("SEARCH docs MATCHING 'x' WHERE ta")[0] == "tags"
+    assert complete("SEARCH messages MATCHING 'x' WHERE r")[0] == "role"
+    assert complete("\\ti") == ["\\timing"]
+    assert "half_life" in complete("SEARCH docs MATCHING 'x' WITH RECENCY (half")
+
+
+def test_parse_command():
+    assert parse_command("\\timing on;") == ("\\timing", "on")
+    assert parse_command("\\d Docs") == ("\\d", "Docs")
