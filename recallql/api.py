@@ -224,10 +224,7 @@ class Database:
             QuerySyntaxError, QuerySemanticError, ParameterError: a mistake in the statement
                 (`str(err)` shows a caret under the offending token).
         """
-        from recallql.grammar import bind, parse
-
-        stmt = parse(text) if isinstance(text, str) else text
-        return self._engine.execute(bind(stmt, *args, **params))
+        return self._engine.execute(text, *args, **params)
 
     query = execute
 
