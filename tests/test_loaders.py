@@ -145,7 +145,7 @@ def test_text_chunks(tmp_path):
     (tmp_path / "notes" / "skip.bin").write_bytes(b"\0\1")
     items = list(loaders.load_path(tmp_path))
     assert [i["id"] for i in items] == ["notes/ops.md#0", "notes/ops.md#1", "notes/ops.md#2"]
-    assert items[0]["body"] == "# Operations\n\nFirst paragraph."
+    assert items[0]["body"] == "First paragraph."
     assert items[2]["body"] == "Last one."
     assert {i["title"] for i in items} == {"Operations"}
     assert {i["created_at"] for i in items} == {dt.datetime.fromtimestamp(1700000000, dt.UTC)}
@@ -158,3 +158,12 @@ def test_missing_path_and_unknown_format(tmp_path):
         list(loaders.load_path(tmp_path / "nope"))
     with pytest.raises(IngestError, match="unknown format"):
         list(loaders.load_path(tmp_path, "xml"))
+
+
+def test_opening_markdown_heading_is_the_title_only(tmp_path):
+    from recallql.index.loaders import load_text
+
+    (tmp_path / "b.md").write_text("# Backup policy\n\nDaily backups.\n\n## Monthly\n\nKept a year.\n")
+    (item,) = list(load_text(tmp_path / "b.md", max_chars=10_000))
+    assert item["title"] == "Backup policy"
+    assert item["body"] == "Daily backups.\n\n## Monthly\n\nKept a year."

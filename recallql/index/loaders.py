@@ -219,12 +219,16 @@ def load_text(path: str | Path, root: str | Path | None = None,
               max_chars: int = 1200) -> Iterator[dict]:
     """Chunks of a text or Markdown file: doc_id = path relative to `root` (default: the file's
     directory), position = chunk number, id = ``<doc_id>#<position>``, created_at = the file's
-    mtime (UTC), title = the first Markdown heading or the file name."""
+    mtime (UTC), title = the first Markdown heading or the file name. A heading that opens the
+    file becomes the title only (it is not repeated in the first chunk's body), so its words are
+    not counted twice by BM25 nor embedded twice."""
     file = Path(path)
     doc_id = file.relative_to(root).as_posix() if root is not None else file.name
     text = file.read_text(encoding="utf-8", errors="replace")
     heading = re.search(r"^#{1,6}\s+(.+)$", text, re.MULTILINE)
     title = heading.group(1).strip() if heading else file.stem
+    if heading is not None and not text[:heading.start()].strip():
+        text = text[heading.end():]
     mtime = dt.datetime.fromtimestamp(file.stat().st_mtime, dt.UTC)
     for position, chunk in enumerate(chunk_paragraphs(text, max_chars)):
         yield {"id": f"{doc_id}#{position}", "doc_id": doc_id, "position": position,
