@@ -442,6 +442,33 @@ def test_bug_message_flags_are_coerced_with_bool(flags):
     assert db.execute("SEARCH messages MATCHING 'rewound' USING LEXICAL").ids() == []
 
 
+@pytest.mark.parametrize("statement", [
+    "RETRIEVE FROM kb WHERE team LIKE '%a%a%a%a%a%a%a%a%b'",
+    "SHOW SESSIONS WHERE title LIKE '%a%a%a%a%a%a%a%a%b'",
+])
+def test_bug_like_pattern_backtracks_catastrophically(statement):
+    """Today: LIKE compiles each `%` to a regex `.*` and uses `re.fullmatch`, which backtracks
+    polynomially in the number of `%`: eight `%a` against one 80-character value take minutes
+    (6 take ~5 s), freezing the process. SQL LIKE is matchable in O(len(value) * len(pattern)).
+    Run in a child process that must answer (no match) within 10 s."""
+    child = (
+        "import sys\n"
+        f"sys.path[:0] = [{str(REPO)!r}, {str(TESTS)!r}]\n"
+        "from engine_helpers import doc, make_db, vec\n"
+        "db = make_db([doc('a', 'alpha', '', vec(1, 0, 0, 0), team='a' * 80)],\n"
+        "             fields={'team': 'str'})\n"
+        "db.sessions.create('s1', 'agent', title='a' * 80)\n"
+        f"result = db.execute({statement!r})\n"
+        "print('DONE', len(result))\n"
+    )
+    try:
+        proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                              timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{statement!r} did not finish within 10 s")
+    assert proc.stdout.strip() == "DONE 0", proc.stderr[-300:]
+
+
 def test_bug_show_sessions_not_in_with_null_is_true():
     """Today: `SHOW SESSIONS WHERE id NOT IN ('zz', NULL)` lists every session. Its evaluator
     claims SQL three-valued logic: `x NOT IN (..., NULL)` is never true (NULL when no element
