@@ -499,6 +499,66 @@ def test_bug_pages_skip_and_repeat_rows_when_boosts_reach_below_the_window():
     assert pages == full
 
 
+# -- Hermes import ---------------------------------------------------------------------------------
+
+def _hermes_store(tmp_path: Path, sql: str) -> Path:
+    """The Hermes fixture store with one hostile edit applied (WAL checkpointed into the file)."""
+    import importlib.util
+    import sqlite3
+
+    spec = importlib.util.spec_from_file_location(
+        "build_state_db", TESTS / "fixtures" / "hermes" / "build_state_db.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    path = tmp_path / "state.db"
+    builder.build_state_db(path)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute(sql)
+    conn.commit()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return path
+
+
+@pytest.mark.parametrize("sql", [
+    "UPDATE sessions SET started_at = 1e300 WHERE id = 'conv-root'",
+    "UPDATE sessions SET started_at = -1e300 WHERE id = 'conv-root'",
+    "UPDATE sessions SET ended_at = 1e999 WHERE id = 'conv-root'",
+])
+def test_bug_hermes_import_of_out_of_range_session_time_poisons_the_database(tmp_path, sql):
+    """Today: a Hermes store whose session has started_at = 1e300 (or -1e300, or ended_at = inf)
+    imports "successfully", and afterwards SHOW SESSIONS and every GROUP BY CONVERSATION / FOR
+    SESSION statement raise builtins.OverflowError "timestamp out of range for platform time_t".
+    Expected: the row is skipped with a reason in ImportReport.skipped (as `no_start_time` is),
+    or the import fails cleanly — and the database stays queryable."""
+    path = _hermes_store(tmp_path, sql)
+    db = recallql.connect(embedder=None, clock=lambda: NOW_TS)
+    with contextlib.suppress(recallql.IngestError, recallql.StoreError, ValueError):
+        db.import_hermes(path)
+    db.execute("SHOW SESSIONS")
+    db.execute("SEARCH messages MATCHING 'helm' GROUP BY CONVERSATION")
+    db.execute("SEARCH messages MATCHING 'helm' FOR SESSION 'conv-tip'")
+
+
+def test_bug_hermes_import_of_invalid_utf8_text_raises_sqlite_error(tmp_path):
+    """Today: one message whose TEXT column holds bytes that are not UTF-8 (a torn write, a
+    legacy client) makes import_hermes raise sqlite3.OperationalError "Could not decode to UTF-8
+    column 'content'" and nothing is imported. Expected: the row is skipped and counted in
+    ImportReport.skipped (like `undecodable_json_content`), or a HermesFormatError naming the
+    store — not a raw sqlite error."""
+    from recallql.index.hermes import HermesFormatError
+
+    path = _hermes_store(tmp_path, "UPDATE messages SET content = CAST(x'61ff62' AS TEXT) "
+                                   "WHERE rowid = 1")
+    db = recallql.connect(embedder=None, clock=lambda: NOW_TS)
+    try:
+        report = db.import_hermes(path)
+    except HermesFormatError:
+        return
+    assert sum(report.skipped.values()) > 0
+
+
 # -- API and CLI -----------------------------------------------------------------------------------
 
 def test_bug_execute_after_close_leaks_sqlite_error(tmp_path):
