@@ -499,6 +499,41 @@ def test_bug_pages_skip_and_repeat_rows_when_boosts_reach_below_the_window():
     assert pages == full
 
 
+@pytest.mark.parametrize("fields, item", [
+    ({"session_id": "str", "active": "str", "compacted": "str"},
+     {"session_id": "x", "active": "yes", "compacted": "no"}),
+    ({"session_id": "str", "active": "bool", "compacted": "bool"}, {"session_id": "x"}),
+    ({"session_id": "int", "active": "bool", "compacted": "bool"},
+     {"session_id": 5, "active": True, "compacted": False}),
+], ids=["str-flags", "flags-missing", "int-session-id"])
+def test_bug_user_collection_with_message_like_field_names_gets_message_semantics(fields, item):
+    """Today: any collection whose fields include `session_id`, `active` and `compacted` is
+    treated as a messages collection (engine.is_messages), whatever the types: with str flags
+    every SEARCH raises ExecutionError "FilterError: field 'active' is str; cannot compare with
+    True"; with the flags absent every row is silently filtered out ([] for a matching item);
+    with an int session_id building the Row raises pydantic ValidationError. Expected: a user
+    collection is searched like any other (or create_collection rejects the field names)."""
+    db = recallql.connect(embedder=None, clock=lambda: NOW_TS)
+    try:
+        db.create_collection("chats", fields=fields, dim=4, embedder=None)
+    except recallql.StoreError:
+        return
+    db.ingest("chats", [{"id": "c1", "title": "hello world", **item}])
+    assert run_statement(db, "SEARCH chats MATCHING 'hello'").ids() == ["c1"]
+
+
+@pytest.mark.parametrize("text", [b"SEARCH kb MATCHING 'alpha'", None, 5])
+def test_bug_execute_with_a_non_str_statement_raises_attribute_error(text):
+    """Today: db.execute(b"SEARCH ...") raises builtins.AttributeError "'bytes' object has no
+    attribute 'parameters'". docs/language.md: only QueryError subclasses escape, and TypeError
+    when the text is not a str — which is what db.explain() and parse() already raise."""
+    db = small_db()
+    with pytest.raises(TypeError, match="str"):
+        db.explain(text)
+    with pytest.raises(TypeError, match="str"):
+        db.execute(text)
+
+
 # -- Hermes import ---------------------------------------------------------------------------------
 
 def _hermes_store(tmp_path: Path, sql: str) -> Path:
