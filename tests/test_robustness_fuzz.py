@@ -20,7 +20,9 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
+import pytest
 from engine_helpers import NOW_TS, doc, vec
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import recallql
@@ -468,9 +470,6 @@ def is_query(text: str) -> bool:
 
 # -- properties --------------------------------------------------------------------------------
 
-import pytest  # noqa: E402
-from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
-
 PROPS = settings(max_examples=250, deadline=None, database=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                         HealthCheck.data_too_large])
@@ -704,3 +703,62 @@ def test_session_writes_with_hostile_input_reject_cleanly(op, sid, value, at, te
         assert dump(ingest_db) == before
     ingest_db.execute("SHOW SESSIONS")
     ingest_db.close()
+
+
+# -- manual hostile fuzzing ----------------------------------------------------------------------
+
+def hostile_fuzz(examples: int = 1000) -> dict[str, tuple[str, dict]]:
+    """Run `statements(hostile=True)` against `build_db()` and return one example per distinct
+    failure signature (a non-QueryError exception, or a broken row invariant). The lexical leg is
+    guarded so that the top-N sizes known to abort the interpreter raise instead.
+
+        PYTHONPATH=. python tests/test_robustness_fuzz.py 2000      (from the repository root)
+    """
+    import traceback
+
+    import recallql.index.text as text_index
+
+    db = build_db()
+    original = text_index.lexical_topn
+
+    def guarded(searcher, terms, n, eligible, ids):
+        if n > 10**7:
+            raise MemoryError(f"lexical top-{n} would allocate {32 * n} bytes and abort")
+        return original(searcher, terms, n, eligible, ids)
+
+    text_index.lexical_topn = guarded
+    found: dict[str, tuple[str, dict]] = {}
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(stmt=statements(hostile=True))
+    def run(stmt: tuple[str, dict[str, Any]]) -> None:
+        text, params = stmt
+        try:
+            result = db.execute(text, **params)
+            if isinstance(result, recallql.Explain):
+                result = result.result
+            if result.records is None:
+                check_result(result, text, params)
+        except recallql.QueryError:
+            return
+        except AssertionError as exc:
+            found.setdefault(f"invariant: {str(exc)[:80]}", (text, params))
+        except Exception as exc:  # noqa: BLE001 - collected, not raised
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            where = f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}"
+            found.setdefault(f"{type(exc).__name__} at {where}", (text, params))
+
+    try:
+        run()
+    finally:
+        text_index.lexical_topn = original
+    return found
+
+
+if __name__ == "__main__":
+    import sys
+
+    for signature, (text, params) in hostile_fuzz(int(sys.argv[1]) if len(sys.argv) > 1
+                                                   else 1000).items():
+        print(f"{signature}\n    {ascii(text[:300])}\n    {ascii(params)[:300]}")
