@@ -377,12 +377,12 @@ def test_bug_out_of_range_start_time_poisons_the_database(started_at):
 
 
 def test_bug_far_future_signal_or_close_time_poisons_the_session():
-    """Today: `signal(..., at=1e300)` is accepted; afterwards snapshot() and SHOW SESSION raise
-    builtins.OverflowError. `close(at=1e300)` commits ended_at=1e300 and then raises
-    OverflowError; SHOW SESSIONS is broken for good. `signal(at=10**400)` raises OverflowError
-    instead of SignalRejected, and `snapshot(as_of=1e300)` OverflowError instead of SessionError.
-    Expected: SignalRejected (rule bad_time) / SessionError, nothing written, reads keep
-    working."""
+    """Today: `signal(..., at=1e300)` is accepted (a signal 10^290 years ahead) and
+    `signal(at=10**400)` raises builtins.OverflowError instead of SignalRejected;
+    `snapshot(as_of=1e300)` raises OverflowError instead of SessionError; `close(at=1e300)`
+    commits ended_at=1e300 and then raises OverflowError — from then on snapshot(), SHOW SESSION,
+    SHOW SESSIONS and SEARCH ... FOR SESSION 's1' all raise OverflowError. Expected:
+    SignalRejected (rule bad_time) / SessionError, nothing written, reads keep working."""
     db = small_db()
     s = db.sessions
     s.create("s1", "agent", started_at=NOW_TS - DAY)
