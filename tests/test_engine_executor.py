@@ -14,6 +14,7 @@ from recallql.engine.planner import plan
 
 class BrokenSnapshot:
     live = np.ones(3, bool)
+    size = 3
 
     def lexical_topn(self, terms, n, allowed):
         raise np.linalg.LinAlgError("singular matrix")
@@ -21,6 +22,7 @@ class BrokenSnapshot:
 
 class FixedSnapshot:
     live = np.ones(3, bool)
+    size = 3
 
     def lexical_topn(self, terms, n, allowed):
         return np.array([2, 0, 1]), np.array([3.0, 3.0, 1.0], dtype=np.float32)

@@ -20,7 +20,7 @@ from recallql.index.filters import (
     Like,
     Not,
     Or,
-    like_regex,
+    like_matcher,
 )
 
 ROWS = [
@@ -120,8 +120,36 @@ def test_filter_errors(snap, expr, message):
         snap.filter_mask(expr)
 
 
-def test_like_regex_escapes_everything_else():
-    assert like_regex("a.b%").fullmatch("a.bcd")
-    assert not like_regex("a.b%").fullmatch("axbcd")
-    assert like_regex("100\\%").fullmatch("100%")
-    assert not like_regex("100\\%").fullmatch("1000")
+def test_like_matcher_escapes_everything_else():
+    assert like_matcher("a.b%")("a.bcd")
+    assert not like_matcher("a.b%")("axbcd")
+    assert like_matcher("100\\%")("100%")
+    assert not like_matcher("100\\%")("1000")
+
+
+def _like_reference(pattern: str, text: str) -> bool:
+    """LIKE as a backtracking regex: exact, but exponential on some patterns (small inputs)."""
+    import re
+
+    out, escaped = [], False
+    for ch in pattern:
+        if escaped:
+            out.append(re.escape(ch))
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        else:
+            out.append({"%": ".*", "_": "."}.get(ch, re.escape(ch)))
+    if escaped:
+        out.append(re.escape("\\"))
+    return re.fullmatch("".join(out), text, re.DOTALL) is not None
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text("ab%_\\", max_size=8), st.text("ab%_\\\n", max_size=10))
+def test_like_matcher_equals_the_regex_reference(pattern, text):
+    assert like_matcher(pattern)(text) == _like_reference(pattern, text)

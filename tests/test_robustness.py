@@ -480,23 +480,26 @@ def test_bug_show_sessions_not_in_with_null_is_true():
 
 # -- pagination ------------------------------------------------------------------------------------
 
-def test_bug_pages_skip_and_repeat_rows_when_boosts_reach_below_the_window():
-    """Today: each leg fetches N = max(offset + limit, window) candidates *per page*, and boosts
-    are applied afterwards, so a row below the first page's window that a boost lifts to the top
-    of the unpaged list appears on no page, and another row appears twice. 101 items, default
-    window 100: the brand-new item 'new' is first with LIMIT 101 but on none of the 11 pages of
-    10. SPEC §4.7: concatenating pages equals the unpaged list. (§4.1's per-page N is what breaks
-    it: the two rules conflict as soon as a boost can reorder across the window.)"""
+def test_pages_concatenate_when_they_share_the_window():
+    """SPEC §4.1 (each leg returns N = max(offset + limit, window) candidates) and §4.7 (pages
+    concatenate to the unpaged list) conflict once a boost can lift a row from below one page's
+    window above the rows of another: 101 items, default window 100, the brand-new item 'new' is
+    last by similarity. Resolution (docs/scoring.md): pages concatenate whenever they use the same
+    N — every page within the default window, or an explicit `FUSE RRF (window = n)` covering
+    the deepest page. Pinned here with a window of 200 for all pages and the unpaged list."""
     items = [doc(f"d{i:03d}", "", "", vec(1, i / 50, 0, 0), created_at="2000-01-01")
              for i in range(100)]
     items.append(doc("new", "", "", vec(0, 1, 0, 0), created_at=NOW.isoformat()))
     db = make_db(items)
-    text = "SEARCH kb NEAR :v WITH RECENCY (weight = 1, half_life = 1 DAYS)"
+    text = "SEARCH kb NEAR :v WITH RECENCY (weight = 1, half_life = 1 DAYS) FUSE RRF (window = 200)"
     full = db.execute(f"{text} LIMIT 101", v=[1, 0, 0, 0]).ids()
+    assert full[0] == "new"
     pages: list[str] = []
     for offset in range(0, 101, 10):
         pages += db.execute(f"{text} LIMIT 10 OFFSET {offset}", v=[1, 0, 0, 0]).ids()
     assert pages == full
+    shallow = "SEARCH kb NEAR :v WITH RECENCY (weight = 1, half_life = 1 DAYS)"
+    assert db.execute(f"{shallow} LIMIT 10", v=[1, 0, 0, 0]).ids()[0] != "new"
 
 
 @pytest.mark.parametrize("fields, item", [

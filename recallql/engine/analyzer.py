@@ -9,6 +9,8 @@ planner turns into operators.
 from __future__ import annotations
 
 import difflib
+import math
+import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +32,8 @@ DEFAULT_RECENCY = (0.005, 365.0)
 DEFAULT_SESSION_BOOST = (0.3, 0.2, 0.2)
 DEFAULT_SIGNAL_BOOST = (("reward", 0.1),)
 DEFAULT_BUDGET = 2000
+#: Timestamps are valid from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z.
+MIN_EPOCH, MAX_EPOCH = -62135596800.0, 253402300799.999999
 
 #: Fields every collection has besides its declared ones.
 BUILTIN_FIELDS: dict[str, FieldType] = {
@@ -93,7 +97,43 @@ def _number(stmt: s.StatementBase, node: Any, what: str) -> float | None:
     value = getattr(node, "value", None)
     if isinstance(value, bool) or not isinstance(value, int | float):
         _fail(stmt, node, f"{what} must be a number")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        _fail(stmt, node, f"{what} must be a finite number")
+    return number
+
+
+def _whole(stmt: s.StatementBase, node: Any, what: str, default: int) -> int:
+    """A whole-number option (window, budget), as a Python int (no float rounding)."""
+    if node is None:
+        return default
+    value = getattr(node, "value", None)
+    if isinstance(value, bool) or not isinstance(value, int):
+        _fail(stmt, node, f"{what} must be a whole number")
+    return value
+
+
+def _weight(stmt: s.StatementBase, node: Any, what: str) -> float | None:
+    """A boost weight: a finite number (the sum of all weights is checked in `_check_total`)."""
+    return _number(stmt, node, what)
+
+
+def _check_total(stmt: s.Search | s.Retrieve, spec: QuerySpec) -> None:
+    """Every contribution is at most its weight in size and relevance at most 1, so a score is
+    finite whenever `1 + Σ|weights|` is (SPEC §4.6); refuse weights whose sum overflows."""
+    weights = [1.0, *(spec.session_boost or ()), *(w for _, w in spec.signal_weights or ())]
+    if spec.recency is not None:
+        weights.append(spec.recency.weight)
+    total = 0.0
+    for w in weights:  # left to right, as scores are summed; overflow shows as inf
+        total += abs(w)
+    if not total <= sys.float_info.max:
+        clause = stmt.boosts[-1] if stmt.boosts else stmt.collection
+        _fail(stmt, clause, "the boost weights add up to more than the largest float; scores "
+              "would overflow", "use weights of a sensible size, e.g. weight = 0.005")
 
 
 def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
@@ -118,11 +158,11 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
     fields = {**BUILTIN_FIELDS, **dict(info.fields)}
     vector = _vector(stmt, info)
     group_by = stmt.group_by.kind if stmt.group_by else None
-    if group_by == "conversation" and "session_id" not in info.fields:
+    if group_by == "conversation" and info.name != "messages":
         _fail(stmt, stmt.group_by, "GROUP BY CONVERSATION needs a collection of messages",
               "use it on the built-in 'messages' collection")
     limit = stmt.limit_value
-    return QuerySpec(
+    spec = QuerySpec(
         kind=stmt.kind, collection=info, text=stmt.matching_text, vector=vector,
         using=stmt.using.mode if stmt.using else "hybrid",
         filter=_where(stmt, stmt.where, fields, info.text_fields)
@@ -132,15 +172,16 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
         signal_weights=_signal_weights(stmt, signal_names),
         recency=_recency(stmt, fields),
         k=_number(stmt, stmt.fuse.k if stmt.fuse else None, "k") or DEFAULT_RRF_K,
-        window=int(_number(stmt, stmt.fuse.window if stmt.fuse else None, "window")
-                   or DEFAULT_WINDOW),
+        window=_whole(stmt, stmt.fuse.window if stmt.fuse else None, "window", DEFAULT_WINDOW),
         group_by=group_by,
-        budget=int(_number(stmt, stmt.group_by.budget if stmt.group_by else None, "budget")
-                   or DEFAULT_BUDGET),
+        budget=_whole(stmt, stmt.group_by.budget if stmt.group_by else None, "budget",
+                      DEFAULT_BUDGET),
         as_of=stmt.as_of.value if stmt.as_of is not None else None,
         limit=DEFAULT_LIMIT if limit is None else limit,
         offset=stmt.offset_value,
     )
+    _check_total(stmt, spec)
+    return spec
 
 
 def _vector(stmt: s.Search | s.Retrieve, info: CollectionInfo) -> np.ndarray | None:
@@ -168,7 +209,7 @@ def _session_boost(stmt: s.Search | s.Retrieve) -> tuple[float, float, float] | 
     weights = list(DEFAULT_SESSION_BOOST)
     if clause is not None:
         for i, name in enumerate(("keywords", "velocity", "entities")):
-            value = _number(stmt, clause.option(name), name)
+            value = _weight(stmt, clause.option(name), name)
             if value is not None:
                 weights[i] = value
     return (weights[0], weights[1], weights[2])
@@ -185,7 +226,7 @@ def _signal_weights(stmt: s.Search | s.Retrieve, names: Collection[str] | None
         if names is not None and option.name.name not in names:
             _fail(stmt, option.name, f"'{option.name.name}' is not a signal name this database "
                   "accepts", did_you_mean(option.name.name, sorted(names)))
-    written = tuple((name, _number(stmt, value, name) or 0.0) for name, value in clause.weights)
+    written = tuple((name, _weight(stmt, value, name) or 0.0) for name, value in clause.weights)
     return written or DEFAULT_SIGNAL_BOOST
 
 
@@ -196,9 +237,12 @@ def _recency(stmt: s.Search | s.Retrieve, fields: Mapping[str, FieldType]) -> Re
     weight, half_life = DEFAULT_RECENCY
     if clause is None:
         return RecencySpec(weight, half_life)
-    weight = _number(stmt, clause.weight, "weight") if clause.weight is not None else weight
+    weight = _weight(stmt, clause.weight, "weight") if clause.weight is not None else weight
     if clause.half_life is not None:
         half_life = clause.half_life.days  # type: ignore[union-attr]
+        if not (math.isfinite(half_life) and half_life > 0.0):
+            _fail(stmt, clause.half_life, "half_life is out of range",
+                  "use a duration such as 30 DAYS or 12 HOURS")
     field = "created_at"
     if clause.field is not None:
         ident = clause.field
@@ -301,4 +345,10 @@ def _value(stmt: s.StatementBase, node: Any, kind: FieldType, name: str) -> Any:
         except ValueError:
             _fail(stmt, node, f"'{value}' is not an ISO-8601 timestamp",
                   "write TIMESTAMP '2025-01-31T00:00:00Z'")
+    elif kind is FieldType.TIMESTAMP and isinstance(value, int | float):
+        if not MIN_EPOCH <= value <= MAX_EPOCH:
+            _fail(stmt, node, f"{value!r} epoch seconds is outside years 1..9999",
+                  "write TIMESTAMP '2025-01-31T00:00:00Z'")
+    elif kind is FieldType.INT and isinstance(value, int) and not -2**63 <= value < 2**63:
+        _fail(stmt, node, f"{value} does not fit the 64-bit int field '{name}'")
     return value

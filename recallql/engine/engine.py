@@ -36,7 +36,7 @@ from recallql.index.schema import CollectionInfo
 
 #: Deeper re-runs for grouping stop at this candidate window.
 MAX_WINDOW = 10_000
-_MESSAGE_FIELDS = {"session_id", "active", "compacted"}
+MESSAGES = "messages"
 _HIDDEN_FIELDS = {"rowid"}
 
 
@@ -55,8 +55,12 @@ class Backend(Protocol):
 
 
 def is_messages(info: CollectionInfo) -> bool:
-    """Whether a collection holds messages (lineage and live-context rules apply)."""
-    return set(info.fields) >= _MESSAGE_FIELDS
+    """Whether a collection is the built-in `messages` (lineage and live-context rules apply).
+
+    Decided by name, not by field names: a user collection that happens to declare
+    `session_id`, `active` and `compacted` is searched like any other.
+    """
+    return info.name == MESSAGES
 
 
 class QueryEngine:
@@ -81,7 +85,13 @@ class QueryEngine:
         Raises:
             QuerySyntaxError, QuerySemanticError, ParameterError: mistakes in the statement.
         """
-        stmt = parse(text) if isinstance(text, str) else text
+        if isinstance(text, str):
+            stmt = parse(text)
+        elif isinstance(text, s.StatementBase):
+            stmt = text
+        else:
+            raise TypeError(f"a statement is a str (or a parsed statement), not "
+                            f"{type(text).__name__}")
         bound = bind(stmt, *args, **params)
         if isinstance(bound, s.Explain):
             return self.explain(bound, analyze=bound.analyze, verbose=bound.verbose)
@@ -124,7 +134,7 @@ class QueryEngine:
         notices = [Notice(code=c, message=m) for c, m in (*ran.notices, *ctx.notices.items())]
         result = Result(statement=stmt.to_text(), collection=info.name, rows=rows,
                         session_snapshot=snapshot, warnings=_dedupe(notices),
-                        truncated=ctx.truncated, stats=_stats(ctx, ran, now_ts))
+                        truncated=ctx.truncated, stats=_stats(ctx, ran, spec.as_of, now_ts))
         return result, ran, stats, details
 
     def _context(self, spec: QuerySpec, snap: Any, now_ts: float, embedder: Any, conn: Any,
@@ -227,10 +237,12 @@ def _dedupe(notices: list[Notice]) -> list[Notice]:
     return out
 
 
-def _stats(ctx: ExecutionContext, ran: Plan, now_ts: float) -> dict[str, Any]:
+def _stats(ctx: ExecutionContext, ran: Plan, as_of: datetime | None, now_ts: float
+           ) -> dict[str, Any]:
     stats = {k: v for k, v in ctx.stats.items() if k != "underfilled"}
     stats["window"] = ran.window
-    stats["now"] = datetime.fromtimestamp(now_ts, tz=UTC).isoformat()
+    now = as_of if as_of is not None else datetime.fromtimestamp(now_ts, tz=UTC)
+    stats["now"] = now.isoformat()
     return stats
 
 

@@ -206,20 +206,36 @@ def _leaf(pred: n.Predicate, name: str) -> Callable[[dict], bool | None]:
         op, want = _OPS[pred.op], _value(pred.value, name)
         return guard(lambda v: op(v, want))
     if isinstance(pred, n.InList):
-        wanted = {_value(v, name) for v in pred.values}
-        return guard(lambda v: (v in wanted) != pred.negated)
+        return _in_list(pred, name)
     if isinstance(pred, n.Between):
         lo, hi = _value(pred.low, name), _value(pred.high, name)
         return guard(lambda v: (lo <= v <= hi) != pred.negated)
     if isinstance(pred, n.Like):
-        from recallql.index.filters import like_regex
+        from recallql.index.filters import like_matcher
 
-        regex = like_regex(str(pred.pattern.value))
-        return guard(lambda v: (regex.fullmatch(str(v)) is not None) != pred.negated)
+        matches = like_matcher(str(pred.pattern.value))
+        return guard(lambda v: matches(str(v)) != pred.negated)
     if isinstance(pred, n.Contains):
         needle = str(pred.value.value)
         return guard(lambda v: needle in str(v))
     raise TypeError(type(pred).__name__)  # pragma: no cover
+
+
+def _in_list(pred: n.InList, name: str) -> Callable[[dict], bool | None]:
+    """`x [NOT] IN (...)` with SQL's rules: no match against a list holding NULL is unknown."""
+    values = [_value(v, name) for v in pred.values]
+    has_null = any(v is None for v in values)
+    wanted = {v for v in values if v is not None}
+
+    def test(row: dict) -> bool | None:
+        value = row.get(name)
+        if value is None:
+            return None
+        if value in wanted:
+            return not pred.negated
+        return None if has_null else pred.negated
+
+    return test
 
 
 def _and(values: list[bool | None]) -> bool | None:

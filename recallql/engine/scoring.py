@@ -70,12 +70,19 @@ def decay(age_days: np.ndarray, half_life_days: float, shape: DecayShape) -> np.
 
 
 def saturate(x: np.ndarray | float) -> np.ndarray | float:
-    """`x/(x+1)` for `x ≥ 0`; negative, NaN or missing values count as 0 (SPEC §4.3, §4.4)."""
+    """`x/(x+1)` for `x ≥ 0`; negative, NaN or missing values count as 0 (SPEC §4.3, §4.4).
+
+    `+inf` (a sum that overflowed) gives the limit, 1.0: the most-signalled entity must not
+    count as unsignalled.
+    """
     if isinstance(x, np.ndarray):
-        clean = np.where(np.isfinite(x) & (x > 0), x, 0.0)
-        return clean / (clean + 1.0)
-    if x is None or not math.isfinite(x) or x <= 0:
+        positive = ~np.isnan(x) & (x > 0)
+        finite = np.where(positive & np.isfinite(x), x, 0.0)
+        return np.where(np.isposinf(x), 1.0, finite / (finite + 1.0))
+    if x is None or math.isnan(x) or x <= 0:
         return 0.0
+    if math.isinf(x):
+        return 1.0
     return x / (x + 1.0)
 
 

@@ -161,6 +161,12 @@ def _string(value: Any, node: Parameter) -> Node:
     value = _scalar(value)
     if not isinstance(value, str):
         raise _Mistyped("a str")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _Mistyped(f"valid Unicode text (a lone surrogate {value[exc.start]!r} at "
+                            f"index {exc.start} cannot be stored or searched)") from None
     return StringLiteral.model_construct(value=value, span=node.span)
 
 

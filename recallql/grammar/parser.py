@@ -52,6 +52,14 @@ def _parse_cached(text: str) -> tuple[StatementBase, ...]:
 def _checked(text: object) -> str:
     if not isinstance(text, str):
         raise TypeError(f"query text must be a str, not {type(text).__name__}")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise QuerySyntaxError(
+                "the statement is not valid Unicode text (a lone surrogate)", text=text,
+                span=(exc.start, exc.end), hint="pass text as a parameter, decoded as UTF-8"
+            ) from None
     return text
 
 

@@ -107,22 +107,51 @@ FilterExpr = Cmp | In | Between | Like | Contains | IsNull | And | Or | Not
 ColumnLookup = Callable[[str], "Column"]
 
 
-def like_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a SQL LIKE pattern."""
-    out, escaped = [], False
+def like_matcher(pattern: str) -> Callable[[str], bool]:
+    """Compile a SQL LIKE pattern (`%` any run, `_` one character, `\\` escapes) to a test.
+
+    The pattern is split at `%` into fixed-length segments: the first must match at the start,
+    the last at the end, the others leftmost-first in order. That is exact for LIKE and costs
+    O(len(text) · len(pattern)) at worst — never the exponential backtracking a `.*`-per-`%`
+    regex can hit (`'%a%a%a%a%a%a%b'` against a long run of `a`).
+    """
+    segments: list[list[str | None]] = [[]]
+    escaped = False
     for ch in pattern:
         if escaped:
-            out.append(re.escape(ch))
+            segments[-1].append(ch)
             escaped = False
         elif ch == "\\":
             escaped = True
         elif ch == "%":
-            out.append(".*")
-        elif ch == "_":
-            out.append(".")
+            segments.append([])
         else:
-            out.append(re.escape(ch))
-    return re.compile("".join(out), re.DOTALL)
+            segments[-1].append(None if ch == "_" else ch)
+    if escaped:
+        segments[-1].append("\\")
+    regexes = [re.compile("".join("." if a is None else re.escape(a) for a in seg), re.DOTALL)
+               for seg in segments]
+    if len(segments) == 1:
+        return lambda text: regexes[0].fullmatch(text) is not None
+    head, tail = regexes[0], regexes[-1]
+    head_len, tail_len = len(segments[0]), len(segments[-1])
+    middle = [(regexes[i], len(segments[i])) for i in range(1, len(segments) - 1)]
+
+    def test(text: str) -> bool:
+        end = len(text) - tail_len
+        if end < head_len or not head.match(text, 0, head_len):
+            return False
+        if not tail.fullmatch(text, end):
+            return False
+        pos = head_len
+        for regex, width in middle:
+            found = regex.search(text, pos, end)
+            if found is None:
+                return False
+            pos = found.start() + width
+        return True
+
+    return test
 
 
 def _coerce(column: Column, value: object, name: str) -> object:
@@ -182,8 +211,8 @@ def _leaf(expr: FilterExpr, column: Column, size: int) -> np.ndarray:
         if column.kind not in (FieldType.STR, FieldType.LIST_STR):
             raise FilterError(f"field {name!r} is {column.kind.value}; LIKE/CONTAINS need text")
         if isinstance(expr, Like):
-            regex = like_regex(str(_coerce(column, expr.pattern, name)))
-            return _predicate(column, lambda s: regex.fullmatch(s) is not None, size)
+            matches = like_matcher(str(_coerce(column, expr.pattern, name)))
+            return _predicate(column, matches, size)
         value = _coerce(column, expr.value, name)
         if isinstance(column, ListColumn):
             return _predicate(column, value.__eq__, size)

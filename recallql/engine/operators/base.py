@@ -15,6 +15,8 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from recallql.engine.reasons import Reason
+from recallql.grammar.errors import QuerySemanticError
+from recallql.index.errors import FilterError
 
 
 class SignalSource(Protocol):
@@ -77,7 +79,10 @@ class ExecutionContext:
             return None
         mask = self._masks.get(expr)
         if mask is None:
-            mask = self.snapshot.filter_mask(expr)
+            try:
+                mask = self.snapshot.filter_mask(expr)
+            except FilterError as exc:  # the analyzer checks names and types; this is a net
+                raise QuerySemanticError(f"WHERE cannot be evaluated: {exc}") from None
             self._masks[expr] = mask
         return mask
 

@@ -15,6 +15,12 @@ from recallql.engine.candidates import Candidates, LegHits
 from recallql.engine.operators.base import ExecutionContext, Operator
 
 
+def fetch_size(ctx: ExecutionContext, window: int) -> int:
+    """The window, capped at the collection's row count: a leg cannot return more rows than
+    exist, so results are the same and `LIMIT 9223372036854775807` costs nothing."""
+    return min(window, max(int(ctx.snapshot.size), 1))
+
+
 @dataclass(frozen=True, eq=False)
 class LexicalScan(Operator):
     """BM25 top-N over the collection's text field (tantivy; k1 = 1.2, b = 0.75).
@@ -42,7 +48,7 @@ class LexicalScan(Operator):
 
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> LegHits:
         rowids, scores = ctx.snapshot.lexical_topn(
-            list(self.terms), self.window, ctx.filter_mask(self.filter)
+            list(self.terms), fetch_size(ctx, self.window), ctx.filter_mask(self.filter)
         )
         return LegHits("lexical", np.asarray(rowids, np.int64), np.asarray(scores, np.float64),
                        self.window)
@@ -81,7 +87,7 @@ class SemanticScan(Operator):
                 raise RuntimeError("no embedder available for the semantic leg")
             vector = ctx.embed(self.text or "")
         allowed = ctx.filter_mask(self.filter)
-        rowids, scores = ctx.snapshot.semantic_topn(vector, self.window, allowed)
+        rowids, scores = ctx.snapshot.semantic_topn(vector, fetch_size(ctx, self.window), allowed)
         return LegHits("semantic", np.asarray(rowids, np.int64), np.asarray(scores, np.float64),
                        self.window)
 
