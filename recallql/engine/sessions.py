@@ -21,11 +21,14 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import numbers
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
+
+import numpy as np
 
 from recallql.engine import session_state as state
 from recallql.engine.lineage import SessionRow
@@ -56,16 +59,31 @@ def to_epoch(value: datetime | float | int | None, default: float, what: str,
              error: type[ValueError] = SessionError) -> float:
     """A time argument as epoch seconds UTC (naive datetimes are UTC; None gives `default`).
 
+    Every session time (start, end, signal, annotation, message, `as_of`) must lie in years
+    1..9999 UTC, the range a `datetime` can hold: 0001-01-01T00:00:00Z to
+    9999-12-31T23:59:59.999999Z (stored as at most `session_state.MAX_TIME`).
+
     Raises:
-        error (`SessionError` by default): not a datetime or a finite number of seconds.
+        error (`SessionError` by default): not a datetime or a number of seconds, not finite,
+            or outside that range (checked before any float conversion, so a huge int is
+            rejected rather than overflowing).
     """
     if value is None:
-        return default
+        value = default
     if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    raise error(f"{what} must be a datetime or epoch seconds (UTC), got {value!r}")
+        try:
+            seconds = (value if value.tzinfo else value.replace(tzinfo=UTC)) \
+                .astimezone(UTC).timestamp()
+        except (OverflowError, ValueError):
+            raise error(f"{what} must be a time in years 1..9999 UTC, got {_show(value)} "
+                        "(out of range)") from None
+        return min(max(seconds, state.MIN_TIME), state.MAX_TIME)  # float rounding at the ends
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise error(f"{what} must be a datetime or epoch seconds (UTC), got {_show(value)}")
+    if not (state.MIN_TIME <= value <= state.MAX_TIME):  # exact for ints; False for NaN
+        raise error(f"{what} must be a finite time in years 1..9999 UTC, got {_show(value)} "
+                    "(out of range)")
+    return float(value)
 
 
 class Sessions:
@@ -388,8 +406,17 @@ def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:
                              f"session {row.id!r} started ({_iso(row.started_at)})")
 
 
+def _show(value: object, limit: int = 80) -> str:
+    """`repr(value)` cut to `limit` characters (a huge int has no repr beyond 4300 digits)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"<int of {value.bit_length()} bits>" if isinstance(value, int) else "<value>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat()
+    return to_datetime(ts).isoformat()  # type: ignore[union-attr]  # ts is a stored time
 
 
 def _days(value: object) -> float:

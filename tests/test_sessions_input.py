@@ -1,0 +1,107 @@
+"""Sessions and messages: hostile input is rejected cleanly and never poisons reads (SPEC §2, §8).
+
+Every write API rejects a bad argument with `SessionError` (lifecycle, messages) or
+`SignalRejected` naming the rule (signals, annotations) before anything is written; values already
+stored out of range (an older version, another tool) still read back.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+import recallql
+from recallql import SignalRejected
+from recallql.engine.session_state import MAX_TIME, MIN_TIME
+from recallql.engine.sessions import SessionError
+
+T0 = 1_750_000_000.0
+DAY = 86400.0
+
+
+@pytest.fixture
+def db():
+    database = recallql.connect(embedder=None, clock=lambda: T0)
+    database.sessions.create("s-1", "agent", started_at=T0 - DAY)
+    yield database
+    database.close()
+
+
+def dump(db) -> dict[str, list[tuple]]:
+    """Every session-table row and the number of message items."""
+    conn = db.store.meta.read
+    tables = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+              for t in ("sessions", "annotations", "signals")}
+    return {**tables, "messages": [(db.snapshot("messages").size,)]}
+
+
+# -- times: one valid range, years 1..9999 UTC -----------------------------------------------
+
+BAD_TIMES = {
+    "1e300": 1e300,
+    "-1e300": -1e300,
+    "inf": float("inf"),
+    "nan": float("nan"),
+    "int-overflows-float": 10**400,
+    "int-beyond-repr": -(10**5000),
+    "year-0-in-utc": datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))),
+    "year-10000-in-utc": datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-14))),
+    "just-after-9999": 253402300800,
+    "just-before-year-1": MIN_TIME - 1,
+}
+TIMED_CALLS = {
+    "create": (lambda db, t: db.sessions.create("s-2", "agent", started_at=t), SessionError),
+    "close": (lambda db, t: db.sessions.close("s-1", at=t), SessionError),
+    "snapshot": (lambda db, t: db.sessions.snapshot("s-1", as_of=t), SessionError),
+    "signal": (lambda db, t: db.sessions.signal("s-1", "reward", 1.0, entity="e", at=t),
+               SignalRejected),
+    "annotate": (lambda db, t: db.sessions.annotate("s-1", "words", at=t), SignalRejected),
+    "append": (lambda db, t: db.messages.append("s-1", "user", "hello", at=t), SessionError),
+}
+
+
+@pytest.mark.parametrize("call", list(TIMED_CALLS))
+@pytest.mark.parametrize("time", list(BAD_TIMES))
+def test_out_of_range_time_is_rejected_before_writing(db, call, time):
+    fn, error = TIMED_CALLS[call]
+    before = dump(db)
+    with pytest.raises(error, match="bad_time" if error is SignalRejected else "years 1..9999"):
+        fn(db, BAD_TIMES[time])
+    assert dump(db) == before
+    db.execute("SHOW SESSIONS")
+    db.sessions.snapshot("s-1")
+
+
+@pytest.mark.parametrize("start, stored", [
+    (datetime(1, 1, 1, tzinfo=UTC), MIN_TIME),
+    (MIN_TIME, MIN_TIME),
+    (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), MAX_TIME),  # float rounds up: kept
+    (MAX_TIME, MAX_TIME),
+    (datetime(1, 1, 1, 14, tzinfo=timezone(timedelta(hours=14))), MIN_TIME),
+], ids=["first-datetime", "first-seconds", "last-datetime", "last-seconds", "first-offset"])
+def test_the_ends_of_the_range_are_accepted_and_read_back(start, stored):
+    with recallql.connect(embedder=None, clock=lambda: T0) as db:
+        snap = db.sessions.create("s-1", "agent", started_at=start)
+        assert snap.started_at.timestamp() == stored
+        (row,) = db.execute("SHOW SESSIONS").records
+        assert row["started_at"].startswith(("0001-01-01T00:00:00", "9999-12-31T23:59:59.9"))
+
+
+def test_a_stored_out_of_range_time_reads_back_clamped(db):
+    """A value written before times were validated (or by another tool) must not break reads."""
+    db.sessions.create("s-2", "agent", started_at=T0 - DAY)
+    db.sessions.signal("s-2", "reward", 1.0, entity="e", at=T0 - 10)
+    db.sessions.close("s-2", end_reason="compression", at=T0 - 5)
+    with db.store.meta.transaction() as conn:
+        conn.execute("UPDATE sessions SET started_at = 1e300 WHERE id = 's-1'")
+        conn.execute("UPDATE sessions SET ended_at = 1e999 WHERE id = 's-2'")  # inf
+        conn.execute("UPDATE signals SET at = -1e300")
+    records = {r["id"]: r for r in db.execute("SHOW SESSIONS").records}
+    assert records["s-1"]["started_at"].startswith("9999-12-31T23:59:59.9")
+    assert records["s-2"]["ended_at"].startswith("9999-12-31T23:59:59.9")
+    assert db.sessions.snapshot("s-1").started_at.year == 9999
+    assert db.sessions.snapshot("s-2").signal_scores == {"reward": 0.0}  # decayed away
+    assert [s["id"] for s in db.sessions.list()] == ["s-2", "s-1"]
+    db.execute("SHOW SESSION 's-2'")
+    db.execute("RETRIEVE FROM messages FOR SESSION 's-1' WITH SIGNAL BOOST")
