@@ -14,7 +14,7 @@ import pytest
 import recallql
 from recallql import SignalRejected
 from recallql.engine.session_state import MAX_TIME, MIN_TIME
-from recallql.engine.sessions import SessionError
+from recallql.engine.sessions import SessionError, SessionNotFound
 
 T0 = 1_750_000_000.0
 DAY = 86400.0
@@ -105,3 +105,33 @@ def test_a_stored_out_of_range_time_reads_back_clamped(db):
     assert [s["id"] for s in db.sessions.list()] == ["s-2", "s-1"]
     db.execute("SHOW SESSION 's-2'")
     db.execute("RETRIEVE FROM messages FOR SESSION 's-1' WITH SIGNAL BOOST")
+
+
+# -- session ids of the wrong type or not encodable --------------------------------------------
+
+ID_CALLS = {
+    "snapshot": (lambda db, sid: db.sessions.snapshot(sid), SessionNotFound),
+    "archive": (lambda db, sid: db.sessions.archive(sid), SessionNotFound),
+    "close": (lambda db, sid: db.sessions.close(sid), SessionNotFound),
+    "annotate": (lambda db, sid: db.sessions.annotate(sid, "x"), SignalRejected),
+    "signal": (lambda db, sid: db.sessions.signal(sid, "reward", 1.0), SignalRejected),
+    "append": (lambda db, sid: db.messages.append(sid, "user", "hello"), SessionNotFound),
+}
+
+
+@pytest.mark.parametrize("call", list(ID_CALLS))
+@pytest.mark.parametrize("sid", [["s-1"], {"id": "s-1"}, ("s-1",), b"s-1", None, 1, 1.5,
+                                 "s\ud800", "\x00"],
+                         ids=["list", "dict", "tuple", "bytes", "none", "int", "float",
+                              "surrogate", "nul"])
+def test_a_session_id_that_cannot_exist_is_not_found(db, call, sid):
+    fn, error = ID_CALLS[call]
+    before = dump(db)
+    with pytest.raises(error, match="rule unknown_session" if error is SignalRejected
+                       else "no session") as err:
+        fn(db, sid)
+    if not isinstance(sid, str):
+        assert f"a session id is a string, got {type(sid).__name__}" in str(err.value)
+    assert dump(db) == before
+    assert db.sessions.get(sid) is None
+    assert db.sessions.state(sid, T0) is None

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from recallql.engine.sessions import SessionError, SessionNotFound, to_epoch
+from recallql.engine.signals import no_session
 
 COLLECTION = "messages"
 
@@ -53,7 +54,7 @@ class Messages:
         """
         row = self._db.sessions.get(session_id)
         if row is None:
-            raise SessionNotFound(f"cannot append: no session {session_id!r}")
+            raise SessionNotFound(f"cannot append: {no_session(session_id)}")
         if row.status != "open":
             raise SessionError(f"cannot append to session {session_id!r}: it is {row.status}")
         if not isinstance(role, str) or not role:

@@ -51,9 +51,20 @@ def to_datetime(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, tz=UTC)
 
 
+def _lookup(conn: Any, sql: str, id: object) -> tuple | None:
+    """The first row of `sql` bound to session id `id`, or None; an id that cannot be stored
+    (not a str, or not encodable as UTF-8: a lone surrogate) matches nothing."""
+    if not isinstance(id, str):
+        return None
+    try:
+        return conn.execute(sql, (id,)).fetchone()
+    except UnicodeEncodeError:
+        return None
+
+
 def session_row(conn: Any, id: str) -> SessionRow | None:
-    """The lineage fields of one session, or None."""
-    r = conn.execute(f"SELECT {_ROW_COLUMNS} FROM sessions WHERE id = ?", (id,)).fetchone()
+    """The lineage fields of one session, or None (also for an id of the wrong type)."""
+    r = _lookup(conn, f"SELECT {_ROW_COLUMNS} FROM sessions WHERE id = ?", id)
     return None if r is None else SessionRow(*r)
 
 
@@ -65,13 +76,12 @@ def last_write(conn: Any, id: str) -> float | None:
 
 
 def snapshot(conn: Any, id: str, now: float, policy: SignalPolicy) -> SessionSnapshot | None:
-    """The session's snapshot at `now`, or None when it does not exist.
+    """The session's snapshot at `now`, or None when it does not exist (or `id` is not a str).
 
     An archived session answers with its frozen snapshot for any `now` at or after its end; an
     earlier `now` (`AS OF` the past) is computed from the stored detail like a closed session.
     """
-    r = conn.execute("SELECT status, ended_at, frozen_snapshot FROM sessions WHERE id = ?",
-                     (id,)).fetchone()
+    r = _lookup(conn, "SELECT status, ended_at, frozen_snapshot FROM sessions WHERE id = ?", id)
     if r is None:
         return None
     status, ended, frozen = r

@@ -35,7 +35,7 @@ from recallql.engine.lineage import SessionRow
 from recallql.engine.models import SessionSnapshot
 from recallql.engine.operators.base import SessionState
 from recallql.engine.session_state import to_datetime
-from recallql.engine.signals import SignalPolicy, validate_id
+from recallql.engine.signals import SignalPolicy, no_session, validate_id
 from recallql.index.errors import SignalRejected, StoreError
 
 
@@ -232,7 +232,7 @@ class Sessions:
         with self._write(f"archive session {id!r}") as conn:
             row = self._row(conn, id)
             if row is None:
-                raise SessionNotFound(f"cannot archive: no session {id!r}")
+                raise SessionNotFound(f"cannot archive: {no_session(id)}")
             if row.status == "open":
                 self._close(conn, row, "archived", self._clock())
             ended, stored = conn.execute("SELECT ended_at, frozen_snapshot FROM sessions "
@@ -293,7 +293,7 @@ class Sessions:
         with self._meta.read_transaction() as conn:
             found = state.snapshot(conn, id, now, self.policy)
         if found is None:
-            raise SessionNotFound(f"no session {id!r}")
+            raise SessionNotFound(no_session(id))
         return found
 
     def state(self, id: str, now_ts: float) -> tuple[SessionState, SessionSnapshot] | None:
@@ -383,7 +383,7 @@ class Sessions:
     def _require_open(self, conn: Any, id: str) -> SessionRow:
         row = self._row(conn, id)
         if row is None:
-            raise SessionNotFound(f"cannot close: no session {id!r}")
+            raise SessionNotFound(f"cannot close: {no_session(id)}")
         if row.status != "open":
             raise SessionError(f"cannot close session {id!r}: it is already {row.status}")
         return row

@@ -39,6 +39,14 @@ def validate_id(value: object, what: str) -> str:
     return value
 
 
+def no_session(session_id: object) -> str:
+    """`no session <id>` for a not-found error, saying why when the id is not even a string."""
+    if isinstance(session_id, str):
+        return f"no session {session_id!r}"
+    return (f"no session {session_id!r} (a session id is a string, got "
+            f"{type(session_id).__name__})")
+
+
 def _finite(value: object) -> float | None:
     """`value` as a float when it is a finite real number (not a bool), else None."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
@@ -102,7 +110,7 @@ class SignalPolicy:
         return float(self.half_lives.get(name, DEFAULT_HALF_LIFE_DAYS))
 
     @staticmethod
-    def check_session(session_id: str, status: str | None, what: str = "signal") -> None:
+    def check_session(session_id: object, status: str | None, what: str = "signal") -> None:
         """Check that a session accepts writes (signals and annotations).
 
         Raises:
@@ -111,13 +119,13 @@ class SignalPolicy:
         """
         if status is None:
             raise SignalRejected(
-                f"{what} rejected (rule unknown_session): no session {session_id!r}")
+                f"{what} rejected (rule unknown_session): {no_session(session_id)}")
         if status != "open":
             raise SignalRejected(
                 f"{what} rejected (rule session_not_open): session {session_id!r} is {status}; "
                 "closed and archived sessions accept no writes")
 
-    def check(self, session_id: str, name: object, value: object, status: str | None) -> float:
+    def check(self, session_id: object, name: object, value: object, status: str | None) -> float:
         """Validate one signal write; returns the value as a float.
 
         Raises:
