@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 import recallql
-from recallql import SignalRejected
+from recallql import IngestError, SignalRejected
 from recallql.engine.session_state import MAX_TIME, MIN_TIME
 from recallql.engine.sessions import SessionError, SessionNotFound
 
@@ -57,7 +57,7 @@ TIMED_CALLS = {
     "signal": (lambda db, t: db.sessions.signal("s-1", "reward", 1.0, entity="e", at=t),
                SignalRejected),
     "annotate": (lambda db, t: db.sessions.annotate("s-1", "words", at=t), SignalRejected),
-    "append": (lambda db, t: db.messages.append("s-1", "user", "hello", at=t), SessionError),
+    "append": (lambda db, t: db.messages.append("s-1", "user", "hello", at=t), IngestError),
 }
 
 
@@ -71,6 +71,28 @@ def test_out_of_range_time_is_rejected_before_writing(db, call, time):
     assert dump(db) == before
     db.execute("SHOW SESSIONS")
     db.sessions.snapshot("s-1")
+
+
+@pytest.mark.parametrize("call, error, rule", [
+    (lambda db: db.sessions.signal("s-1", "reward", 1.0, at=T0 - 2 * DAY), SignalRejected,
+     "before_start"),
+    (lambda db: db.sessions.annotate("s-1", "words", at=T0 - 2 * DAY), SignalRejected,
+     "before_start"),
+    (lambda db: db.messages.append("s-1", "user", "hello", at=T0 - 2 * DAY), SessionError,
+     "before its session started"),
+    (lambda db: db.messages.append("s-1", "user", "hello", at="yesterday"), IngestError,
+     "at must be a datetime"),
+], ids=["signal", "annotate", "append", "append-not-a-time"])
+def test_writes_before_the_session_started_are_rejected_alike(db, call, error, rule):
+    before = dump(db)
+    with pytest.raises(error, match=rule):
+        call(db)
+    assert dump(db) == before
+
+
+def test_a_message_at_the_session_start_is_accepted(db):
+    db.messages.append("s-1", "user", "hello", at=datetime.fromtimestamp(T0 - DAY, tz=UTC))
+    assert db.snapshot("messages").size == 1
 
 
 @pytest.mark.parametrize("start, stored", [

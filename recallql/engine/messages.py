@@ -15,8 +15,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from recallql.engine.session_state import to_datetime
 from recallql.engine.sessions import SessionError, SessionNotFound, to_epoch
 from recallql.engine.signals import no_session
+from recallql.index.errors import IngestError
 
 COLLECTION = "messages"
 
@@ -49,8 +51,9 @@ class Messages:
             The new message id (an int, unique in the database).
 
         Raises:
-            SessionNotFound: no such session. SessionError: the session is not open, or a bad
-            role/content. IngestError: the item is invalid (nothing is written).
+            SessionNotFound: no such session. SessionError: the session is not open, a bad
+            role/content, or `at` before the session started. IngestError: the item is invalid,
+            e.g. `at` is not a time in years 1..9999 UTC (nothing is written).
         """
         row = self._db.sessions.get(session_id)
         if row is None:
@@ -61,7 +64,7 @@ class Messages:
             raise SessionError("role must be a non-empty string")
         if not isinstance(content, str):
             raise SessionError("content must be a string")
-        when = to_epoch(at, self._clock(), "at")
+        when = message_time(at, self._clock(), row.started_at)
         message_id, seq = self.next_ids(session_id)
         self._db.ingest(COLLECTION, [message_item(session_id, message_id, seq, role, content,
                                                   when, active, compacted)])
@@ -83,6 +86,29 @@ class Messages:
         """
         snap = self._db.snapshot(COLLECTION)
         return next_message_id(snap), next_seq(snap, session_id)
+
+
+def message_time(at: datetime | float | None, now: float, started_at: float | None) -> float:
+    """The time of a message appended to a session that started at `started_at`.
+
+    Args:
+        at: datetime or epoch seconds UTC (naive = UTC); None gives `now`.
+        now: the clock, epoch seconds UTC.
+        started_at: the session's start, epoch seconds UTC (None: unknown).
+
+    Returns:
+        Epoch seconds UTC.
+
+    Raises:
+        IngestError: `at` is not a time in years 1..9999 UTC (the item's `created_at`, which
+            ingest validates). SessionError: `at` is before the session started (signals and
+            annotations refuse that too).
+    """
+    when = to_epoch(at, now, "at", error=IngestError)
+    if started_at is not None and when < started_at:
+        raise SessionError(f"message at {_iso(when)} is before its session started "
+                           f"({_iso(started_at)})")
+    return when
 
 
 def next_message_id(snap: Any) -> int:
@@ -108,6 +134,10 @@ def next_seq(snap: Any, session_id: str) -> int:
     seq = snap.column("seq")
     rows &= seq.present(snap.size)
     return int(seq.values(snap.size)[rows].max()) + 1 if rows.any() else 1
+
+
+def _iso(ts: float) -> str:
+    return to_datetime(ts).isoformat()  # type: ignore[union-attr]  # ts is a time
 
 
 def message_item(session_id: str, message_id: int, seq: int, role: str, content: str,
