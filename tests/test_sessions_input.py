@@ -157,3 +157,42 @@ def test_a_session_id_that_cannot_exist_is_not_found(db, call, sid):
     assert dump(db) == before
     assert db.sessions.get(sid) is None
     assert db.sessions.state(sid, T0) is None
+
+
+# -- metadata -------------------------------------------------------------------------------------
+
+
+def nested(depth: int, leaf: object = 1) -> dict:
+    """A mapping nested `depth` levels deep (alternating dicts and lists below the top)."""
+    value: object = leaf
+    for level in range(depth - 1):
+        value = {"a": value} if level % 2 else [value]
+    return {"top": value}
+
+
+def test_metadata_may_nest_64_levels(db):
+    snap = db.sessions.create("s-2", "agent", metadata=nested(64))
+    assert snap.metadata == nested(64)
+
+
+@pytest.mark.parametrize("metadata", [nested(65), nested(5000)], ids=["65", "5000"])
+def test_deeper_metadata_is_refused(db, metadata):
+    before = dump(db)
+    with pytest.raises(SessionError, match="nested more than 64 levels"):
+        db.sessions.create("s-2", "agent", metadata=metadata)
+    assert dump(db) == before
+
+
+def test_circular_metadata_is_refused(db):
+    loop: dict = {}
+    loop["self"] = loop
+    with pytest.raises(SessionError, match="circular"):
+        db.sessions.create("s-2", "agent", metadata=loop)
+
+
+def test_a_deeply_nested_non_mapping_is_refused_with_its_type(db):
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(SessionError, match="mapping with string keys, got <list>"):
+        db.sessions.create("s-2", "agent", metadata=deep)

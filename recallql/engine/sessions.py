@@ -410,8 +410,9 @@ def _show(value: object, limit: int = 80) -> str:
     """`repr(value)` cut to `limit` characters (a huge int has no repr beyond 4300 digits)."""
     try:
         text = repr(value)
-    except ValueError:
-        return f"<int of {value.bit_length()} bits>" if isinstance(value, int) else "<value>"
+    except (ValueError, RecursionError):  # a huge int; a deeply nested container
+        return f"<int of {value.bit_length()} bits>" if isinstance(value, int) \
+            else f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
@@ -425,16 +426,42 @@ def _days(value: object) -> float:
     return float(value)
 
 
+#: How deep session metadata may nest (the top-level mapping is level 1).
+MAX_METADATA_DEPTH = 64
+
+
 def _metadata_json(metadata: Mapping[str, Any] | None) -> str:
+    """Session metadata as JSON text.
+
+    Raises:
+        SessionError: not a mapping with string keys, nested more than `MAX_METADATA_DEPTH`
+            levels, or not JSON-serialisable with finite numbers.
+    """
     if metadata is None:
         return "{}"
     if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
-        raise SessionError(f"metadata must be a mapping with string keys, got {metadata!r}")
+        raise SessionError(f"metadata must be a mapping with string keys, got {_show(metadata)}")
+    _check_depth(metadata)
     try:
         return json.dumps(dict(metadata), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise SessionError(f"metadata must be JSON-serialisable with finite numbers: {exc}") \
             from None
+
+
+def _check_depth(metadata: Mapping[str, Any]) -> None:
+    """Refuse metadata nested deeper than `MAX_METADATA_DEPTH` (json.dumps would recurse until
+    RecursionError), without recursing itself; a circular structure is refused the same way."""
+    stack: list[tuple[object, int]] = [(metadata, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_METADATA_DEPTH:
+            raise SessionError(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep "
+                               "(or is circular)")
+        children = value.values() if isinstance(value, Mapping) else \
+            value if isinstance(value, list | tuple) else ()
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, Mapping | list | tuple))
 
 
 __all__ = ["SessionError", "SessionNotFound", "Sessions", "to_epoch"]
