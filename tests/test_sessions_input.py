@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import numpy as np
 import pytest
 
 import recallql
@@ -159,7 +160,7 @@ def test_a_session_id_that_cannot_exist_is_not_found(db, call, sid):
     assert db.sessions.state(sid, T0) is None
 
 
-# -- metadata -------------------------------------------------------------------------------------
+# -- metadata ----------------------------------------------------------------------------------
 
 
 def nested(depth: int, leaf: object = 1) -> dict:
@@ -196,3 +197,29 @@ def test_a_deeply_nested_non_mapping_is_refused_with_its_type(db):
         deep = [deep]
     with pytest.raises(SessionError, match="mapping with string keys, got <list>"):
         db.sessions.create("s-2", "agent", metadata=deep)
+
+
+# -- message flags ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flags", [
+    {"active": "false"}, {"compacted": "0"}, {"active": None}, {"active": float("nan")},
+    {"active": 0.0}, {"compacted": 2}, {"active": -1}, {"compacted": [False]},
+    {"active": 10**5000},
+], ids=["str-false", "str-0", "none", "nan", "float-0", "int-2", "int-minus-1", "list",
+        "huge-int"])
+def test_a_message_flag_must_be_a_bool(db, flags):
+    before = dump(db)
+    with pytest.raises(SessionError, match=f"{next(iter(flags))} must be a bool"):
+        db.messages.append("s-1", "user", "rewound words", **flags)
+    assert dump(db) == before
+
+
+@pytest.mark.parametrize("active, compacted, searchable", [
+    (True, False, True), (1, 0, True), (np.bool_(False), np.bool_(True), True),
+    (0, 1, True), (False, False, False), (np.int64(0), np.int64(0), False),
+])
+def test_bool_and_0_1_flags_are_accepted(db, active, compacted, searchable):
+    db.messages.append("s-1", "user", "rewound words", active=active, compacted=compacted)
+    found = db.execute("SEARCH messages MATCHING 'rewound' USING LEXICAL").ids()
+    assert bool(found) is searchable

@@ -15,8 +15,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from recallql.engine.session_state import to_datetime
-from recallql.engine.sessions import SessionError, SessionNotFound, to_epoch
+from recallql.engine.sessions import SessionError, SessionNotFound, short_repr, to_epoch
 from recallql.engine.signals import no_session
 from recallql.index.errors import IngestError
 
@@ -45,14 +47,15 @@ class Messages:
             role: e.g. `user`, `assistant`, `tool`, `system`.
             content: the message text.
             at: the message time (default now; naive datetimes are UTC).
-            active, compacted: the message's flags (see the module docstring).
+            active, compacted: the message's flags (see the module docstring): bools, or the
+                ints 0 / 1.
 
         Returns:
             The new message id (an int, unique in the database).
 
         Raises:
             SessionNotFound: no such session. SessionError: the session is not open, a bad
-            role/content, or `at` before the session started. IngestError: the item is invalid,
+            role/content/flag, or `at` before the session started. IngestError: the item is invalid,
             e.g. `at` is not a time in years 1..9999 UTC (nothing is written).
         """
         row = self._db.sessions.get(session_id)
@@ -64,6 +67,7 @@ class Messages:
             raise SessionError("role must be a non-empty string")
         if not isinstance(content, str):
             raise SessionError("content must be a string")
+        active, compacted = flag(active, "active"), flag(compacted, "compacted")
         when = message_time(at, self._clock(), row.started_at)
         message_id, seq = self.next_ids(session_id)
         self._db.ingest(COLLECTION, [message_item(session_id, message_id, seq, role, content,
@@ -86,6 +90,22 @@ class Messages:
         """
         snap = self._db.snapshot(COLLECTION)
         return next_message_id(snap), next_seq(snap, session_id)
+
+
+def flag(value: object, name: str) -> bool:
+    """A message flag (`active`, `compacted`) as a bool.
+
+    Only bools (Python or numpy) and the ints 0 and 1 are flags: coercing anything else with
+    `bool()` would turn `"false"` into True and make a rewound message searchable.
+
+    Raises:
+        SessionError: any other value, naming the flag.
+    """
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer) and value in (0, 1):
+        return bool(value)
+    raise SessionError(f"{name} must be a bool (or 0 / 1), got {short_repr(value)}")
 
 
 def message_time(at: datetime | float | None, now: float, started_at: float | None) -> float:

@@ -75,13 +75,13 @@ def to_epoch(value: datetime | float | int | None, default: float, what: str,
             seconds = (value if value.tzinfo else value.replace(tzinfo=UTC)) \
                 .astimezone(UTC).timestamp()
         except (OverflowError, ValueError):
-            raise error(f"{what} must be a time in years 1..9999 UTC, got {_show(value)} "
+            raise error(f"{what} must be a time in years 1..9999 UTC, got {short_repr(value)} "
                         "(out of range)") from None
         return min(max(seconds, state.MIN_TIME), state.MAX_TIME)  # float rounding at the ends
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise error(f"{what} must be a datetime or epoch seconds (UTC), got {_show(value)}")
+        raise error(f"{what} must be a datetime or epoch seconds (UTC), got {short_repr(value)}")
     if not (state.MIN_TIME <= value <= state.MAX_TIME):  # exact for ints; False for NaN
-        raise error(f"{what} must be a finite time in years 1..9999 UTC, got {_show(value)} "
+        raise error(f"{what} must be a finite time in years 1..9999 UTC, got {short_repr(value)} "
                     "(out of range)")
     return float(value)
 
@@ -406,7 +406,7 @@ def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:
                              f"session {row.id!r} started ({_iso(row.started_at)})")
 
 
-def _show(value: object, limit: int = 80) -> str:
+def short_repr(value: object, limit: int = 80) -> str:
     """`repr(value)` cut to `limit` characters (a huge int has no repr beyond 4300 digits)."""
     try:
         text = repr(value)
@@ -440,7 +440,8 @@ def _metadata_json(metadata: Mapping[str, Any] | None) -> str:
     if metadata is None:
         return "{}"
     if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
-        raise SessionError(f"metadata must be a mapping with string keys, got {_show(metadata)}")
+        raise SessionError("metadata must be a mapping with string keys, got "
+                           f"{short_repr(metadata)}")
     _check_depth(metadata)
     try:
         return json.dumps(dict(metadata), allow_nan=False)
@@ -464,4 +465,4 @@ def _check_depth(metadata: Mapping[str, Any]) -> None:
                      if isinstance(child, Mapping | list | tuple))
 
 
-__all__ = ["SessionError", "SessionNotFound", "Sessions", "to_epoch"]
+__all__ = ["SessionError", "SessionNotFound", "Sessions", "short_repr", "to_epoch"]
