@@ -223,3 +223,56 @@ def test_bool_and_0_1_flags_are_accepted(db, active, compacted, searchable):
     db.messages.append("s-1", "user", "rewound words", active=active, compacted=compacted)
     found = db.execute("SEARCH messages MATCHING 'rewound' USING LEXICAL").ids()
     assert bool(found) is searchable
+
+
+# -- text that is not valid Unicode (a lone surrogate) --------------------------------------------
+
+SURROGATE = "\ud800"
+TEXT_CALLS = {
+    "title": (lambda s, m: s.create("s-2", "agent", title=f"x{SURROGATE}"), SessionError,
+              "title is not valid Unicode"),
+    "source": (lambda s, m: s.create("s-2", "agent", source=SURROGATE), SessionError,
+               "source is not valid Unicode"),
+    "metadata-value": (lambda s, m: s.create("s-2", "agent", metadata={"k": SURROGATE}),
+                       SessionError, "metadata string is not valid Unicode"),
+    "metadata-key": (lambda s, m: s.create("s-2", "agent", metadata={SURROGATE: 1}),
+                     SessionError, "metadata key is not valid Unicode"),
+    "metadata-nested": (lambda s, m: s.create("s-2", "agent",
+                                              metadata={"k": [{"j": ["ok", SURROGATE]}]}),
+                        SessionError, "metadata string is not valid Unicode"),
+    "end_reason": (lambda s, m: s.close("s-1", end_reason=SURROGATE), SessionError,
+                   "end_reason is not valid Unicode"),
+    "annotation": (lambda s, m: s.annotate("s-1", f"ops {SURROGATE}"), SignalRejected,
+                   r"annotation rejected \(rule bad_text\): annotation text is not valid"),
+    "entity": (lambda s, m: s.signal("s-1", "reward", 1.0, entity=SURROGATE), SignalRejected,
+               r"signal rejected \(rule bad_entity\): entity is not valid Unicode"),
+    "signal-name": (lambda s, m: s.signal("s-1", SURROGATE, 1.0), SignalRejected,
+                    r"rule unknown_name"),
+    "agent-id": (lambda s, m: s.create("s-2", SURROGATE), SessionError, "invalid agent id"),
+    "role": (lambda s, m: m.append("s-1", SURROGATE, "hello"), SessionError,
+             "role is not valid Unicode"),
+    "content": (lambda s, m: m.append("s-1", "user", f"hello {SURROGATE}"), SessionError,
+                r"content is not valid Unicode: lone surrogate '\\ud800' at index 6"),
+}
+
+
+@pytest.mark.parametrize("call", list(TEXT_CALLS))
+def test_text_that_is_not_valid_unicode_is_refused_by_name(db, call):
+    fn, error, match = TEXT_CALLS[call]
+    before = dump(db)
+    with pytest.raises(error, match=match):
+        fn(db.sessions, db.messages)
+    assert dump(db) == before
+
+
+def test_valid_non_ascii_text_is_stored(db):
+    text = "zéro 🧠 \u202e\x00 ok"
+    db.sessions.create("s-2", "agent", title=text, source=text, metadata={text: [text]},
+                       started_at=T0 - DAY)
+    db.sessions.annotate("s-2", text)
+    db.sessions.signal("s-2", "reward", 1.0, entity=text)
+    db.messages.append("s-2", text, text)
+    snap = db.sessions.close("s-2", end_reason=text)
+    assert (snap.source, snap.end_reason, snap.metadata) == (text, text, {text: [text]})
+    assert snap.entities == {text: 1.0}
+    snap.model_dump_json()

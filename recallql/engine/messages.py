@@ -18,7 +18,13 @@ from typing import Any
 import numpy as np
 
 from recallql.engine.session_state import to_datetime
-from recallql.engine.sessions import SessionError, SessionNotFound, short_repr, to_epoch
+from recallql.engine.sessions import (
+    SessionError,
+    SessionNotFound,
+    check_text,
+    short_repr,
+    to_epoch,
+)
 from recallql.engine.signals import no_session
 from recallql.index.errors import IngestError
 
@@ -55,7 +61,8 @@ class Messages:
 
         Raises:
             SessionNotFound: no such session. SessionError: the session is not open, a bad
-            role/content/flag, or `at` before the session started. IngestError: the item is invalid,
+            role/content/flag (text that is not valid Unicode included), or `at` before the
+            session started. IngestError: the item is invalid,
             e.g. `at` is not a time in years 1..9999 UTC (nothing is written).
         """
         row = self._db.sessions.get(session_id)
@@ -67,6 +74,8 @@ class Messages:
             raise SessionError("role must be a non-empty string")
         if not isinstance(content, str):
             raise SessionError("content must be a string")
+        check_text(role, "role")
+        check_text(content, "content")
         active, compacted = flag(active, "active"), flag(compacted, "compacted")
         when = message_time(at, self._clock(), row.started_at)
         message_id, seq = self.next_ids(session_id)

@@ -86,6 +86,23 @@ def to_epoch(value: datetime | float | int | None, default: float, what: str,
     return float(value)
 
 
+def check_text(value: str, what: str, error: type[ValueError] = SessionError,
+               prefix: str = "") -> None:
+    """Check that a string can be stored: valid Unicode, i.e. encodable as UTF-8 (a Python str
+    may hold a lone surrogate such as `"\\ud800"`, which SQLite and JSON cannot).
+
+    Raises:
+        error (`SessionError` by default): naming `what` and where the bad character is, after
+            `prefix` (e.g. `"signal rejected (rule bad_entity)"`) when given.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        lead = f"{prefix}: " if prefix else ""
+        raise error(f"{lead}{what} is not valid Unicode: lone surrogate "
+                    f"{value[exc.start]!r} at index {exc.start}") from None
+
+
 class Sessions:
     """`db.sessions`: the session lifecycle and the per-statement session state.
 
@@ -122,7 +139,8 @@ class Sessions:
             The new session's snapshot.
 
         Raises:
-            SessionError: an invalid id, source, time or metadata, or the id already exists.
+            SessionError: an invalid id, source, title, time or metadata (text that is not
+                valid Unicode, e.g. a lone surrogate, included), or the id already exists.
             StoreError: the database is read-only.
         """
         self._validate(id, "session id")
@@ -133,8 +151,11 @@ class Sessions:
                 self._validate(ref, f"{what} session id")
         if not isinstance(source, str) or not source:
             raise SessionError(f"source must be a non-empty string, got {source!r}")
+        check_text(source, "source")
         if title is not None and not isinstance(title, str):
             raise SessionError(f"title must be a string, got {title!r}")
+        if title is not None:
+            check_text(title, "title")
         started = to_epoch(started_at, self._clock(), "started_at")
         meta_json = _metadata_json(metadata)
         with self._write(f"create session {id!r}") as conn:
@@ -154,12 +175,14 @@ class Sessions:
         become session keywords.
 
         Raises:
-            SignalRejected: rule `empty_text`, `bad_time`, `unknown_session`, `session_not_open`
-                or `before_start`; nothing is written.
+            SignalRejected: rule `empty_text`, `bad_text` (not valid Unicode: a lone
+                surrogate), `bad_time`, `unknown_session`, `session_not_open` or
+                `before_start`; nothing is written.
             StoreError: the database is read-only.
         """
         if not isinstance(text, str) or not text.strip():
             raise SignalRejected(f"annotation rejected (rule empty_text): {text!r} has no words")
+        check_text(text, "annotation text", SignalRejected, "annotation rejected (rule bad_text)")
         when = self._write_time(at, "annotation")
         with self._write(f"annotate session {id!r}") as conn:
             row = self._row(conn, id)
@@ -189,6 +212,8 @@ class Sessions:
         if entity is not None and (not isinstance(entity, str) or not entity):
             raise SignalRejected(f"signal rejected (rule bad_entity): entity {entity!r} is not a "
                                  "non-empty string")
+        if entity is not None:
+            check_text(entity, "entity", SignalRejected, "signal rejected (rule bad_entity)")
         with self._write(f"signal session {id!r}") as conn:
             row = self._row(conn, id)
             number = self.policy.check(id, name, value, row.status if row else None)
@@ -206,12 +231,13 @@ class Sessions:
 
         Raises:
             SessionNotFound: no such session.
-            SessionError: not open, an empty end_reason, or `at` before the session's start or
-                its last signal or annotation.
+            SessionError: not open, an empty end_reason (or one that is not valid Unicode), or
+                `at` before the session's start or its last signal or annotation.
             StoreError: the database is read-only.
         """
         if not isinstance(end_reason, str) or not end_reason:
             raise SessionError(f"end_reason must be a non-empty string, got {end_reason!r}")
+        check_text(end_reason, "end_reason")
         when = to_epoch(at, self._clock(), "at")
         with self._write(f"close session {id!r}") as conn:
             self._close(conn, self._require_open(conn, id), end_reason, when)
@@ -435,14 +461,15 @@ def _metadata_json(metadata: Mapping[str, Any] | None) -> str:
 
     Raises:
         SessionError: not a mapping with string keys, nested more than `MAX_METADATA_DEPTH`
-            levels, or not JSON-serialisable with finite numbers.
+            levels, text that is not valid Unicode, or not JSON-serialisable with finite
+            numbers.
     """
     if metadata is None:
         return "{}"
     if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
         raise SessionError("metadata must be a mapping with string keys, got "
                            f"{short_repr(metadata)}")
-    _check_depth(metadata)
+    _check_metadata(metadata)
     try:
         return json.dumps(dict(metadata), allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -450,19 +477,29 @@ def _metadata_json(metadata: Mapping[str, Any] | None) -> str:
             from None
 
 
-def _check_depth(metadata: Mapping[str, Any]) -> None:
+def _check_metadata(metadata: Mapping[str, Any]) -> None:
     """Refuse metadata nested deeper than `MAX_METADATA_DEPTH` (json.dumps would recurse until
-    RecursionError), without recursing itself; a circular structure is refused the same way."""
+    RecursionError; a circular structure is refused the same way), or holding a key or string
+    that is not valid Unicode (json.dumps would escape it, and reading it back would fail).
+    Iterative: it never recurses itself."""
     stack: list[tuple[object, int]] = [(metadata, 1)]
     while stack:
         value, depth = stack.pop()
+        if isinstance(value, str):
+            check_text(value, "a metadata string")
+            continue
         if depth > MAX_METADATA_DEPTH:
             raise SessionError(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep "
                                "(or is circular)")
-        children = value.values() if isinstance(value, Mapping) else \
-            value if isinstance(value, list | tuple) else ()
+        if isinstance(value, Mapping):
+            for key in value:
+                if isinstance(key, str):
+                    check_text(key, "a metadata key")
+            children: Any = value.values()
+        else:
+            children = value if isinstance(value, list | tuple) else ()
         stack.extend((child, depth + 1) for child in children
-                     if isinstance(child, Mapping | list | tuple))
+                     if isinstance(child, str | Mapping | list | tuple))
 
 
-__all__ = ["SessionError", "SessionNotFound", "Sessions", "short_repr", "to_epoch"]
+__all__ = ["SessionError", "SessionNotFound", "Sessions", "check_text", "short_repr", "to_epoch"]
