@@ -303,3 +303,12 @@ def test_a_message_time_out_of_range_keeps_the_message_without_a_time(db, store,
     assert row.fields.get("created_at") is None
     again = db.import_hermes(store)  # the dropped time is not a change: nothing rewritten
     assert (again.messages_added, again.messages_updated, again.batches) == (0, 0, 0)
+
+
+def test_a_message_with_undecodable_text_is_skipped_and_the_rest_imports(db, store):
+    report = db.import_hermes(edit(store, "UPDATE messages SET content = CAST(x'61ff62' AS TEXT) "
+                                          "WHERE content = 'plan the kubernetes migration'"))
+    assert report.skipped["undecodable_text"] == 1
+    assert (report.sessions, report.messages) == (17, 20)
+    assert "hermes:conv-root:1" not in db.execute(LEX, q="kubernetes migration plan").ids()
+    assert "hermes:conv-root:2" in db.execute(LEX, q="staging cluster").ids()
