@@ -276,3 +276,22 @@ def test_valid_non_ascii_text_is_stored(db):
     assert (snap.source, snap.end_reason, snap.metadata) == (text, text, {text: [text]})
     assert snap.entities == {text: 1.0}
     snap.model_dump_json()
+
+
+# -- huge ints elsewhere --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda db: db.sessions.signal("s-1", "reward", 10**400), SignalRejected,
+     r"rule not_finite\): value 1000"),
+    (lambda db: db.sessions.signal("s-1", "reward", -(10**5000)), SignalRejected,
+     r"rule not_finite\): value <int of 16610 bits>"),
+    (lambda db: db.sessions.sweep(10**400), SessionError, "non-negative duration"),
+    (lambda db: db.sessions.create(10**5000, "agent"), SessionError,
+     "invalid session id <int of 16610 bits>"),
+], ids=["signal-value", "signal-value-beyond-repr", "sweep", "session-id"])
+def test_a_huge_int_is_refused_not_overflowed(db, call, error, match):
+    before = dump(db)
+    with pytest.raises(error, match=match):
+        call(db)
+    assert dump(db) == before

@@ -35,7 +35,7 @@ from recallql.engine.lineage import SessionRow
 from recallql.engine.models import SessionSnapshot
 from recallql.engine.operators.base import SessionState
 from recallql.engine.session_state import to_datetime
-from recallql.engine.signals import SignalPolicy, no_session, validate_id
+from recallql.engine.signals import SignalPolicy, no_session, short_repr, validate_id
 from recallql.index.errors import SignalRejected, StoreError
 
 
@@ -432,24 +432,18 @@ def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:
                              f"session {row.id!r} started ({_iso(row.started_at)})")
 
 
-def short_repr(value: object, limit: int = 80) -> str:
-    """`repr(value)` cut to `limit` characters (a huge int has no repr beyond 4300 digits)."""
-    try:
-        text = repr(value)
-    except (ValueError, RecursionError):  # a huge int; a deeply nested container
-        return f"<int of {value.bit_length()} bits>" if isinstance(value, int) \
-            else f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def _iso(ts: float) -> str:
     return to_datetime(ts).isoformat()  # type: ignore[union-attr]  # ts is a stored time
 
 
 def _days(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SessionError(f"older_than must be a timedelta or a number of days, got {value!r}")
-    return float(value)
+        raise SessionError("older_than must be a timedelta or a number of days, got "
+                           f"{short_repr(value)}")
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float: refused as non-finite by the caller
+        return math.inf
 
 
 #: How deep session metadata may nest (the top-level mapping is level 1).

@@ -26,6 +26,16 @@ DEFAULT_HALF_LIFE_DAYS = 7.0
 _ID_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 
 
+def short_repr(value: object, limit: int = 80) -> str:
+    """`repr(value)` cut to `limit` characters (a huge int has no repr beyond 4300 digits)."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # a huge int; a deeply nested container
+        return f"<int of {value.bit_length()} bits>" if isinstance(value, int) \
+            else f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def validate_id(value: object, what: str) -> str:
     """Check an agent id or session id: 1–128 characters of letters, digits, `_ . : -`.
 
@@ -34,7 +44,8 @@ def validate_id(value: object, what: str) -> str:
     """
     if not isinstance(value, str) or not _ID_RE.fullmatch(value):
         raise ValueError(
-            f"invalid {what} {value!r}: use 1-128 characters of letters, digits, '_', '.', ':', '-'"
+            f"invalid {what} {short_repr(value)}: use 1-128 characters of letters, digits, '_', "
+            "'.', ':', '-'"
         )
     return value
 
@@ -51,7 +62,10 @@ def _finite(value: object) -> float | None:
     """`value` as a float when it is a finite real number (not a bool), else None."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond float's range
+        return None
     return number if math.isfinite(number) else None
 
 
@@ -142,7 +156,8 @@ class SignalPolicy:
         number = _finite(value)
         if number is None:
             raise SignalRejected(
-                f"signal rejected (rule not_finite): value {value!r} is not a finite number")
+                f"signal rejected (rule not_finite): value {short_repr(value)} is not a finite "
+                "number")
         low, high = self.bounds[name]
         if not low <= number <= high:
             raise SignalRejected(
