@@ -261,3 +261,55 @@ def test_not_a_hermes_store(tmp_path, make, message):
         read_hermes_store(path)
     assert isinstance(err.value, ValueError)
     assert str(path) in str(err.value) and message in str(err.value)
+
+
+def _torn(tmp_path: Path, *statements: str):
+    """Read the fixture store after writing bytes that are not UTF-8 into TEXT columns."""
+    path = tmp_path / "state.db"
+    builder.build_state_db(path)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    for sql in statements:
+        conn.execute(sql)
+    conn.commit()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return read_hermes_store(path)
+
+
+TORN = "CAST(x'61ff62' AS TEXT)"  # "a", an invalid byte, "b"
+
+
+@pytest.mark.parametrize("column", ["content", "role", "session_id"])
+def test_a_message_with_undecodable_text_is_dropped_and_counted(tmp_path, column):
+    read = _torn(tmp_path, f"UPDATE messages SET {column} = {TORN} "
+                           "WHERE content = 'plan the kubernetes migration'")
+    assert read.report.skipped["undecodable_text"] == 1
+    assert read.report.messages == 22
+    assert "plan the kubernetes migration" not in [m["content"] for m in read.messages]
+    assert "start with the staging cluster" in [m["content"] for m in read.messages]
+
+
+@pytest.mark.parametrize("column", ["id", "source", "end_reason", "parent_session_id",
+                                   "model_config"])
+def test_a_session_with_undecodable_identity_or_lineage_is_dropped(tmp_path, column):
+    read = _torn(tmp_path, f"UPDATE sessions SET {column} = {TORN} WHERE id = 'conv-root'")
+    assert read.report.skipped["undecodable_text"] == 1
+    assert "conv-root" not in [s["id"] for s in read.sessions]
+    assert len(read.sessions) == 16
+    assert read.report.skipped["message_without_session"] == 2  # its messages have no session
+
+
+@pytest.mark.parametrize("table, column, where", [
+    ("sessions", "title", "id = 'conv-tip'"),
+    ("sessions", "model", "id = 'conv-tip'"),
+    ("messages", "tool_name", "content = 'pods: 12 running'"),
+])
+def test_undecodable_display_text_is_kept_with_replacement_characters(tmp_path, table, column,
+                                                                     where):
+    read = _torn(tmp_path, f"UPDATE {table} SET {column} = {TORN} WHERE {where}")
+    assert read.report.skipped == {"malformed_model_config": 1, "undecodable_json_content": 1,
+                                   "undecodable_text_replaced": 1}
+    rows = read.sessions if table == "sessions" else read.messages
+    assert [r[column] for r in rows].count("a\ufffdb") == 1
+    assert (read.report.sessions, read.report.messages) == (17, 23)

@@ -260,3 +260,55 @@ def test_not_a_hermes_store_is_a_clear_error(db, tmp_path, content):
 def test_batch_size_must_be_positive(db, store):
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         db.import_hermes(store, batch_size=0)
+
+
+def edit(path: Path, *statements: str) -> Path:
+    """Apply hostile edits to a built store (foreign keys off; no WAL left behind)."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    for sql in statements:
+        conn.execute(sql)
+    conn.commit()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return path
+
+
+@pytest.mark.parametrize("sql", [
+    "UPDATE sessions SET started_at = 1e300 WHERE id = 'conv-root'",
+    "UPDATE sessions SET started_at = -1e999 WHERE id = 'conv-root'",
+    "UPDATE sessions SET started_at = -62135596801 WHERE id = 'conv-root'",
+    "UPDATE sessions SET ended_at = 1e999 WHERE id = 'conv-root'",
+    "UPDATE sessions SET ended_at = 253402300800 WHERE id = 'conv-root'",
+], ids=["start-1e300", "start-minus-inf", "start-before-year-1", "end-inf", "end-year-10000"])
+def test_a_session_time_out_of_range_skips_the_session_and_its_messages(db, store, sql):
+    report = db.import_hermes(edit(store, sql))
+    assert report.skipped["session_time_out_of_range"] == 1
+    assert report.skipped["message_of_skipped_session"] == 2
+    assert (report.sessions, report.messages) == (16, 19)
+    assert db.sessions.get("conv-root") is None
+    assert "conv-root" not in [r["id"] for r in db.execute("SHOW SESSIONS").records]
+    assert db.execute("SHOW LINEAGE 'conv-tip'").records[-1]["edge"] == "missing"
+    db.execute(LEX + "GROUP BY CONVERSATION", q="kubernetes")
+
+
+@pytest.mark.parametrize("value", ["1e300", "-1e300", "1e999"])
+def test_a_message_time_out_of_range_keeps_the_message_without_a_time(db, store, value):
+    report = db.import_hermes(edit(store, f"UPDATE messages SET timestamp = {value} "
+                                          "WHERE content = 'plan the kubernetes migration'"))
+    assert report.skipped["message_time_out_of_range"] == 1
+    assert report.messages == 21
+    (row,) = db.execute(LEX + "LIMIT 1", q="kubernetes migration plan").rows
+    assert row.fields["content"] == "plan the kubernetes migration"
+    assert row.fields.get("created_at") is None
+    again = db.import_hermes(store)  # the dropped time is not a change: nothing rewritten
+    assert (again.messages_added, again.messages_updated, again.batches) == (0, 0, 0)
+
+
+def test_a_message_with_undecodable_text_is_skipped_and_the_rest_imports(db, store):
+    report = db.import_hermes(edit(store, "UPDATE messages SET content = CAST(x'61ff62' AS TEXT) "
+                                          "WHERE content = 'plan the kubernetes migration'"))
+    assert report.skipped["undecodable_text"] == 1
+    assert (report.sessions, report.messages) == (17, 20)
+    assert "hermes:conv-root:1" not in db.execute(LEX, q="kubernetes migration plan").ids()
+    assert "hermes:conv-root:2" in db.execute(LEX, q="staging cluster").ids()

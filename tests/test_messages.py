@@ -22,8 +22,8 @@ def stored(db, message_id: int) -> dict:
 
 
 def test_append_numbers_messages_and_orders_them_per_session(db):
-    db.sessions.create("a", "agent-1")
-    db.sessions.create("b", "agent-1")
+    db.sessions.create("a", "agent-1", started_at=T0)
+    db.sessions.create("b", "agent-1", started_at=T0)
     ids = [db.messages.append(s, "user", f"m{i}", at=T0 + i) for i, s in enumerate("abab")]
     assert ids == [1, 2, 3, 4]
     assert [stored(db, i)["seq"] for i in ids] == [1, 1, 2, 2]

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from recallql.engine.lineage import LineageResolver
 from recallql.engine.messages import COLLECTION, message_item, next_message_id
+from recallql.engine.session_state import MAX_TIME, MIN_TIME
 from recallql.engine.signals import validate_id
 from recallql.index.hermes import HermesStore, read_hermes_store
 
@@ -72,9 +73,12 @@ class ImportReport(BaseModel):
         sessions_added, sessions_updated: Session rows inserted / changed by this run.
         messages: Messages of the file now in the database.
         messages_added, messages_updated: Message items added / replaced by this run.
-        skipped: Rows left out, by reason (the reader's reasons plus ``invalid_session_id``,
-            ``no_start_time``, ``session_id_taken``, ``message_of_skipped_session``,
-            ``empty_content``).
+        skipped: Rows or values left out, by reason (the reader's reasons plus
+            ``invalid_session_id``, ``no_start_time``, ``session_time_out_of_range`` (a start or
+            end that is not a finite time in years 1..9999 UTC: the session and its messages
+            are left out), ``session_id_taken``, ``message_of_skipped_session``,
+            ``empty_content``, ``message_time_out_of_range`` (the message is kept without a
+            time, as one with no timestamp)).
         missing_parents: Parent ids that imported sessions link to but the database lacks.
         unresolved: Imported sessions whose lineage does not resolve, by reason (``cycle``,
             ``missing_parent``); their messages are dropped by GROUP BY CONVERSATION.
@@ -170,7 +174,7 @@ def import_hermes(db: Any, path: str | os.PathLike[str], *, progress: Progress |
 def _plan(db: Any, store: HermesStore) -> _Plan:
     """Decide, per session of the file, what to insert, update or leave alone."""
     skipped: Counter[str] = Counter(store.report.skipped)
-    by_session = _group_messages(store.messages)
+    by_session = _group_messages(_valid_times(store.messages, skipped))
     existing = _existing_sessions(db, [s["id"] for s in store.sessions])
     snap = db.snapshot(COLLECTION)
     known = _existing_messages(snap)
@@ -191,6 +195,23 @@ def _plan(db: Any, store: HermesStore) -> _Plan:
         if item.row is not None or item.items:
             work.append(item)
     return _Plan(work, kept, count, skipped)
+
+
+def _valid_times(messages: Iterable[dict[str, Any]], skipped: Counter[str]
+                 ) -> Iterator[dict[str, Any]]:
+    """The messages, each timestamp outside years 1..9999 UTC (or not finite) dropped to None
+    (counted): a message's text is worth keeping without its time."""
+    for m in messages:
+        if _in_range(m["timestamp"]):
+            yield m
+        else:
+            skipped["message_time_out_of_range"] += 1
+            yield {**m, "timestamp": None}
+
+
+def _in_range(ts: float | None) -> bool:
+    """True for None (no time) and for a finite time in years 1..9999 UTC."""
+    return ts is None or MIN_TIME <= ts <= MAX_TIME
 
 
 def _group_messages(messages: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -214,6 +235,9 @@ def _session_row(session: dict[str, Any], msgs: list[dict[str, Any]], skipped: C
         started = min(times) if times else session["ended_at"]
     if started is None:
         skipped["no_start_time"] += 1
+        return None
+    if not (_in_range(started) and _in_range(session["ended_at"])):
+        skipped["session_time_out_of_range"] += 1
         return None
     ended, reason = session["ended_at"], session["end_reason"]
     status = "archived" if session["archived"] else (

@@ -15,7 +15,18 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from recallql.engine.sessions import SessionError, SessionNotFound, to_epoch
+import numpy as np
+
+from recallql.engine.session_state import to_datetime
+from recallql.engine.sessions import (
+    SessionError,
+    SessionNotFound,
+    check_text,
+    short_repr,
+    to_epoch,
+)
+from recallql.engine.signals import no_session
+from recallql.index.errors import IngestError
 
 COLLECTION = "messages"
 
@@ -42,25 +53,31 @@ class Messages:
             role: e.g. `user`, `assistant`, `tool`, `system`.
             content: the message text.
             at: the message time (default now; naive datetimes are UTC).
-            active, compacted: the message's flags (see the module docstring).
+            active, compacted: the message's flags (see the module docstring): bools, or the
+                ints 0 / 1.
 
         Returns:
             The new message id (an int, unique in the database).
 
         Raises:
-            SessionNotFound: no such session. SessionError: the session is not open, or a bad
-            role/content. IngestError: the item is invalid (nothing is written).
+            SessionNotFound: no such session. SessionError: the session is not open, a bad
+            role/content/flag (text that is not valid Unicode included), or `at` before the
+            session started. IngestError: the item is invalid,
+            e.g. `at` is not a time in years 1..9999 UTC (nothing is written).
         """
         row = self._db.sessions.get(session_id)
         if row is None:
-            raise SessionNotFound(f"cannot append: no session {session_id!r}")
+            raise SessionNotFound(f"cannot append: {no_session(session_id)}")
         if row.status != "open":
             raise SessionError(f"cannot append to session {session_id!r}: it is {row.status}")
         if not isinstance(role, str) or not role:
             raise SessionError("role must be a non-empty string")
         if not isinstance(content, str):
             raise SessionError("content must be a string")
-        when = to_epoch(at, self._clock(), "at")
+        check_text(role, "role")
+        check_text(content, "content")
+        active, compacted = flag(active, "active"), flag(compacted, "compacted")
+        when = message_time(at, self._clock(), row.started_at)
         message_id, seq = self.next_ids(session_id)
         self._db.ingest(COLLECTION, [message_item(session_id, message_id, seq, role, content,
                                                   when, active, compacted)])
@@ -82,6 +99,45 @@ class Messages:
         """
         snap = self._db.snapshot(COLLECTION)
         return next_message_id(snap), next_seq(snap, session_id)
+
+
+def flag(value: object, name: str) -> bool:
+    """A message flag (`active`, `compacted`) as a bool.
+
+    Only bools (Python or numpy) and the ints 0 and 1 are flags: coercing anything else with
+    `bool()` would turn `"false"` into True and make a rewound message searchable.
+
+    Raises:
+        SessionError: any other value, naming the flag.
+    """
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer) and value in (0, 1):
+        return bool(value)
+    raise SessionError(f"{name} must be a bool (or 0 / 1), got {short_repr(value)}")
+
+
+def message_time(at: datetime | float | None, now: float, started_at: float | None) -> float:
+    """The time of a message appended to a session that started at `started_at`.
+
+    Args:
+        at: datetime or epoch seconds UTC (naive = UTC); None gives `now`.
+        now: the clock, epoch seconds UTC.
+        started_at: the session's start, epoch seconds UTC (None: unknown).
+
+    Returns:
+        Epoch seconds UTC.
+
+    Raises:
+        IngestError: `at` is not a time in years 1..9999 UTC (the item's `created_at`, which
+            ingest validates). SessionError: `at` is before the session started (signals and
+            annotations refuse that too).
+    """
+    when = to_epoch(at, now, "at", error=IngestError)
+    if started_at is not None and when < started_at:
+        raise SessionError(f"message at {_iso(when)} is before its session started "
+                           f"({_iso(started_at)})")
+    return when
 
 
 def next_message_id(snap: Any) -> int:
@@ -107,6 +163,10 @@ def next_seq(snap: Any, session_id: str) -> int:
     seq = snap.column("seq")
     rows &= seq.present(snap.size)
     return int(seq.values(snap.size)[rows].max()) + 1 if rows.any() else 1
+
+
+def _iso(ts: float) -> str:
+    return to_datetime(ts).isoformat()  # type: ignore[union-attr]  # ts is a time
 
 
 def message_item(session_id: str, message_id: int, seq: int, role: str, content: str,

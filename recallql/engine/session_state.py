@@ -7,6 +7,7 @@ Functions over an open SQLite connection (inside the caller's read or write tran
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,16 +27,44 @@ _ROW_COLUMNS = ("id, parent_session_id, source, end_reason, branched_from, deleg
                 "started_at, ended_at")
 #: Entities per `IN (...)` list (SQLite's variable limit is at least 999).
 IN_CHUNK = 500
+#: The valid session times, epoch seconds UTC: 0001-01-01T00:00:00Z up to the last float before
+#: 10000-01-01T00:00:00Z (9999-12-31T23:59:59.99997Z; floats this large step by ~30 µs).
+MIN_TIME = -62135596800.0
+MAX_TIME = math.nextafter(253402300800.0, 0.0)
+
+
+def clamp_time(ts: float | None) -> float | None:
+    """A stored time clamped into [`MIN_TIME`, `MAX_TIME`] (None and NaN give None).
+
+    Writes reject out-of-range times; this keeps reads working on a value stored before they
+    did (or written by another tool): it shows as the first or last representable instant.
+    """
+    if ts is None or ts != ts:
+        return None
+    return min(max(float(ts), MIN_TIME), MAX_TIME)
 
 
 def to_datetime(ts: float | None) -> datetime | None:
-    """Epoch seconds UTC as an aware UTC datetime (None stays None)."""
+    """Epoch seconds UTC as an aware UTC datetime (None and NaN give None; out-of-range values
+    are clamped to years 1..9999 by `clamp_time`)."""
+    ts = clamp_time(ts)
     return None if ts is None else datetime.fromtimestamp(ts, tz=UTC)
 
 
+def _lookup(conn: Any, sql: str, id: object) -> tuple | None:
+    """The first row of `sql` bound to session id `id`, or None; an id that cannot be stored
+    (not a str, or not encodable as UTF-8: a lone surrogate) matches nothing."""
+    if not isinstance(id, str):
+        return None
+    try:
+        return conn.execute(sql, (id,)).fetchone()
+    except UnicodeEncodeError:
+        return None
+
+
 def session_row(conn: Any, id: str) -> SessionRow | None:
-    """The lineage fields of one session, or None."""
-    r = conn.execute(f"SELECT {_ROW_COLUMNS} FROM sessions WHERE id = ?", (id,)).fetchone()
+    """The lineage fields of one session, or None (also for an id of the wrong type)."""
+    r = _lookup(conn, f"SELECT {_ROW_COLUMNS} FROM sessions WHERE id = ?", id)
     return None if r is None else SessionRow(*r)
 
 
@@ -47,13 +76,12 @@ def last_write(conn: Any, id: str) -> float | None:
 
 
 def snapshot(conn: Any, id: str, now: float, policy: SignalPolicy) -> SessionSnapshot | None:
-    """The session's snapshot at `now`, or None when it does not exist.
+    """The session's snapshot at `now`, or None when it does not exist (or `id` is not a str).
 
     An archived session answers with its frozen snapshot for any `now` at or after its end; an
     earlier `now` (`AS OF` the past) is computed from the stored detail like a closed session.
     """
-    r = conn.execute("SELECT status, ended_at, frozen_snapshot FROM sessions WHERE id = ?",
-                     (id,)).fetchone()
+    r = _lookup(conn, "SELECT status, ended_at, frozen_snapshot FROM sessions WHERE id = ?", id)
     if r is None:
         return None
     status, ended, frozen = r
@@ -115,7 +143,12 @@ def entity_sums(conn: Any, entities: list[str], names: list[str], now: float,
 
 
 def session_dicts(conn: Any) -> list[dict[str, Any]]:
-    """Every session as a dict of its columns, ordered by started_at then id."""
+    """Every session as a dict of its columns, ordered by started_at then id (times clamped
+    into the valid range by `clamp_time`)."""
     cur = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY started_at, id")
     names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    for row in rows:
+        row["started_at"] = clamp_time(row["started_at"])
+        row["ended_at"] = clamp_time(row["ended_at"])
+    return rows

@@ -21,18 +21,21 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import numbers
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+import numpy as np
+
 from recallql.engine import session_state as state
 from recallql.engine.lineage import SessionRow
 from recallql.engine.models import SessionSnapshot
 from recallql.engine.operators.base import SessionState
 from recallql.engine.session_state import to_datetime
-from recallql.engine.signals import SignalPolicy, validate_id
+from recallql.engine.signals import SignalPolicy, no_session, short_repr, validate_id
 from recallql.index.errors import SignalRejected, StoreError
 
 
@@ -56,16 +59,48 @@ def to_epoch(value: datetime | float | int | None, default: float, what: str,
              error: type[ValueError] = SessionError) -> float:
     """A time argument as epoch seconds UTC (naive datetimes are UTC; None gives `default`).
 
+    Every session time (start, end, signal, annotation, message, `as_of`) must lie in years
+    1..9999 UTC, the range a `datetime` can hold: 0001-01-01T00:00:00Z to
+    9999-12-31T23:59:59.999999Z (stored as at most `session_state.MAX_TIME`).
+
     Raises:
-        error (`SessionError` by default): not a datetime or a finite number of seconds.
+        error (`SessionError` by default): not a datetime or a number of seconds, not finite,
+            or outside that range (checked before any float conversion, so a huge int is
+            rejected rather than overflowing).
     """
     if value is None:
-        return default
+        value = default
     if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    raise error(f"{what} must be a datetime or epoch seconds (UTC), got {value!r}")
+        try:
+            seconds = (value if value.tzinfo else value.replace(tzinfo=UTC)) \
+                .astimezone(UTC).timestamp()
+        except (OverflowError, ValueError):
+            raise error(f"{what} must be a time in years 1..9999 UTC, got {short_repr(value)} "
+                        "(out of range)") from None
+        return min(max(seconds, state.MIN_TIME), state.MAX_TIME)  # float rounding at the ends
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise error(f"{what} must be a datetime or epoch seconds (UTC), got {short_repr(value)}")
+    if not (state.MIN_TIME <= value <= state.MAX_TIME):  # exact for ints; False for NaN
+        raise error(f"{what} must be a finite time in years 1..9999 UTC, got {short_repr(value)} "
+                    "(out of range)")
+    return float(value)
+
+
+def check_text(value: str, what: str, error: type[ValueError] = SessionError,
+               prefix: str = "") -> None:
+    """Check that a string can be stored: valid Unicode, i.e. encodable as UTF-8 (a Python str
+    may hold a lone surrogate such as `"\\ud800"`, which SQLite and JSON cannot).
+
+    Raises:
+        error (`SessionError` by default): naming `what` and where the bad character is, after
+            `prefix` (e.g. `"signal rejected (rule bad_entity)"`) when given.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        lead = f"{prefix}: " if prefix else ""
+        raise error(f"{lead}{what} is not valid Unicode: lone surrogate "
+                    f"{value[exc.start]!r} at index {exc.start}") from None
 
 
 class Sessions:
@@ -104,7 +139,8 @@ class Sessions:
             The new session's snapshot.
 
         Raises:
-            SessionError: an invalid id, source, time or metadata, or the id already exists.
+            SessionError: an invalid id, source, title, time or metadata (text that is not
+                valid Unicode, e.g. a lone surrogate, included), or the id already exists.
             StoreError: the database is read-only.
         """
         self._validate(id, "session id")
@@ -115,8 +151,11 @@ class Sessions:
                 self._validate(ref, f"{what} session id")
         if not isinstance(source, str) or not source:
             raise SessionError(f"source must be a non-empty string, got {source!r}")
+        check_text(source, "source")
         if title is not None and not isinstance(title, str):
             raise SessionError(f"title must be a string, got {title!r}")
+        if title is not None:
+            check_text(title, "title")
         started = to_epoch(started_at, self._clock(), "started_at")
         meta_json = _metadata_json(metadata)
         with self._write(f"create session {id!r}") as conn:
@@ -136,12 +175,14 @@ class Sessions:
         become session keywords.
 
         Raises:
-            SignalRejected: rule `empty_text`, `bad_time`, `unknown_session`, `session_not_open`
-                or `before_start`; nothing is written.
+            SignalRejected: rule `empty_text`, `bad_text` (not valid Unicode: a lone
+                surrogate), `bad_time`, `unknown_session`, `session_not_open` or
+                `before_start`; nothing is written.
             StoreError: the database is read-only.
         """
         if not isinstance(text, str) or not text.strip():
             raise SignalRejected(f"annotation rejected (rule empty_text): {text!r} has no words")
+        check_text(text, "annotation text", SignalRejected, "annotation rejected (rule bad_text)")
         when = self._write_time(at, "annotation")
         with self._write(f"annotate session {id!r}") as conn:
             row = self._row(conn, id)
@@ -171,6 +212,8 @@ class Sessions:
         if entity is not None and (not isinstance(entity, str) or not entity):
             raise SignalRejected(f"signal rejected (rule bad_entity): entity {entity!r} is not a "
                                  "non-empty string")
+        if entity is not None:
+            check_text(entity, "entity", SignalRejected, "signal rejected (rule bad_entity)")
         with self._write(f"signal session {id!r}") as conn:
             row = self._row(conn, id)
             number = self.policy.check(id, name, value, row.status if row else None)
@@ -188,12 +231,13 @@ class Sessions:
 
         Raises:
             SessionNotFound: no such session.
-            SessionError: not open, an empty end_reason, or `at` before the session's start or
-                its last signal or annotation.
+            SessionError: not open, an empty end_reason (or one that is not valid Unicode), or
+                `at` before the session's start or its last signal or annotation.
             StoreError: the database is read-only.
         """
         if not isinstance(end_reason, str) or not end_reason:
             raise SessionError(f"end_reason must be a non-empty string, got {end_reason!r}")
+        check_text(end_reason, "end_reason")
         when = to_epoch(at, self._clock(), "at")
         with self._write(f"close session {id!r}") as conn:
             self._close(conn, self._require_open(conn, id), end_reason, when)
@@ -214,7 +258,7 @@ class Sessions:
         with self._write(f"archive session {id!r}") as conn:
             row = self._row(conn, id)
             if row is None:
-                raise SessionNotFound(f"cannot archive: no session {id!r}")
+                raise SessionNotFound(f"cannot archive: {no_session(id)}")
             if row.status == "open":
                 self._close(conn, row, "archived", self._clock())
             ended, stored = conn.execute("SELECT ended_at, frozen_snapshot FROM sessions "
@@ -275,7 +319,7 @@ class Sessions:
         with self._meta.read_transaction() as conn:
             found = state.snapshot(conn, id, now, self.policy)
         if found is None:
-            raise SessionNotFound(f"no session {id!r}")
+            raise SessionNotFound(no_session(id))
         return found
 
     def state(self, id: str, now_ts: float) -> tuple[SessionState, SessionSnapshot] | None:
@@ -365,7 +409,7 @@ class Sessions:
     def _require_open(self, conn: Any, id: str) -> SessionRow:
         row = self._row(conn, id)
         if row is None:
-            raise SessionNotFound(f"cannot close: no session {id!r}")
+            raise SessionNotFound(f"cannot close: {no_session(id)}")
         if row.status != "open":
             raise SessionError(f"cannot close session {id!r}: it is already {row.status}")
         return row
@@ -389,20 +433,37 @@ def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:
 
 
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat()
+    return to_datetime(ts).isoformat()  # type: ignore[union-attr]  # ts is a stored time
 
 
 def _days(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SessionError(f"older_than must be a timedelta or a number of days, got {value!r}")
-    return float(value)
+        raise SessionError("older_than must be a timedelta or a number of days, got "
+                           f"{short_repr(value)}")
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float: refused as non-finite by the caller
+        return math.inf
+
+
+#: How deep session metadata may nest (the top-level mapping is level 1).
+MAX_METADATA_DEPTH = 64
 
 
 def _metadata_json(metadata: Mapping[str, Any] | None) -> str:
+    """Session metadata as JSON text.
+
+    Raises:
+        SessionError: not a mapping with string keys, nested more than `MAX_METADATA_DEPTH`
+            levels, text that is not valid Unicode, or not JSON-serialisable with finite
+            numbers.
+    """
     if metadata is None:
         return "{}"
     if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
-        raise SessionError(f"metadata must be a mapping with string keys, got {metadata!r}")
+        raise SessionError("metadata must be a mapping with string keys, got "
+                           f"{short_repr(metadata)}")
+    _check_metadata(metadata)
     try:
         return json.dumps(dict(metadata), allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -410,4 +471,29 @@ def _metadata_json(metadata: Mapping[str, Any] | None) -> str:
             from None
 
 
-__all__ = ["SessionError", "SessionNotFound", "Sessions", "to_epoch"]
+def _check_metadata(metadata: Mapping[str, Any]) -> None:
+    """Refuse metadata nested deeper than `MAX_METADATA_DEPTH` (json.dumps would recurse until
+    RecursionError; a circular structure is refused the same way), or holding a key or string
+    that is not valid Unicode (json.dumps would escape it, and reading it back would fail).
+    Iterative: it never recurses itself."""
+    stack: list[tuple[object, int]] = [(metadata, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            check_text(value, "a metadata string")
+            continue
+        if depth > MAX_METADATA_DEPTH:
+            raise SessionError(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep "
+                               "(or is circular)")
+        if isinstance(value, Mapping):
+            for key in value:
+                if isinstance(key, str):
+                    check_text(key, "a metadata key")
+            children: Any = value.values()
+        else:
+            children = value if isinstance(value, list | tuple) else ()
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, str | Mapping | list | tuple))
+
+
+__all__ = ["SessionError", "SessionNotFound", "Sessions", "check_text", "short_repr", "to_epoch"]

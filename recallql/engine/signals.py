@@ -26,6 +26,16 @@ DEFAULT_HALF_LIFE_DAYS = 7.0
 _ID_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 
 
+def short_repr(value: object, limit: int = 80) -> str:
+    """`repr(value)` cut to `limit` characters (a huge int has no repr beyond 4300 digits)."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # a huge int; a deeply nested container
+        return f"<int of {value.bit_length()} bits>" if isinstance(value, int) \
+            else f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def validate_id(value: object, what: str) -> str:
     """Check an agent id or session id: 1–128 characters of letters, digits, `_ . : -`.
 
@@ -34,16 +44,28 @@ def validate_id(value: object, what: str) -> str:
     """
     if not isinstance(value, str) or not _ID_RE.fullmatch(value):
         raise ValueError(
-            f"invalid {what} {value!r}: use 1-128 characters of letters, digits, '_', '.', ':', '-'"
+            f"invalid {what} {short_repr(value)}: use 1-128 characters of letters, digits, '_', "
+            "'.', ':', '-'"
         )
     return value
+
+
+def no_session(session_id: object) -> str:
+    """`no session <id>` for a not-found error, saying why when the id is not even a string."""
+    if isinstance(session_id, str):
+        return f"no session {session_id!r}"
+    return (f"no session {session_id!r} (a session id is a string, got "
+            f"{type(session_id).__name__})")
 
 
 def _finite(value: object) -> float | None:
     """`value` as a float when it is a finite real number (not a bool), else None."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond float's range
+        return None
     return number if math.isfinite(number) else None
 
 
@@ -102,7 +124,7 @@ class SignalPolicy:
         return float(self.half_lives.get(name, DEFAULT_HALF_LIFE_DAYS))
 
     @staticmethod
-    def check_session(session_id: str, status: str | None, what: str = "signal") -> None:
+    def check_session(session_id: object, status: str | None, what: str = "signal") -> None:
         """Check that a session accepts writes (signals and annotations).
 
         Raises:
@@ -111,13 +133,13 @@ class SignalPolicy:
         """
         if status is None:
             raise SignalRejected(
-                f"{what} rejected (rule unknown_session): no session {session_id!r}")
+                f"{what} rejected (rule unknown_session): {no_session(session_id)}")
         if status != "open":
             raise SignalRejected(
                 f"{what} rejected (rule session_not_open): session {session_id!r} is {status}; "
                 "closed and archived sessions accept no writes")
 
-    def check(self, session_id: str, name: object, value: object, status: str | None) -> float:
+    def check(self, session_id: object, name: object, value: object, status: str | None) -> float:
         """Validate one signal write; returns the value as a float.
 
         Raises:
@@ -134,7 +156,8 @@ class SignalPolicy:
         number = _finite(value)
         if number is None:
             raise SignalRejected(
-                f"signal rejected (rule not_finite): value {value!r} is not a finite number")
+                f"signal rejected (rule not_finite): value {short_repr(value)} is not a finite "
+                "number")
         low, high = self.bounds[name]
         if not low <= number <= high:
             raise SignalRejected(

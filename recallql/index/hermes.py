@@ -15,8 +15,14 @@ files when they are absent and writes its read marks into an existing ``-shm``. 
   file changed while it was being copied. This costs disk and time proportional to the store.
 
 Either way the store, its ``-wal`` and its ``-shm`` stay byte-identical and no file appears next to
-them. Rows are returned as plain dicts (see :func:`read_hermes_store`); this module imports
-nothing of the project.
+them. A TEXT value that is not valid UTF-8 (a torn write, a legacy client) never aborts the read:
+a row whose id, lineage or message text is undecodable is left out and counted
+(``undecodable_text``); a display-only value (session ``title``, ``model``, message
+``tool_name``) is decoded with U+FFFD replacement characters and counted
+(``undecodable_text_replaced``).
+
+Rows are returned as plain dicts (see :func:`read_hermes_store`); this module imports nothing of
+the project.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ _SESSION_REQUIRED: Final = ("id", "source", "parent_session_id", "started_at")
 _SESSION_OPTIONAL: Final = ("ended_at", "end_reason", "model_config", "title", "model", "archived")
 _MESSAGE_REQUIRED: Final = ("id", "session_id", "role", "content", "timestamp")
 _MESSAGE_OPTIONAL: Final = ("tool_name", "active", "compacted")
+#: Columns decoded with U+FFFD replacement when their text is not valid UTF-8 (display only);
+#: an undecodable value in any other column leaves its row out.
+_LENIENT: Final = frozenset({"title", "model", "tool_name"})
 
 
 class HermesFormatError(ValueError):
@@ -63,7 +72,9 @@ class HermesReadReport:
         skipped: Rows or values left out, by reason: ``undecodable_json_content`` (message
             dropped), ``message_without_session`` (message dropped: its session is not in the
             file), ``malformed_model_config`` (session kept, no markers), ``non_text_marker``
-            (a marker that is not a string: ignored).
+            (a marker that is not a string: ignored), ``undecodable_text`` (a row whose id,
+            lineage or message text is not valid UTF-8: dropped), ``undecodable_text_replaced``
+            (a title, model or tool name that is not valid UTF-8: kept with U+FFFD).
         structured_without_text: ``"\\x00json:"`` messages kept with empty content (no text part).
         missing_parents: Sorted parent ids that sessions link to but the file does not hold.
         missing_columns: Optional columns absent in this (older) schema, as ``table.column``.
@@ -187,9 +198,11 @@ def _ro_uri(db: Path, *, immutable: bool) -> str:
 
 
 def _connect(target: str, source: Path, *, uri: bool) -> sqlite3.Connection:
-    """Open ``target`` and touch the schema, so a non-SQLite file fails here."""
+    """Open ``target`` and touch the schema, so a non-SQLite file fails here. TEXT values that
+    are not valid UTF-8 come back as `_Undecodable` instead of raising."""
     try:
         conn = sqlite3.connect(target, uri=uri)
+        conn.text_factory = _text
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
         raise HermesFormatError(
@@ -219,9 +232,11 @@ def _read(conn: sqlite3.Connection, source: Path, report: HermesReadReport) -> H
         m_cols = _columns(conn, source, "messages", _MESSAGE_REQUIRED, _MESSAGE_OPTIONAL, report)
         report.schema_version = _schema_version(conn)
         skipped: Counter[str] = Counter()
-        sessions = [_session(r, skipped) for r in _select(conn, "sessions", s_cols, "rowid")]
+        sessions = [_session(r, skipped)
+                    for r in _decoded(_select(conn, "sessions", s_cols, "rowid"), skipped)]
         known = {s["id"] for s in sessions}
-        messages = list(_messages(_select(conn, "messages", m_cols, "id"), known, skipped, report))
+        messages = list(_messages(_decoded(_select(conn, "messages", m_cols, "id"), skipped),
+                                  known, skipped, report))
     finally:
         conn.rollback()
     report.sessions, report.messages = len(sessions), len(messages)
@@ -258,6 +273,35 @@ def _select(
     sql = f"SELECT {', '.join(cols)} FROM {table} ORDER BY {order}"
     for values in conn.execute(sql):
         yield dict(zip(cols, values, strict=True))
+
+
+class _Undecodable(bytes):
+    """A TEXT value that is not valid UTF-8, as its raw bytes (see `_text`)."""
+
+
+def _text(raw: bytes) -> str | _Undecodable:
+    """The connection's text factory: UTF-8 text, or `_Undecodable` where sqlite3's default
+    would raise ``OperationalError: Could not decode to UTF-8`` and abort the whole read."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _Undecodable(raw)
+
+
+def _decoded(rows: Iterable[dict[str, Any]], skipped: Counter[str]
+             ) -> Iterable[dict[str, Any]]:
+    """The rows without undecodable text: a display-only value (`_LENIENT`) is decoded with
+    U+FFFD (counted ``undecodable_text_replaced``); any other undecodable value drops its row
+    (counted ``undecodable_text``)."""
+    for row in rows:
+        bad = [c for c, v in row.items() if isinstance(v, _Undecodable)]
+        if not bad:
+            yield row
+        elif all(c in _LENIENT for c in bad):
+            skipped["undecodable_text_replaced"] += len(bad)
+            yield {**row, **{c: row[c].decode("utf-8", "replace") for c in bad}}
+        else:
+            skipped["undecodable_text"] += 1
 
 
 def _schema_version(conn: sqlite3.Connection) -> int | None:
