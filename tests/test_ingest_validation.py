@@ -12,6 +12,7 @@ import pytest
 import recallql
 from recallql import IngestError
 from recallql.index.items import to_epoch
+from recallql.index.vectors import MIN_NORM, normalise_query
 
 GOOD = {"id": "ok-1", "title": "valid title", "body": "valid body"}
 DIM = 16
@@ -41,6 +42,8 @@ CASES = [
     ("inf", {"id": "v", "vector": _vec(math.inf)}, "'v'", "vector", "non-finite"),
     ("overflow", {"id": "v", "vector": [1e39] + [0.0] * 15}, "'v'", "vector", "non-finite"),
     ("zero", {"id": "v", "vector": _vec()}, "'v'", "vector", "zero norm"),
+    ("tiny-norm", {"id": "v", "vector": _vec(1e-45)}, "'v'", "vector", "too small"),
+    ("subnormal-norm", {"id": "v", "vector": _vec(1e-39, 1e-39)}, "'v'", "vector", "too small"),
     ("vector-junk", {"id": "v", "vector": ["a", "b"]}, "'v'", "vector", "numbers"),
     ("date-nonsense", {"id": "d", "created_at": "next tuesday"}, "'d'", "created_at",
      "ISO-8601"),
@@ -178,3 +181,34 @@ def test_error_after_texts_were_streamed_to_tantivy(index_db, index_docs):
     index_db.ingest("docs", items[:10])
     assert index_db.store._state("docs").text.searcher().num_docs == searcher_docs + 10
     assert index_db.snapshot("docs").lexical_topn(["bulk"], 100)[0].size == 10
+
+
+@pytest.mark.parametrize("vector", [
+    _vec(1e-30, 2e-30),                     # tiny but normal: 1/norm overflows float32
+    _vec(3e38, 3e38, 3e38, 3e38),           # huge: the norm overflows float32
+    _vec(*[MIN_NORM] * 1),                  # the smallest accepted norm
+], ids=["tiny", "huge", "min-norm"])
+def test_extreme_but_valid_vectors_normalise_exactly(tmp_path, vector):
+    """Norms and the division are float64: the stored row is the unit vector, cosine 1."""
+    with recallql.connect(tmp_path / "db", embedder=None) as db:
+        db.create_collection("c", ("text",), dim=DIM, embedder=None)
+        db.ingest("c", [{"id": "a", "text": "x", "vector": vector}])
+        unit = vector.astype(np.float64) / np.linalg.norm(vector.astype(np.float64))
+        rowids, cosines = db.snapshot("c").semantic_topn(unit.astype(np.float32), 1)
+        assert rowids.tolist() == [0]
+        assert cosines[0] == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize(("vector", "message"), [
+    (_vec(1e-45), "too small"), (_vec(1e-39, 1e-39), "too small"), (_vec(), "zero norm"),
+    (_vec(1.0, math.nan), "non-finite"), (np.ones(DIM - 1), "shape"), ("abcd", "numbers"),
+], ids=["tiny", "subnormal", "zero", "nan", "dim", "junk"])
+def test_normalise_query_follows_the_ingest_rule(vector, message):
+    with pytest.raises(ValueError, match=message):
+        normalise_query(vector, DIM)
+
+
+def test_normalise_query_of_extreme_valid_vectors():
+    for vector in (_vec(1e-30), _vec(3e38, 3e38), _vec(MIN_NORM)):
+        q = normalise_query(vector, DIM)
+        assert q.dtype == np.float64 and np.linalg.norm(q) == pytest.approx(1.0)

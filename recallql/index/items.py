@@ -18,6 +18,7 @@ import numpy as np
 
 from recallql.index.errors import IngestError
 from recallql.index.schema import CORE_KEYS, CollectionInfo, FieldType
+from recallql.index.vectors import norm_problem, normalise_rows, row_norms, usable_norms
 
 #: Valid epoch seconds: 0001-01-01T00:00:00Z … 9999-12-31T23:59:59Z.
 MIN_EPOCH = -62135596800.0
@@ -267,7 +268,10 @@ class _Validator:
 
 def check_vectors(matrix: np.ndarray, dim: int, label: Callable[[int], str],
                   source: str) -> np.ndarray:
-    """Check float32[n, dim] rows are finite and non-zero; return them L2-normalised.
+    """Check float32[n, dim] rows can be normalised; return them L2-normalised.
+
+    Norms and the division are computed in float64 (see `recallql.index.vectors.row_norms`), so
+    a tiny or huge but valid float32 row normalises exactly.
 
     Args:
         matrix: the vectors.
@@ -276,19 +280,19 @@ def check_vectors(matrix: np.ndarray, dim: int, label: Callable[[int], str],
         source: ``"vector"`` or the embedder name (for errors).
 
     Raises:
-        IngestError: wrong shape, a non-finite component, or a zero vector (names the item).
+        IngestError: wrong shape, a non-finite component, or a norm that is zero or below
+            `recallql.index.vectors.MIN_NORM` (names the item).
     """
     if matrix.ndim != 2 or matrix.shape[1] != dim:
         raise IngestError(f"{source} returned shape {matrix.shape}, expected "
                           f"(n, {dim})", field="vector")
-    finite = np.isfinite(matrix).all(axis=1)
-    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
-    bad = np.flatnonzero(~finite | (norms == 0) | ~np.isfinite(norms))
+    norms = row_norms(matrix)
+    bad = np.flatnonzero(~usable_norms(norms))
     if len(bad):
         i = int(bad[0])
-        what = "a non-finite component" if not finite[i] else "zero norm"
-        raise IngestError(f"vector has {what} (from {source})", item=label(i), field="vector")
-    return matrix * (1.0 / norms).astype(np.float32)[:, None]
+        raise IngestError(f"vector has {norm_problem(float(norms[i]))} (from {source})",
+                          item=label(i), field="vector")
+    return normalise_rows(matrix, norms)
 
 
 def _one_vector(raw: object, dim: int, label: str) -> np.ndarray:
