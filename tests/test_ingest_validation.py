@@ -45,6 +45,11 @@ CASES = [
     ("tiny-norm", {"id": "v", "vector": _vec(1e-45)}, "'v'", "vector", "too small"),
     ("subnormal-norm", {"id": "v", "vector": _vec(1e-39, 1e-39)}, "'v'", "vector", "too small"),
     ("vector-junk", {"id": "v", "vector": ["a", "b"]}, "'v'", "vector", "numbers"),
+    ("vector-huge-int", {"id": "v", "vector": [10**400] + [0] * 15}, "'v'", "vector",
+     "out of range"),
+    ("date-huge-int", {"id": "d", "created_at": 10**400}, "'d'", "created_at", "out of range"),
+    ("id-5000-digits", {"id": 10**5000}, "#1", "id", "longer than 1024"),
+    ("doc-id-5000-digits", {"id": "p", "doc_id": 10**5000}, "'p'", "doc_id", "longer than"),
     ("date-nonsense", {"id": "d", "created_at": "next tuesday"}, "'d'", "created_at",
      "ISO-8601"),
     ("date-epoch", {"id": "d", "created_at": 1e20}, "'d'", "created_at", "out of range"),
@@ -157,7 +162,9 @@ def test_declared_field_types(tmp_path):
                              dim=2, embedder=None)
         for bad, field in [({"n": "abc"}, "n"), ({"n": True}, "n"), ({"n": 1.5}, "n"),
                            ({"n": 2**64}, "n"), ({"x": "1.0"}, "x"), ({"x": math.inf}, "x"),
-                           ({"x": False}, "x"), ({"b": 1}, "b"), ({"at": "soon"}, "at")]:
+                           ({"x": False}, "x"), ({"b": 1}, "b"), ({"at": "soon"}, "at"),
+                           ({"x": 10**400}, "x"), ({"n": 10**400}, "n"),
+                           ({"at": -(10**400)}, "at"), ({"n": 10**5000}, "n")]:
             with pytest.raises(IngestError) as err:
                 db.ingest("t", [dict({"id": "r"}, **bad)])
             assert err.value.field == field
@@ -212,3 +219,12 @@ def test_normalise_query_of_extreme_valid_vectors():
     for vector in (_vec(1e-30), _vec(3e38, 3e38), _vec(MIN_NORM)):
         q = normalise_query(vector, DIM)
         assert q.dtype == np.float64 and np.linalg.norm(q) == pytest.approx(1.0)
+
+
+def test_huge_ints_are_described_not_printed(index_db):
+    """str(10**5000) raises in Python >= 3.11: messages describe such values instead."""
+    with pytest.raises(IngestError, match="about 5000 digits") as err:
+        index_db.ingest("docs", [{"id": "p", "position": 10**5000}])
+    assert err.value.field == "position"
+    index_db.ingest("docs", [{"id": 10**1000}])  # a 1001-digit id is a valid id
+    assert index_db.snapshot("docs").ids[0] == str(10**1000)

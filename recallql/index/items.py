@@ -25,6 +25,18 @@ MIN_EPOCH = -62135596800.0
 MAX_EPOCH = 253402300799.0
 _INT64 = (-(2**63), 2**63 - 1)
 MAX_ID_CHARS = 1024
+#: Integers with more bits than this have more than `MAX_ID_CHARS` digits (and may exceed
+#: Python's 4300-digit limit for ``str(int)``): they are described, never converted.
+_MAX_ID_BITS = 3402
+
+
+def show(value: object, width: int = 80) -> str:
+    """`repr(value)` for error messages: safe for huge integers (``repr(10**5000)`` raises),
+    cut to `width` characters."""
+    if isinstance(value, int) and value.bit_length() > 256:
+        return f"<an integer of about {int(value.bit_length() * 0.30103)} digits>"
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def to_epoch(value: object) -> float:
@@ -46,20 +58,23 @@ def to_epoch(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a timestamp, got a bool ({value!r})")
     if isinstance(value, Real):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int beyond float64
+            seconds = math.inf
         if not math.isfinite(seconds) or not MIN_EPOCH <= seconds <= MAX_EPOCH:
-            raise ValueError(f"epoch seconds {value!r} out of range (years 1..9999)")
+            raise ValueError(f"epoch seconds {show(value)} out of range (years 1..9999)")
         return seconds
     if isinstance(value, str):
         try:
             value = dt.datetime.fromisoformat(value.strip())
         except ValueError:
-            raise ValueError(f"cannot parse {value!r} as an ISO-8601 timestamp") from None
+            raise ValueError(f"cannot parse {show(value)} as an ISO-8601 timestamp") from None
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         value = dt.datetime(value.year, value.month, value.day)
     if isinstance(value, dt.datetime):
         return _datetime_epoch(value if value.tzinfo else value.replace(tzinfo=dt.UTC))
-    raise ValueError(f"expected a datetime, ISO-8601 string or epoch seconds, got {value!r}")
+    raise ValueError(f"expected a datetime, ISO-8601 string or epoch seconds, got {show(value)}")
 
 
 def _datetime_epoch(value: dt.datetime) -> float:
@@ -109,8 +124,10 @@ def _item_id(value: object, index: int) -> str:
         return value
     where = f"#{index}"
     if isinstance(value, bool) or not isinstance(value, str | Integral):
-        raise IngestError(f"id must be a string or an integer, got {value!r}", item=where,
+        raise IngestError(f"id must be a string or an integer, got {show(value)}", item=where,
                           field="id")
+    if not isinstance(value, str) and int(value).bit_length() > _MAX_ID_BITS:
+        raise IngestError(f"id longer than {MAX_ID_CHARS} characters", item=where, field="id")
     text = str(value)
     if not text.strip():
         raise IngestError("id must not be empty", item=where, field="id")
@@ -125,9 +142,13 @@ def _opt_str(raw: Mapping, key: str, item: str) -> str | None:
         return None
     if type(value) is str and value.strip():
         return value
-    if isinstance(value, bool) or not isinstance(value, str | Integral) or not str(value).strip():
-        raise IngestError(f"must be a non-empty string, got {value!r}", item=item, field=key)
-    return str(value)
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        if int(value).bit_length() > _MAX_ID_BITS:
+            raise IngestError(f"longer than {MAX_ID_CHARS} characters", item=item, field=key)
+        return str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise IngestError(f"must be a non-empty string, got {show(value)}", item=item, field=key)
+    return value
 
 
 def _position(raw: Mapping, item: str) -> int:
@@ -137,7 +158,8 @@ def _position(raw: Mapping, item: str) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value <= _INT64[1]:
-        raise IngestError(f"must be an integer >= 0, got {value!r}", item=item, field="position")
+        raise IngestError(f"must be an integer >= 0, got {show(value)}", item=item,
+                          field="position")
     return int(value)
 
 
@@ -164,6 +186,18 @@ def _plain_ok(kind: FieldType, value: object) -> bool:
     return False
 
 
+def _finite_float(value: object) -> float | None:
+    """`value` as a finite float, or ``None`` (not a real number, a bool, NaN, infinite, or an
+    int beyond float64)."""
+    if not isinstance(value, Real) or isinstance(value, bool | np.bool_):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _field_value(kind: FieldType, value: object, item: str, key: str) -> object:
     """Check one declared field value; returns the stored (JSON-able) value."""
     if _plain_ok(kind, value):
@@ -176,9 +210,9 @@ def _field_value(kind: FieldType, value: object, item: str, key: str) -> object:
         ok = ok and _INT64[0] <= value <= _INT64[1]
         value = int(value) if ok else value
     elif kind is FieldType.FLOAT:
-        ok = isinstance(value, Real) and not isinstance(value, bool | np.bool_)
-        ok = ok and math.isfinite(value)
-        value = float(value) if ok else value
+        number = _finite_float(value)
+        ok = number is not None
+        value = number if ok else value
     elif kind is FieldType.BOOL:
         ok = isinstance(value, bool | np.bool_)
         value = bool(value) if ok else value
@@ -188,7 +222,7 @@ def _field_value(kind: FieldType, value: object, item: str, key: str) -> object:
         ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
         value = list(value) if ok else value
     if not ok:
-        raise IngestError(f"expected {kind.value}, got {value!r}", item=item, field=key)
+        raise IngestError(f"expected {kind.value}, got {show(value)}", item=item, field=key)
     return value
 
 
@@ -225,11 +259,11 @@ class _Validator:
         self.seen.add(item)
         where = repr(item)
         if not self.allowed.issuperset(raw):
-            unknown = [k for k in raw if k not in self.allowed]
+            unknown = next(k for k in raw if k not in self.allowed)
             raise IngestError(
                 f"unknown field (collection {self.info.name!r} has text fields "
                 f"{list(self.info.text_fields)} and fields {sorted(self.info.fields)})",
-                item=where, field=str(unknown[0]))
+                item=where, field=unknown if isinstance(unknown, str) else show(unknown))
         b = self.batch
         b.ids.append(item)
         doc_id = _opt_str(raw, "doc_id", where)
@@ -299,6 +333,9 @@ def _one_vector(raw: object, dim: int, label: str) -> np.ndarray:
     try:
         with np.errstate(over="ignore"):  # 1e39 → inf, rejected later as non-finite
             arr = np.asarray(raw, dtype=np.float32)
+    except OverflowError:  # a Python int beyond float64 (10**400)
+        raise IngestError("vector component out of range (beyond float32)", item=label,
+                          field="vector") from None
     except (TypeError, ValueError):
         raise IngestError("vector must be a sequence of numbers", item=label,
                           field="vector") from None
@@ -318,7 +355,7 @@ def _stack_supplied(v: _Validator, dim: int) -> None:
     try:  # fast path: one conversion for the whole batch
         with np.errstate(over="ignore"):
             stacked = np.asarray([raw for _, raw in v.vectors], dtype=np.float32)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     if stacked is None or stacked.shape != (len(rows), dim):
         stacked = np.stack([_one_vector(raw, dim, repr(b.ids[i])) for i, raw in v.vectors]
