@@ -11,7 +11,7 @@ import pytest
 
 import recallql
 from recallql import IngestError
-from recallql.index.items import to_epoch
+from recallql.index.items import MAX_EPOCH, MIN_EPOCH, item_epoch, to_epoch
 from recallql.index.vectors import MIN_NORM, normalise_query
 
 GOOD = {"id": "ok-1", "title": "valid title", "body": "valid body"}
@@ -228,3 +228,49 @@ def test_huge_ints_are_described_not_printed(index_db):
     assert err.value.field == "position"
     index_db.ingest("docs", [{"id": 10**1000}])  # a 1001-digit id is a valid id
     assert index_db.snapshot("docs").ids[0] == str(10**1000)
+
+
+_PLUS5 = dt.timezone(dt.timedelta(hours=5))
+_MINUS5 = dt.timezone(dt.timedelta(hours=-5))
+
+
+@pytest.mark.parametrize(("moment", "valid"), [
+    (dt.datetime(1, 1, 1, tzinfo=dt.UTC), True),
+    (dt.datetime(1, 1, 1, tzinfo=_PLUS5), False),            # 0000-12-31T19:00Z
+    (dt.datetime(1, 1, 1, 5, tzinfo=_PLUS5), True),          # 0001-01-01T00:00Z
+    (dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC), True),
+    (dt.datetime(9999, 12, 31, 18, 59, 59, tzinfo=_MINUS5), True),
+    (dt.datetime(9999, 12, 31, 23, 0, tzinfo=_MINUS5), False),  # 10000-01-01T04:00Z
+    (dt.datetime(9999, 12, 31, 20, tzinfo=_MINUS5), False),     # 10000-01-01T01:00Z
+], ids=["first", "before-first", "first-offset", "last-second", "last-offset", "after-last",
+        "after-last-2"])
+def test_timestamp_verdict_does_not_depend_on_the_form(moment, valid):
+    """One range, checked after conversion to UTC epoch seconds, for every form."""
+    for value in (moment, moment.isoformat(), moment.timestamp()):
+        if valid:
+            assert MIN_EPOCH <= item_epoch(value) <= MAX_EPOCH
+        else:
+            with pytest.raises(ValueError, match="out of range"):
+                item_epoch(value)
+
+
+def test_last_microsecond_of_9999_is_kept_inside_the_range(tmp_path):
+    """Floats are ~30 us apart in 9999: the exact instant is valid, and is stored as the last
+    float before year 10000, so it formats back as a date (a float of year 10000 would not)."""
+    last = dt.datetime.max.replace(tzinfo=dt.UTC)
+    assert item_epoch(last) == item_epoch(dt.datetime.max) == MAX_EPOCH
+    assert dt.datetime.fromtimestamp(MAX_EPOCH, dt.UTC).year == 9999
+    with pytest.raises(ValueError, match="out of range"):
+        item_epoch(253402300800)  # 10000-01-01T00:00:00Z
+    with recallql.connect(tmp_path / "db", embedder=None) as db:
+        db.create_collection("c", ("text",), dim=2, embedder=None)
+        db.ingest("c", [{"id": "a", "created_at": "9999-12-31T23:59:59.999999+00:00"},
+                        {"id": "b", "created_at": dt.datetime.min}])
+        rows = db.snapshot("c").fetch([0, 1])
+        assert [r["created_at"] for r in rows] == [MAX_EPOCH, MIN_EPOCH]
+
+
+def test_to_epoch_for_filters_keeps_offsets_outside_the_item_range():
+    """Filter values (to_epoch) are converted, not range-checked, when given as datetimes."""
+    moment = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=_MINUS5)
+    assert to_epoch(moment) == moment.timestamp()
