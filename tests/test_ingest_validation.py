@@ -71,6 +71,14 @@ CASES = [
     ("doc-id", {"id": "p", "doc_id": ""}, "'p'", "doc_id", "non-empty"),
     ("entity", {"id": "p", "entity": ["x"]}, "'p'", "entity", "non-empty"),
     ("not-a-dict", ["id", "x"], "#1", None, "must be a dict"),
+    # lone surrogates: valid Python str, not storable as UTF-8
+    ("surrogate-title", {"id": "s", "title": "ok \ud800"}, "'s'", "title", "lone surrogate"),
+    ("surrogate-body", {"id": "s", "body": "\udfff"}, "'s'", "body", "lone surrogate"),
+    ("surrogate-str-field", {"id": "s", "source": "w\ud800"}, "'s'", "source", "surrogate"),
+    ("surrogate-list-item", {"id": "s", "tags": ["ok", "\ud800"]}, "'s'", "tags", "surrogate"),
+    ("surrogate-id", {"id": "s\ud800"}, "#1", "id", "lone surrogate '\\ud800' at index 1"),
+    ("surrogate-doc-id", {"id": "s", "doc_id": "\ud800"}, "'s'", "doc_id", "surrogate"),
+    ("surrogate-entity", {"id": "s", "entity": "e\ud800"}, "'s'", "entity", "surrogate"),
 ]
 
 
@@ -274,3 +282,12 @@ def test_to_epoch_for_filters_keeps_offsets_outside_the_item_range():
     """Filter values (to_epoch) are converted, not range-checked, when given as datetimes."""
     moment = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=_MINUS5)
     assert to_epoch(moment) == moment.timestamp()
+
+
+def test_non_ascii_text_is_accepted(index_db):
+    """Only lone surrogates are rejected: any other character, and valid pairs, are stored."""
+    item = {"id": "é-😀", "title": "naïve café 😀", "body": "\x00\u200f", "doc_id": "文書",
+            "entity": "ünï", "tags": ["ß", "😀"], "source": "\U0001F600"}
+    index_db.ingest("docs", [item])
+    (row,) = index_db.snapshot("docs").fetch([0])
+    assert {k: row[k] for k in item} == item

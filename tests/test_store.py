@@ -187,6 +187,20 @@ def test_create_collection_and_embedder_checks(tmp_path):
         recallql.connect(path)
 
 
+def test_names_with_lone_surrogates_are_store_errors(tmp_path):
+    """A name SQLite cannot encode is no collection's name: StoreError, never UnicodeEncodeError;
+    nothing is created."""
+    with recallql.connect(tmp_path / "db", embedder=None) as db:
+        for call in (lambda: db.create_collection("c\ud800", dim=2, embedder=None),
+                     lambda: db.create_collection("c", ("t\ud800",), dim=2, embedder=None),
+                     lambda: db.create_collection("c", fields={"\ud800": str}, dim=2,
+                                                  embedder=None),
+                     lambda: db.snapshot("\ud800"), lambda: db.ingest("\ud800", [])):
+            with pytest.raises(StoreError):
+                call()
+        assert {c.name for c in db.collections()} == {"docs", "messages"}
+
+
 def _named():
     def other(texts):
         return np.ones((len(texts), 8), np.float32)

@@ -132,6 +132,23 @@ def _utc_text(offset: dt.timedelta) -> str:
     return f"10000-01-01T00:00:00Z + {(offset - _END) / _SECOND:g} s"
 
 
+def check_utf8(text: str, item: str, field: str) -> str:
+    """Return `text` if it can be stored (encoded as UTF-8: no lone surrogates).
+
+    Raises:
+        IngestError: naming the item, the field and the first offending character.
+    """
+    if text.isascii():  # O(1) in CPython
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise IngestError(f"text is not valid Unicode: lone surrogate {text[exc.start]!r} at "
+                          f"index {exc.start} (cannot be stored as UTF-8)", item=item,
+                          field=field) from None
+    return text
+
+
 @dataclass
 class ItemBatch:
     """One validated batch, columnar. `n` items; lists are indexed by position in the batch.
@@ -168,7 +185,8 @@ class ItemBatch:
 
 
 def _item_id(value: object, index: int) -> str:
-    if type(value) is str and 0 < len(value) <= MAX_ID_CHARS and not value.isspace():
+    if (type(value) is str and 0 < len(value) <= MAX_ID_CHARS and value.isascii()
+            and not value.isspace()):
         return value
     where = f"#{index}"
     if isinstance(value, bool) or not isinstance(value, str | Integral):
@@ -181,14 +199,14 @@ def _item_id(value: object, index: int) -> str:
         raise IngestError("id must not be empty", item=where, field="id")
     if len(text) > MAX_ID_CHARS:
         raise IngestError(f"id longer than {MAX_ID_CHARS} characters", item=where, field="id")
-    return text
+    return check_utf8(text, where, "id")
 
 
 def _opt_str(raw: Mapping, key: str, item: str) -> str | None:
     value = raw.get(key)
     if value is None:
         return None
-    if type(value) is str and value.strip():
+    if type(value) is str and value.isascii() and not value.isspace() and value:
         return value
     if isinstance(value, Integral) and not isinstance(value, bool):
         if int(value).bit_length() > _MAX_ID_BITS:
@@ -196,7 +214,7 @@ def _opt_str(raw: Mapping, key: str, item: str) -> str | None:
         return str(value)
     if not isinstance(value, str) or not value.strip():
         raise IngestError(f"must be a non-empty string, got {show(value)}", item=item, field=key)
-    return value
+    return check_utf8(value, item, key)
 
 
 def _position(raw: Mapping, item: str) -> int:
@@ -224,7 +242,7 @@ def _plain_ok(kind: FieldType, value: object) -> bool:
     """Fast path: a value of exactly the plain Python type of `kind`, in range."""
     kind_of = type(value)
     if kind_of is str:
-        return kind is FieldType.STR
+        return kind is FieldType.STR and value.isascii()  # type: ignore[union-attr]
     if kind_of is bool:
         return kind is FieldType.BOOL
     if kind_of is int:
@@ -253,6 +271,8 @@ def _field_value(kind: FieldType, value: object, item: str, key: str) -> object:
     ok = True
     if kind is FieldType.STR:
         ok = isinstance(value, str)
+        if ok:
+            check_utf8(value, item, key)  # type: ignore[arg-type]
     elif kind is FieldType.INT:
         ok = isinstance(value, Integral) and not isinstance(value, bool | np.bool_)
         ok = ok and _INT64[0] <= value <= _INT64[1]
@@ -268,7 +288,7 @@ def _field_value(kind: FieldType, value: object, item: str, key: str) -> object:
         return _timestamp(value, item, key)
     elif kind is FieldType.LIST_STR:
         ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
-        value = list(value) if ok else value
+        value = [check_utf8(v, item, key) for v in value] if ok else value  # type: ignore
     if not ok:
         raise IngestError(f"expected {kind.value}, got {show(value)}", item=item, field=key)
     return value
@@ -334,7 +354,7 @@ class _Validator:
             if not isinstance(value, str):
                 raise IngestError(f"text must be a string, got {type(value).__name__}",
                                   item=where, field=name)
-            values[name] = value
+            values[name] = check_utf8(value, where, name)
         self.batch.texts.append("\n".join(values.values()))
         self.batch.text_json.append(_encode(values))
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recallql.index.errors import StoreError
-from recallql.index.schema import CollectionInfo, FieldType
+from recallql.index.schema import NAME_RE, CollectionInfo, FieldType
 
 FORMAT_VERSION = 1
 
@@ -196,7 +196,10 @@ class MetadataStore:
         return [_collection_row(r) for r in rows]
 
     def collection(self, name: str, conn: sqlite3.Connection | None = None) -> CollectionRow | None:
-        """One collection by name, or ``None``."""
+        """One collection by name, or ``None`` (also for a name no collection can have, such
+        as one with a lone surrogate, which SQLite could not even encode)."""
+        if not isinstance(name, str) or NAME_RE.fullmatch(name) is None:
+            return None
         row = (conn or self.read).execute(
             "SELECT id, name, text_fields, fields, dim, embedder, next_row, purged_batch"
             " FROM collections WHERE name = ?", (name,)).fetchone()
