@@ -201,6 +201,27 @@ def test_names_with_lone_surrogates_are_store_errors(tmp_path):
         assert {c.name for c in db.collections()} == {"docs", "messages"}
 
 
+@pytest.mark.parametrize("fields, text_fields", [
+    ({"rowid": str}, ("text",)), ({}, ("text", "rowid")), ({"id": str}, ("text",)),
+    ({"vector": str}, ("text",)), ({"text": str}, ("text",)),
+], ids=["rowid-field", "rowid-text", "id", "vector", "duplicate"])
+def test_reserved_or_duplicated_field_names_are_refused(fields, text_fields):
+    """`rowid` is reserved beside the core keys: `fetch` returns the internal row number under
+    that name, so a field of that name could never be read back."""
+    with recallql.connect(embedder=None) as db:
+        with pytest.raises(StoreError, match=r"reserved or duplicated \(reserved: .*'rowid'"):
+            db.create_collection("x", text_fields, fields, dim=2, embedder=None)
+        assert "x" not in {c.name for c in db.collections()}
+
+
+def test_names_close_to_reserved_ones_are_fields_like_any_other():
+    with recallql.connect(embedder=None) as db:
+        db.create_collection("x", ("text",), {"ROWID": str, "row_id": int}, dim=2, embedder=None)
+        db.ingest("x", [{"id": "a", "text": "alpha", "ROWID": "R", "row_id": 7}])
+        (row,) = db.execute("SEARCH x MATCHING 'alpha' WHERE ROWID = 'R'").rows
+        assert (row.fields["ROWID"], row.fields["row_id"]) == ("R", 7)
+
+
 def _named():
     def other(texts):
         return np.ones((len(texts), 8), np.float32)
