@@ -222,6 +222,39 @@ def test_names_close_to_reserved_ones_are_fields_like_any_other():
         assert (row.fields["ROWID"], row.fields["row_id"]) == ("R", 7)
 
 
+@pytest.mark.parametrize("on_disk", [True, False], ids=["disk", "memory"])
+def test_every_database_method_after_close_raises_store_error(tmp_path, on_disk):
+    """After close(), reads, statements, writes and session calls all raise StoreError
+    ("... is closed"), never sqlite3.ProgrammingError; close() itself may be repeated."""
+    db = recallql.connect(tmp_path / "db" if on_disk else None, embedder=None)
+    db.create_collection("c", ("text",), dim=2, embedder=None)
+    db.ingest("c", [{"id": "a", "text": "alpha", "vector": [1, 0]}])
+    db.sessions.create("s1", "agent")
+    db.close()
+    db.close()
+    calls = {
+        "execute": lambda: db.execute("SEARCH c MATCHING 'alpha'"),
+        "execute-syntax-error": lambda: db.execute("SEARCH"),
+        "show": lambda: db.execute("SHOW SESSIONS"),
+        "describe": lambda: db.execute("DESCRIBE c"),
+        "explain": lambda: db.explain("SEARCH c MATCHING 'alpha'"),
+        "snapshot": lambda: db.snapshot("c"),
+        "collections": db.collections,
+        "create_collection": lambda: db.create_collection("d", ("t",), dim=2, embedder=None),
+        "ingest": lambda: db.ingest("c", [{"id": "b", "text": "beta"}]),
+        "read_transaction": lambda: db.read_transaction().__enter__(),
+        "committed_batch": db.store.committed_batch,
+        "session-create": lambda: db.sessions.create("s2", "agent"),
+        "session-snapshot": lambda: db.sessions.snapshot("s1"),
+        "message-append": lambda: db.messages.append("s1", "user", "hi"),
+        "import_hermes": lambda: db.import_hermes(tmp_path / "nope.db"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(StoreError, match="is closed"):
+            call()
+            pytest.fail(name)
+
+
 def _named():
     def other(texts):
         return np.ones((len(texts), 8), np.float32)

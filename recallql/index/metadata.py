@@ -117,10 +117,6 @@ class MetadataStore:
         path: the SQLite file, or ``None`` for an in-memory database.
         readonly: open without ever writing (readers in other processes).
 
-    Attributes:
-        read: connection for reads (snapshots, the engine's session lookups). In memory it is the
-            write connection.
-
     Raises:
         StoreError: the file cannot be opened or is not a recallql metadata store.
     """
@@ -128,10 +124,11 @@ class MetadataStore:
     def __init__(self, path: Path | None, *, readonly: bool = False):
         self.path = path
         self.readonly = readonly
+        self._closed = False
         self._write = None if readonly else _connect(path, False)
         if self._write is not None:
             self._write.executescript(SCHEMA_SQL)
-        self.read = self._write if path is None else _connect(path, True)
+        self._read = self._write if path is None else _connect(path, True)
         self._check_format()
 
     def _check_format(self) -> None:
@@ -143,19 +140,38 @@ class MetadataStore:
             raise StoreError(f"{self.path}: unsupported store format {row and row[0]}")
 
     @property
+    def read(self) -> sqlite3.Connection:
+        """The connection for reads (snapshots, the engine's session lookups); in memory it is
+        the write connection.
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        if self._closed:
+            raise self._closed_error()
+        return self._read  # type: ignore[return-value]
+
+    @property
     def write(self) -> sqlite3.Connection:
         """The write connection.
 
         Raises:
-            StoreError: on a read-only store.
+            StoreError: on a read-only or closed store.
         """
+        if self._closed:
+            raise self._closed_error()
         if self._write is None:
             raise StoreError(f"the database {self.path} is open read-only")
         return self._write
 
+    def _closed_error(self) -> StoreError:
+        where = "(in memory)" if self.path is None else str(self.path.parent)
+        return StoreError(f"the database {where} is closed")
+
     def close(self) -> None:
-        """Close both connections."""
-        for conn in {id(c): c for c in (self.read, self._write) if c is not None}.values():
+        """Close both connections; later use raises `StoreError`."""
+        self._closed = True
+        for conn in {id(c): c for c in (self._read, self._write) if c is not None}.values():
             conn.close()
 
     @contextlib.contextmanager

@@ -120,7 +120,12 @@ class Store:
     # -- collections ---------------------------------------------------------------------------
 
     def collections(self) -> list[CollectionInfo]:
-        """All collections, by name."""
+        """All collections, by name.
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        self.check_open()
         return [row.info for row in self.meta.collections()]
 
     def collection(self, name: str) -> CollectionInfo:
@@ -240,15 +245,16 @@ class Store:
         except BaseException as exc:  # the store is in an unknown state: refuse more writes
             self._broken = f"recovery after a failed batch failed: {exc!r}; reopen the database"
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise `StoreError` when the store is closed (every read and write path calls it,
+        directly or through the metadata store)."""
         if self._closed:
             raise StoreError(f"the database {self.path or '(in memory)'} is closed")
 
     def _check_writable(self) -> None:
-        self._check_open()
+        self.check_open()
         if self.readonly:
             raise StoreError(f"the database {self.path} is open read-only")
-        self._check_open()
         if self._broken:
             raise StoreError(self._broken)
 
@@ -262,12 +268,16 @@ class Store:
             StoreError: unknown collection.
         """
         with self._mutex:
-            self._check_open()
+            self.check_open()
             state = self._state(name)
             return state.current(self.meta.committed_batch())
 
     def committed_batch(self) -> int:
-        """The last committed batch number."""
+        """The last committed batch number.
+
+        Raises:
+            StoreError: the store is closed.
+        """
         return self.meta.committed_batch()
 
     def _text_dir(self, name: str) -> Path | None:
