@@ -295,6 +295,50 @@ def test_open_rejects_foreign_or_missing_directories(tmp_path):
     assert not (tmp_path / "none").exists()
 
 
+@pytest.mark.parametrize("content", ["garbage", "foreign", "foreign-state"])
+def test_failed_open_leaves_the_directory_as_it_was(tmp_path, content):
+    """A meta.sqlite that is not ours: StoreError, the file's bytes unchanged, and no LOCK file
+    left behind (nor open); a LOCK that was there before stays."""
+    path = tmp_path / "db"
+    path.mkdir()
+    meta = path / "meta.sqlite"
+    if content == "garbage":
+        meta.write_bytes(b"not a database" * 100)
+    else:
+        with sqlite3.connect(meta) as conn:
+            conn.execute("CREATE TABLE state(x)" if content == "foreign-state"
+                         else "CREATE TABLE notes(id, text)")
+        conn.close()
+    before = meta.read_bytes()
+    with pytest.raises(StoreError, match="meta.sqlite"):
+        recallql.connect(path, embedder=None)
+    assert sorted(p.name for p in path.iterdir()) == ["meta.sqlite"]
+    assert meta.read_bytes() == before
+    (path / "LOCK").write_text("123\n")
+    with pytest.raises(StoreError):
+        Store.open(path)
+    assert sorted(p.name for p in path.iterdir()) == ["LOCK", "meta.sqlite"]
+
+
+def test_lock_taken_on_a_removed_lock_file_is_retaken(tmp_path):
+    """A writer that locks a LOCK file which a failed open unlinks meanwhile locks the new file
+    instead, so two writers can never both hold a lock."""
+    from recallql.index.store import _acquire_lock
+
+    path = tmp_path / "db"
+    path.mkdir()
+    stale = os.open(path / "LOCK", os.O_RDWR | os.O_CREAT)
+    (path / "LOCK").unlink()  # what a failed open does while holding it
+    fd, created = _acquire_lock(path)
+    try:
+        assert created and os.path.samestat(os.fstat(fd), os.stat(path / "LOCK"))
+        with pytest.raises(recallql.DatabaseLocked):
+            _acquire_lock(path)
+    finally:
+        os.close(fd)
+        os.close(stale)
+
+
 def test_readonly_store_refuses_writes(tmp_path, index_embedder, index_docs):
     path = tmp_path / "db"
     with recallql.connect(path, embedder=index_embedder) as db:

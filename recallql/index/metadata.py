@@ -98,16 +98,50 @@ def _connect(path: Path | None, readonly: bool) -> sqlite3.Connection:
         target, uri = f"file:{path}?mode=ro", True
     else:
         target, uri = str(path), False
+    conn = None
     try:
         conn = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 10000")
         conn.execute("PRAGMA cache_size = -512")  # KiB; rows are read once into columns
         if not readonly:
+            _refuse_foreign(conn, path)  # before WAL mode, which would change the file
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, StoreError) as exc:
+        if conn is not None:
+            conn.close()
+        if isinstance(exc, StoreError):
+            raise
         raise StoreError(f"cannot open the metadata store {path}: {exc}") from exc
     return conn
+
+
+def _refuse_foreign(conn: sqlite3.Connection, path: Path | None) -> None:
+    """Raise `StoreError` when the file is another application's SQLite database (tables, but
+    no recallql ``state`` table), so that opening it writes nothing into it."""
+    names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+    if not names:
+        return
+    try:
+        conn.execute("SELECT value FROM state WHERE key = 'format'")
+    except sqlite3.Error:
+        raise StoreError(f"{path} is not a recallql metadata store (an SQLite database with "
+                         f"tables {', '.join(sorted(names)[:5])})") from None
+
+
+def _create_schema(conn: sqlite3.Connection, path: Path | None) -> None:
+    """Create the tables of a new store in one transaction (a no-op on an existing one).
+
+    Raises:
+        StoreError: the tables cannot be created (e.g. a ``state`` table of another shape);
+            nothing is changed.
+    """
+    try:
+        conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA_SQL}COMMIT;")
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise StoreError(f"{path} is not a recallql metadata store: {exc}") from exc
 
 
 class MetadataStore:
@@ -126,10 +160,16 @@ class MetadataStore:
         self.readonly = readonly
         self._closed = False
         self._write = None if readonly else _connect(path, False)
-        if self._write is not None:
-            self._write.executescript(SCHEMA_SQL)
-        self._read = self._write if path is None else _connect(path, True)
-        self._check_format()
+        self._read = self._write
+        try:
+            if self._write is not None:
+                _create_schema(self._write, path)
+            if path is not None:
+                self._read = _connect(path, True)
+            self._check_format()
+        except BaseException:
+            self.close()
+            raise
 
     def _check_format(self) -> None:
         try:
