@@ -190,7 +190,8 @@ def test_missing_path_and_unknown_format(tmp_path):
 def test_opening_markdown_heading_is_the_title_only(tmp_path):
     from recallql.index.loaders import load_text
 
-    (tmp_path / "b.md").write_text("# Backup policy\n\nDaily backups.\n\n## Monthly\n\nKept a year.\n")
+    (tmp_path / "b.md").write_text(
+        "# Backup policy\n\nDaily backups.\n\n## Monthly\n\nKept a year.\n")
     (item,) = list(load_text(tmp_path / "b.md", max_chars=10_000))
     assert item["title"] == "Backup policy"
     assert item["body"] == "Daily backups.\n\n## Monthly\n\nKept a year."
