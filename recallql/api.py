@@ -223,7 +223,9 @@ class Database:
         Raises:
             QuerySyntaxError, QuerySemanticError, ParameterError: a mistake in the statement
                 (`str(err)` shows a caret under the offending token).
+            StoreError: the database is closed.
         """
+        self.store.check_open()
         return self._engine.execute(text, *args, **params)
 
     query = execute
@@ -234,7 +236,9 @@ class Database:
 
         Raises:
             QueryError: as `execute`; also when `text` is not a SEARCH or RETRIEVE.
+            StoreError: the database is closed.
         """
+        self.store.check_open()
         from recallql.grammar import bind, parse
         from recallql.grammar import statements as st
         from recallql.grammar.errors import QuerySemanticError
@@ -262,9 +266,11 @@ class Database:
 
         Raises:
             HermesFormatError: not a Hermes store. HermesStoreBusy: it kept changing.
+            StoreError: the database is closed.
         """
         from recallql.engine.importer import import_hermes
 
+        self.store.check_open()
         return import_hermes(self, path, progress=progress, batch_size=batch_size)
 
     def close(self) -> None:

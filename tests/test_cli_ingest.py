@@ -56,6 +56,25 @@ def test_data_error_exits_1_and_keeps_earlier_batches(tmp_path):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(("line", "message"), [
+    (b'{"id": "a", "title": "x\xff"}', "items.jsonl:1: not valid UTF-8"),
+    (b'{"id": 1' + b"1" * 5000 + b"}", "items.jsonl:1: invalid JSON"),
+    (b'{"id": "a", "t": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+    (b'{"id": "a", "title": "x\\ud800"}', "items.jsonl:1: key 'title'"),
+    (b'{"id": "a", "created_at": 1e400}', "item 'a', field 'created_at': epoch seconds inf"),
+    (b'{"id": "a", "vector": [1e400' + b", 0" * 63 + b"]}",
+     "item 'a', field 'vector': vector has a non-finite component"),
+], ids=["bad-utf8", "int-5000-digits", "deep", "surrogate", "float-overflow", "vector-inf"])
+def test_hostile_jsonl_is_a_data_error(tmp_path, line, message):
+    """SPEC section 8: exit code 1 and an `error:` line naming where, never a traceback."""
+    path = tmp_path / "items.jsonl"
+    path.write_bytes(line + b"\n")
+    result = _ingest(str(path), "--db", str(tmp_path / "db"), "--embedder", "hash")
+    assert result.exit_code == 1, repr(result.exception)
+    assert "error:" in result.stderr and message in result.stderr, result.stderr
+    assert "Traceback" not in result.output
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [

@@ -11,7 +11,8 @@ import pytest
 
 import recallql
 from recallql import IngestError
-from recallql.index.items import to_epoch
+from recallql.index.items import MAX_EPOCH, MIN_EPOCH, item_epoch, to_epoch
+from recallql.index.vectors import MIN_NORM, normalise_query
 
 GOOD = {"id": "ok-1", "title": "valid title", "body": "valid body"}
 DIM = 16
@@ -41,7 +42,14 @@ CASES = [
     ("inf", {"id": "v", "vector": _vec(math.inf)}, "'v'", "vector", "non-finite"),
     ("overflow", {"id": "v", "vector": [1e39] + [0.0] * 15}, "'v'", "vector", "non-finite"),
     ("zero", {"id": "v", "vector": _vec()}, "'v'", "vector", "zero norm"),
+    ("tiny-norm", {"id": "v", "vector": _vec(1e-45)}, "'v'", "vector", "too small"),
+    ("subnormal-norm", {"id": "v", "vector": _vec(1e-39, 1e-39)}, "'v'", "vector", "too small"),
     ("vector-junk", {"id": "v", "vector": ["a", "b"]}, "'v'", "vector", "numbers"),
+    ("vector-huge-int", {"id": "v", "vector": [10**400] + [0] * 15}, "'v'", "vector",
+     "out of range"),
+    ("date-huge-int", {"id": "d", "created_at": 10**400}, "'d'", "created_at", "out of range"),
+    ("id-5000-digits", {"id": 10**5000}, "#1", "id", "longer than 1024"),
+    ("doc-id-5000-digits", {"id": "p", "doc_id": 10**5000}, "'p'", "doc_id", "longer than"),
     ("date-nonsense", {"id": "d", "created_at": "next tuesday"}, "'d'", "created_at",
      "ISO-8601"),
     ("date-epoch", {"id": "d", "created_at": 1e20}, "'d'", "created_at", "out of range"),
@@ -63,6 +71,14 @@ CASES = [
     ("doc-id", {"id": "p", "doc_id": ""}, "'p'", "doc_id", "non-empty"),
     ("entity", {"id": "p", "entity": ["x"]}, "'p'", "entity", "non-empty"),
     ("not-a-dict", ["id", "x"], "#1", None, "must be a dict"),
+    # lone surrogates: valid Python str, not storable as UTF-8
+    ("surrogate-title", {"id": "s", "title": "ok \ud800"}, "'s'", "title", "lone surrogate"),
+    ("surrogate-body", {"id": "s", "body": "\udfff"}, "'s'", "body", "lone surrogate"),
+    ("surrogate-str-field", {"id": "s", "source": "w\ud800"}, "'s'", "source", "surrogate"),
+    ("surrogate-list-item", {"id": "s", "tags": ["ok", "\ud800"]}, "'s'", "tags", "surrogate"),
+    ("surrogate-id", {"id": "s\ud800"}, "#1", "id", "lone surrogate '\\ud800' at index 1"),
+    ("surrogate-doc-id", {"id": "s", "doc_id": "\ud800"}, "'s'", "doc_id", "surrogate"),
+    ("surrogate-entity", {"id": "s", "entity": "e\ud800"}, "'s'", "entity", "surrogate"),
 ]
 
 
@@ -154,7 +170,9 @@ def test_declared_field_types(tmp_path):
                              dim=2, embedder=None)
         for bad, field in [({"n": "abc"}, "n"), ({"n": True}, "n"), ({"n": 1.5}, "n"),
                            ({"n": 2**64}, "n"), ({"x": "1.0"}, "x"), ({"x": math.inf}, "x"),
-                           ({"x": False}, "x"), ({"b": 1}, "b"), ({"at": "soon"}, "at")]:
+                           ({"x": False}, "x"), ({"b": 1}, "b"), ({"at": "soon"}, "at"),
+                           ({"x": 10**400}, "x"), ({"n": 10**400}, "n"),
+                           ({"at": -(10**400)}, "at"), ({"n": 10**5000}, "n")]:
             with pytest.raises(IngestError) as err:
                 db.ingest("t", [dict({"id": "r"}, **bad)])
             assert err.value.field == field
@@ -178,3 +196,98 @@ def test_error_after_texts_were_streamed_to_tantivy(index_db, index_docs):
     index_db.ingest("docs", items[:10])
     assert index_db.store._state("docs").text.searcher().num_docs == searcher_docs + 10
     assert index_db.snapshot("docs").lexical_topn(["bulk"], 100)[0].size == 10
+
+
+@pytest.mark.parametrize("vector", [
+    _vec(1e-30, 2e-30),                     # tiny but normal: 1/norm overflows float32
+    _vec(3e38, 3e38, 3e38, 3e38),           # huge: the norm overflows float32
+    _vec(*[MIN_NORM] * 1),                  # the smallest accepted norm
+], ids=["tiny", "huge", "min-norm"])
+def test_extreme_but_valid_vectors_normalise_exactly(tmp_path, vector):
+    """Norms and the division are float64: the stored row is the unit vector, cosine 1."""
+    with recallql.connect(tmp_path / "db", embedder=None) as db:
+        db.create_collection("c", ("text",), dim=DIM, embedder=None)
+        db.ingest("c", [{"id": "a", "text": "x", "vector": vector}])
+        unit = vector.astype(np.float64) / np.linalg.norm(vector.astype(np.float64))
+        rowids, cosines = db.snapshot("c").semantic_topn(unit.astype(np.float32), 1)
+        assert rowids.tolist() == [0]
+        assert cosines[0] == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize(("vector", "message"), [
+    (_vec(1e-45), "too small"), (_vec(1e-39, 1e-39), "too small"), (_vec(), "zero norm"),
+    (_vec(1.0, math.nan), "non-finite"), (np.ones(DIM - 1), "shape"), ("abcd", "numbers"),
+], ids=["tiny", "subnormal", "zero", "nan", "dim", "junk"])
+def test_normalise_query_follows_the_ingest_rule(vector, message):
+    with pytest.raises(ValueError, match=message):
+        normalise_query(vector, DIM)
+
+
+def test_normalise_query_of_extreme_valid_vectors():
+    for vector in (_vec(1e-30), _vec(3e38, 3e38), _vec(MIN_NORM)):
+        q = normalise_query(vector, DIM)
+        assert q.dtype == np.float64 and np.linalg.norm(q) == pytest.approx(1.0)
+
+
+def test_huge_ints_are_described_not_printed(index_db):
+    """str(10**5000) raises in Python >= 3.11: messages describe such values instead."""
+    with pytest.raises(IngestError, match="about 5000 digits") as err:
+        index_db.ingest("docs", [{"id": "p", "position": 10**5000}])
+    assert err.value.field == "position"
+    index_db.ingest("docs", [{"id": 10**1000}])  # a 1001-digit id is a valid id
+    assert index_db.snapshot("docs").ids[0] == str(10**1000)
+
+
+_PLUS5 = dt.timezone(dt.timedelta(hours=5))
+_MINUS5 = dt.timezone(dt.timedelta(hours=-5))
+
+
+@pytest.mark.parametrize(("moment", "valid"), [
+    (dt.datetime(1, 1, 1, tzinfo=dt.UTC), True),
+    (dt.datetime(1, 1, 1, tzinfo=_PLUS5), False),            # 0000-12-31T19:00Z
+    (dt.datetime(1, 1, 1, 5, tzinfo=_PLUS5), True),          # 0001-01-01T00:00Z
+    (dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC), True),
+    (dt.datetime(9999, 12, 31, 18, 59, 59, tzinfo=_MINUS5), True),
+    (dt.datetime(9999, 12, 31, 23, 0, tzinfo=_MINUS5), False),  # 10000-01-01T04:00Z
+    (dt.datetime(9999, 12, 31, 20, tzinfo=_MINUS5), False),     # 10000-01-01T01:00Z
+], ids=["first", "before-first", "first-offset", "last-second", "last-offset", "after-last",
+        "after-last-2"])
+def test_timestamp_verdict_does_not_depend_on_the_form(moment, valid):
+    """One range, checked after conversion to UTC epoch seconds, for every form."""
+    for value in (moment, moment.isoformat(), moment.timestamp()):
+        if valid:
+            assert MIN_EPOCH <= item_epoch(value) <= MAX_EPOCH
+        else:
+            with pytest.raises(ValueError, match="out of range"):
+                item_epoch(value)
+
+
+def test_last_microsecond_of_9999_is_kept_inside_the_range(tmp_path):
+    """Floats are ~30 us apart in 9999: the exact instant is valid, and is stored as the last
+    float before year 10000, so it formats back as a date (a float of year 10000 would not)."""
+    last = dt.datetime.max.replace(tzinfo=dt.UTC)
+    assert item_epoch(last) == item_epoch(dt.datetime.max) == MAX_EPOCH
+    assert dt.datetime.fromtimestamp(MAX_EPOCH, dt.UTC).year == 9999
+    with pytest.raises(ValueError, match="out of range"):
+        item_epoch(253402300800)  # 10000-01-01T00:00:00Z
+    with recallql.connect(tmp_path / "db", embedder=None) as db:
+        db.create_collection("c", ("text",), dim=2, embedder=None)
+        db.ingest("c", [{"id": "a", "created_at": "9999-12-31T23:59:59.999999+00:00"},
+                        {"id": "b", "created_at": dt.datetime.min}])
+        rows = db.snapshot("c").fetch([0, 1])
+        assert [r["created_at"] for r in rows] == [MAX_EPOCH, MIN_EPOCH]
+
+
+def test_to_epoch_for_filters_keeps_offsets_outside_the_item_range():
+    """Filter values (to_epoch) are converted, not range-checked, when given as datetimes."""
+    moment = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=_MINUS5)
+    assert to_epoch(moment) == moment.timestamp()
+
+
+def test_non_ascii_text_is_accepted(index_db):
+    """Only lone surrogates are rejected: any other character, and valid pairs, are stored."""
+    item = {"id": "é-😀", "title": "naïve café 😀", "body": "\x00\u200f", "doc_id": "文書",
+            "entity": "ünï", "tags": ["ß", "😀"], "source": "\U0001F600"}
+    index_db.ingest("docs", [item])
+    (row,) = index_db.snapshot("docs").fetch([0])
+    assert {k: row[k] for k in item} == item

@@ -137,6 +137,33 @@ def test_jsonl(tmp_path):
         list(loaders.load_path(path))
 
 
+@pytest.mark.parametrize(("line", "message"), [
+    (b'{"id": "a", "title": "x\xff"}', r"a.jsonl:2: not valid UTF-8 \(byte 0xff at byte 24"),
+    (b'{"id": 1' + b"1" * 5000 + b"}", "a.jsonl:2: invalid JSON: an integer of more than"),
+    (b'{"id": "a", "t": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+     "a.jsonl:2: invalid JSON: nested too deeply"),
+    (b'{"id": "a", "score": NaN}', "a.jsonl:2: invalid JSON: NaN is not a JSON number"),
+    (b'{"id": "a", "score": -Infinity}', "a.jsonl:2: invalid JSON: -Infinity"),
+    (b'{"id": "a", "title": "x\\ud800"}', r"a.jsonl:2: key 'title': .*lone surrogate"),
+    (b'{"id": "a", "\\udc00": 1}', r"a.jsonl:2: key '\\udc00'"),
+    (b'{"id": "a", "tags": [{"k": ["\\ud800"]}]}', r"a.jsonl:2: key 'tags'"),
+], ids=["bad-utf8", "int-5000-digits", "deep", "nan", "infinity", "surrogate", "surrogate-key",
+        "surrogate-nested"])
+def test_jsonl_hostile_lines_name_the_line(tmp_path, line, message):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"id": "ok"}\n' + line + b"\n")
+    items = loaders.load_path(path)
+    assert next(items) == {"id": "ok"}
+    with pytest.raises(IngestError, match=message):
+        next(items)
+
+
+def test_jsonl_accepts_a_bom_and_valid_surrogate_pairs(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"id": "a", "title": "\\ud83d\\ude00 \xc3\xa9"}\n')
+    assert list(loaders.load_path(path)) == [{"id": "a", "title": "\U0001F600 \u00e9"}]
+
+
 def test_text_chunks(tmp_path):
     (tmp_path / "notes").mkdir()
     doc = tmp_path / "notes" / "ops.md"

@@ -187,6 +187,74 @@ def test_create_collection_and_embedder_checks(tmp_path):
         recallql.connect(path)
 
 
+def test_names_with_lone_surrogates_are_store_errors(tmp_path):
+    """A name SQLite cannot encode is no collection's name: StoreError, never UnicodeEncodeError;
+    nothing is created."""
+    with recallql.connect(tmp_path / "db", embedder=None) as db:
+        for call in (lambda: db.create_collection("c\ud800", dim=2, embedder=None),
+                     lambda: db.create_collection("c", ("t\ud800",), dim=2, embedder=None),
+                     lambda: db.create_collection("c", fields={"\ud800": str}, dim=2,
+                                                  embedder=None),
+                     lambda: db.snapshot("\ud800"), lambda: db.ingest("\ud800", [])):
+            with pytest.raises(StoreError):
+                call()
+        assert {c.name for c in db.collections()} == {"docs", "messages"}
+
+
+@pytest.mark.parametrize("fields, text_fields", [
+    ({"rowid": str}, ("text",)), ({}, ("text", "rowid")), ({"id": str}, ("text",)),
+    ({"vector": str}, ("text",)), ({"text": str}, ("text",)),
+], ids=["rowid-field", "rowid-text", "id", "vector", "duplicate"])
+def test_reserved_or_duplicated_field_names_are_refused(fields, text_fields):
+    """`rowid` is reserved beside the core keys: `fetch` returns the internal row number under
+    that name, so a field of that name could never be read back."""
+    with recallql.connect(embedder=None) as db:
+        with pytest.raises(StoreError, match=r"reserved or duplicated \(reserved: .*'rowid'"):
+            db.create_collection("x", text_fields, fields, dim=2, embedder=None)
+        assert "x" not in {c.name for c in db.collections()}
+
+
+def test_names_close_to_reserved_ones_are_fields_like_any_other():
+    with recallql.connect(embedder=None) as db:
+        db.create_collection("x", ("text",), {"ROWID": str, "row_id": int}, dim=2, embedder=None)
+        db.ingest("x", [{"id": "a", "text": "alpha", "ROWID": "R", "row_id": 7}])
+        (row,) = db.execute("SEARCH x MATCHING 'alpha' WHERE ROWID = 'R'").rows
+        assert (row.fields["ROWID"], row.fields["row_id"]) == ("R", 7)
+
+
+@pytest.mark.parametrize("on_disk", [True, False], ids=["disk", "memory"])
+def test_every_database_method_after_close_raises_store_error(tmp_path, on_disk):
+    """After close(), reads, statements, writes and session calls all raise StoreError
+    ("... is closed"), never sqlite3.ProgrammingError; close() itself may be repeated."""
+    db = recallql.connect(tmp_path / "db" if on_disk else None, embedder=None)
+    db.create_collection("c", ("text",), dim=2, embedder=None)
+    db.ingest("c", [{"id": "a", "text": "alpha", "vector": [1, 0]}])
+    db.sessions.create("s1", "agent")
+    db.close()
+    db.close()
+    calls = {
+        "execute": lambda: db.execute("SEARCH c MATCHING 'alpha'"),
+        "execute-syntax-error": lambda: db.execute("SEARCH"),
+        "show": lambda: db.execute("SHOW SESSIONS"),
+        "describe": lambda: db.execute("DESCRIBE c"),
+        "explain": lambda: db.explain("SEARCH c MATCHING 'alpha'"),
+        "snapshot": lambda: db.snapshot("c"),
+        "collections": db.collections,
+        "create_collection": lambda: db.create_collection("d", ("t",), dim=2, embedder=None),
+        "ingest": lambda: db.ingest("c", [{"id": "b", "text": "beta"}]),
+        "read_transaction": lambda: db.read_transaction().__enter__(),
+        "committed_batch": db.store.committed_batch,
+        "session-create": lambda: db.sessions.create("s2", "agent"),
+        "session-snapshot": lambda: db.sessions.snapshot("s1"),
+        "message-append": lambda: db.messages.append("s1", "user", "hi"),
+        "import_hermes": lambda: db.import_hermes(tmp_path / "nope.db"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(StoreError, match="is closed"):
+            call()
+            pytest.fail(name)
+
+
 def _named():
     def other(texts):
         return np.ones((len(texts), 8), np.float32)
@@ -225,6 +293,50 @@ def test_open_rejects_foreign_or_missing_directories(tmp_path):
     with pytest.raises(StoreError, match="not a recallql database"):
         Store.open(tmp_path / "none", readonly=True)
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize("content", ["garbage", "foreign", "foreign-state"])
+def test_failed_open_leaves_the_directory_as_it_was(tmp_path, content):
+    """A meta.sqlite that is not ours: StoreError, the file's bytes unchanged, and no LOCK file
+    left behind (nor open); a LOCK that was there before stays."""
+    path = tmp_path / "db"
+    path.mkdir()
+    meta = path / "meta.sqlite"
+    if content == "garbage":
+        meta.write_bytes(b"not a database" * 100)
+    else:
+        with sqlite3.connect(meta) as conn:
+            conn.execute("CREATE TABLE state(x)" if content == "foreign-state"
+                         else "CREATE TABLE notes(id, text)")
+        conn.close()
+    before = meta.read_bytes()
+    with pytest.raises(StoreError, match="meta.sqlite"):
+        recallql.connect(path, embedder=None)
+    assert sorted(p.name for p in path.iterdir()) == ["meta.sqlite"]
+    assert meta.read_bytes() == before
+    (path / "LOCK").write_text("123\n")
+    with pytest.raises(StoreError):
+        Store.open(path)
+    assert sorted(p.name for p in path.iterdir()) == ["LOCK", "meta.sqlite"]
+
+
+def test_lock_taken_on_a_removed_lock_file_is_retaken(tmp_path):
+    """A writer that locks a LOCK file which a failed open unlinks meanwhile locks the new file
+    instead, so two writers can never both hold a lock."""
+    from recallql.index.store import _acquire_lock
+
+    path = tmp_path / "db"
+    path.mkdir()
+    stale = os.open(path / "LOCK", os.O_RDWR | os.O_CREAT)
+    (path / "LOCK").unlink()  # what a failed open does while holding it
+    fd, created = _acquire_lock(path)
+    try:
+        assert created and os.path.samestat(os.fstat(fd), os.stat(path / "LOCK"))
+        with pytest.raises(recallql.DatabaseLocked):
+            _acquire_lock(path)
+    finally:
+        os.close(fd)
+        os.close(stale)
 
 
 def test_readonly_store_refuses_writes(tmp_path, index_embedder, index_docs):

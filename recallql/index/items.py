@@ -18,16 +18,36 @@ import numpy as np
 
 from recallql.index.errors import IngestError
 from recallql.index.schema import CORE_KEYS, CollectionInfo, FieldType
+from recallql.index.vectors import norm_problem, normalise_rows, row_norms, usable_norms
 
-#: Valid epoch seconds: 0001-01-01T00:00:00Z … 9999-12-31T23:59:59Z.
+#: The valid range of timestamps, in epoch seconds UTC, whatever form a value comes in:
+#: 0001-01-01T00:00:00Z … 9999-12-31T23:59:59.999999Z. Floats are ~30 µs apart near the end, so
+#: `MAX_EPOCH` is the last float before 10000-01-01T00:00:00Z and the last microseconds of 9999
+#: are stored as it (a float that reads back as year 10000 would break every date formatter).
 MIN_EPOCH = -62135596800.0
-MAX_EPOCH = 253402300799.0
+MAX_EPOCH = math.nextafter(253402300800.0, 0.0)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_FIRST = dt.timedelta(seconds=MIN_EPOCH)  # 0001-01-01T00:00:00Z − epoch
+_END = dt.timedelta(seconds=253402300800)  # 10000-01-01T00:00:00Z − epoch (excluded)
+_SECOND = dt.timedelta(seconds=1)
 _INT64 = (-(2**63), 2**63 - 1)
 MAX_ID_CHARS = 1024
+#: Integers with more bits than this have more than `MAX_ID_CHARS` digits (and may exceed
+#: Python's 4300-digit limit for ``str(int)``): they are described, never converted.
+_MAX_ID_BITS = 3402
+
+
+def show(value: object, width: int = 80) -> str:
+    """`repr(value)` for error messages: safe for huge integers (``repr(10**5000)`` raises),
+    cut to `width` characters."""
+    if isinstance(value, int) and value.bit_length() > 256:
+        return f"<an integer of about {int(value.bit_length() * 0.30103)} digits>"
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def to_epoch(value: object) -> float:
-    """Convert a timestamp to epoch seconds UTC.
+    """Convert a timestamp to epoch seconds UTC (filter values; items use `item_epoch`).
 
     Args:
         value: an aware or naive `datetime` (naive = UTC), a `date` (midnight UTC), an ISO-8601
@@ -40,25 +60,62 @@ def to_epoch(value: object) -> float:
     Raises:
         ValueError: unparseable string, non-finite or out-of-range number, or another type.
     """
+    moment = _moment(value)
+    return _number_epoch(value) if moment is None else _datetime_epoch(moment)
+
+
+def item_epoch(value: object) -> float:
+    """Convert an item's timestamp to epoch seconds UTC, checking the valid range
+    (`MIN_EPOCH` … `MAX_EPOCH`) after conversion, so the same instant gets the same verdict
+    whatever its form (a datetime or ISO string with an offset may fall outside it in UTC).
+
+    Args:
+        value: as `to_epoch`.
+
+    Returns:
+        Seconds since 1970-01-01T00:00:00Z, in the valid range.
+
+    Raises:
+        ValueError: as `to_epoch`, or an instant outside years 1..9999 UTC.
+    """
+    moment = _moment(value)
+    if moment is None:
+        return _number_epoch(value)
+    offset = moment - _EPOCH  # exact (timedelta), even where the float would round
+    if not _FIRST <= offset < _END:
+        raise ValueError(f"timestamp {show(value)} is {_utc_text(offset)} in UTC, out of range "
+                         "(years 1..9999)")
+    return min(offset / _SECOND, MAX_EPOCH)
+
+
+def _moment(value: object) -> dt.datetime | None:
+    """`value` as an aware datetime; ``None`` for epoch seconds."""
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return _datetime_epoch(value)
+        return value
     if isinstance(value, bool):
         raise ValueError(f"expected a timestamp, got a bool ({value!r})")
     if isinstance(value, Real):
-        seconds = float(value)
-        if not math.isfinite(seconds) or not MIN_EPOCH <= seconds <= MAX_EPOCH:
-            raise ValueError(f"epoch seconds {value!r} out of range (years 1..9999)")
-        return seconds
+        return None
     if isinstance(value, str):
         try:
             value = dt.datetime.fromisoformat(value.strip())
         except ValueError:
-            raise ValueError(f"cannot parse {value!r} as an ISO-8601 timestamp") from None
+            raise ValueError(f"cannot parse {show(value)} as an ISO-8601 timestamp") from None
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         value = dt.datetime(value.year, value.month, value.day)
     if isinstance(value, dt.datetime):
-        return _datetime_epoch(value if value.tzinfo else value.replace(tzinfo=dt.UTC))
-    raise ValueError(f"expected a datetime, ISO-8601 string or epoch seconds, got {value!r}")
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    raise ValueError(f"expected a datetime, ISO-8601 string or epoch seconds, got {show(value)}")
+
+
+def _number_epoch(value: Real) -> float:
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond float64
+        seconds = math.inf
+    if not math.isfinite(seconds) or not MIN_EPOCH <= seconds <= MAX_EPOCH:
+        raise ValueError(f"epoch seconds {show(value)} out of range (years 1..9999)")
+    return seconds
 
 
 def _datetime_epoch(value: dt.datetime) -> float:
@@ -66,6 +123,30 @@ def _datetime_epoch(value: dt.datetime) -> float:
         return value.timestamp()
     except (OverflowError, ValueError) as exc:
         raise ValueError(f"timestamp {value!r} out of range: {exc}") from None
+
+
+def _utc_text(offset: dt.timedelta) -> str:
+    """An offset from the epoch as UTC text, also just outside years 1..9999."""
+    if offset < _FIRST:
+        return f"{(_FIRST - offset) / _SECOND:g} s before 0001-01-01T00:00:00Z"
+    return f"10000-01-01T00:00:00Z + {(offset - _END) / _SECOND:g} s"
+
+
+def check_utf8(text: str, item: str, field: str) -> str:
+    """Return `text` if it can be stored (encoded as UTF-8: no lone surrogates).
+
+    Raises:
+        IngestError: naming the item, the field and the first offending character.
+    """
+    if text.isascii():  # O(1) in CPython
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise IngestError(f"text is not valid Unicode: lone surrogate {text[exc.start]!r} at "
+                          f"index {exc.start} (cannot be stored as UTF-8)", item=item,
+                          field=field) from None
+    return text
 
 
 @dataclass
@@ -104,29 +185,36 @@ class ItemBatch:
 
 
 def _item_id(value: object, index: int) -> str:
-    if type(value) is str and 0 < len(value) <= MAX_ID_CHARS and not value.isspace():
+    if (type(value) is str and 0 < len(value) <= MAX_ID_CHARS and value.isascii()
+            and not value.isspace()):
         return value
     where = f"#{index}"
     if isinstance(value, bool) or not isinstance(value, str | Integral):
-        raise IngestError(f"id must be a string or an integer, got {value!r}", item=where,
+        raise IngestError(f"id must be a string or an integer, got {show(value)}", item=where,
                           field="id")
+    if not isinstance(value, str) and int(value).bit_length() > _MAX_ID_BITS:
+        raise IngestError(f"id longer than {MAX_ID_CHARS} characters", item=where, field="id")
     text = str(value)
     if not text.strip():
         raise IngestError("id must not be empty", item=where, field="id")
     if len(text) > MAX_ID_CHARS:
         raise IngestError(f"id longer than {MAX_ID_CHARS} characters", item=where, field="id")
-    return text
+    return check_utf8(text, where, "id")
 
 
 def _opt_str(raw: Mapping, key: str, item: str) -> str | None:
     value = raw.get(key)
     if value is None:
         return None
-    if type(value) is str and value.strip():
+    if type(value) is str and value.isascii() and not value.isspace() and value:
         return value
-    if isinstance(value, bool) or not isinstance(value, str | Integral) or not str(value).strip():
-        raise IngestError(f"must be a non-empty string, got {value!r}", item=item, field=key)
-    return str(value)
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        if int(value).bit_length() > _MAX_ID_BITS:
+            raise IngestError(f"longer than {MAX_ID_CHARS} characters", item=item, field=key)
+        return str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise IngestError(f"must be a non-empty string, got {show(value)}", item=item, field=key)
+    return check_utf8(value, item, key)
 
 
 def _position(raw: Mapping, item: str) -> int:
@@ -136,7 +224,8 @@ def _position(raw: Mapping, item: str) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value <= _INT64[1]:
-        raise IngestError(f"must be an integer >= 0, got {value!r}", item=item, field="position")
+        raise IngestError(f"must be an integer >= 0, got {show(value)}", item=item,
+                          field="position")
     return int(value)
 
 
@@ -144,7 +233,7 @@ def _timestamp(value: object, item: str, key: str) -> float | None:
     if value is None:
         return None
     try:
-        return to_epoch(value)
+        return item_epoch(value)
     except ValueError as exc:
         raise IngestError(str(exc), item=item, field=key) from None
 
@@ -153,7 +242,7 @@ def _plain_ok(kind: FieldType, value: object) -> bool:
     """Fast path: a value of exactly the plain Python type of `kind`, in range."""
     kind_of = type(value)
     if kind_of is str:
-        return kind is FieldType.STR
+        return kind is FieldType.STR and value.isascii()  # type: ignore[union-attr]
     if kind_of is bool:
         return kind is FieldType.BOOL
     if kind_of is int:
@@ -163,6 +252,18 @@ def _plain_ok(kind: FieldType, value: object) -> bool:
     return False
 
 
+def _finite_float(value: object) -> float | None:
+    """`value` as a finite float, or ``None`` (not a real number, a bool, NaN, infinite, or an
+    int beyond float64)."""
+    if not isinstance(value, Real) or isinstance(value, bool | np.bool_):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _field_value(kind: FieldType, value: object, item: str, key: str) -> object:
     """Check one declared field value; returns the stored (JSON-able) value."""
     if _plain_ok(kind, value):
@@ -170,14 +271,16 @@ def _field_value(kind: FieldType, value: object, item: str, key: str) -> object:
     ok = True
     if kind is FieldType.STR:
         ok = isinstance(value, str)
+        if ok:
+            check_utf8(value, item, key)  # type: ignore[arg-type]
     elif kind is FieldType.INT:
         ok = isinstance(value, Integral) and not isinstance(value, bool | np.bool_)
         ok = ok and _INT64[0] <= value <= _INT64[1]
         value = int(value) if ok else value
     elif kind is FieldType.FLOAT:
-        ok = isinstance(value, Real) and not isinstance(value, bool | np.bool_)
-        ok = ok and math.isfinite(value)
-        value = float(value) if ok else value
+        number = _finite_float(value)
+        ok = number is not None
+        value = number if ok else value
     elif kind is FieldType.BOOL:
         ok = isinstance(value, bool | np.bool_)
         value = bool(value) if ok else value
@@ -185,9 +288,9 @@ def _field_value(kind: FieldType, value: object, item: str, key: str) -> object:
         return _timestamp(value, item, key)
     elif kind is FieldType.LIST_STR:
         ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
-        value = list(value) if ok else value
+        value = [check_utf8(v, item, key) for v in value] if ok else value  # type: ignore
     if not ok:
-        raise IngestError(f"expected {kind.value}, got {value!r}", item=item, field=key)
+        raise IngestError(f"expected {kind.value}, got {show(value)}", item=item, field=key)
     return value
 
 
@@ -224,11 +327,11 @@ class _Validator:
         self.seen.add(item)
         where = repr(item)
         if not self.allowed.issuperset(raw):
-            unknown = [k for k in raw if k not in self.allowed]
+            unknown = next(k for k in raw if k not in self.allowed)
             raise IngestError(
                 f"unknown field (collection {self.info.name!r} has text fields "
                 f"{list(self.info.text_fields)} and fields {sorted(self.info.fields)})",
-                item=where, field=str(unknown[0]))
+                item=where, field=unknown if isinstance(unknown, str) else show(unknown))
         b = self.batch
         b.ids.append(item)
         doc_id = _opt_str(raw, "doc_id", where)
@@ -251,7 +354,7 @@ class _Validator:
             if not isinstance(value, str):
                 raise IngestError(f"text must be a string, got {type(value).__name__}",
                                   item=where, field=name)
-            values[name] = value
+            values[name] = check_utf8(value, where, name)
         self.batch.texts.append("\n".join(values.values()))
         self.batch.text_json.append(_encode(values))
 
@@ -267,7 +370,10 @@ class _Validator:
 
 def check_vectors(matrix: np.ndarray, dim: int, label: Callable[[int], str],
                   source: str) -> np.ndarray:
-    """Check float32[n, dim] rows are finite and non-zero; return them L2-normalised.
+    """Check float32[n, dim] rows can be normalised; return them L2-normalised.
+
+    Norms and the division are computed in float64 (see `recallql.index.vectors.row_norms`), so
+    a tiny or huge but valid float32 row normalises exactly.
 
     Args:
         matrix: the vectors.
@@ -276,25 +382,28 @@ def check_vectors(matrix: np.ndarray, dim: int, label: Callable[[int], str],
         source: ``"vector"`` or the embedder name (for errors).
 
     Raises:
-        IngestError: wrong shape, a non-finite component, or a zero vector (names the item).
+        IngestError: wrong shape, a non-finite component, or a norm that is zero or below
+            `recallql.index.vectors.MIN_NORM` (names the item).
     """
     if matrix.ndim != 2 or matrix.shape[1] != dim:
         raise IngestError(f"{source} returned shape {matrix.shape}, expected "
                           f"(n, {dim})", field="vector")
-    finite = np.isfinite(matrix).all(axis=1)
-    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
-    bad = np.flatnonzero(~finite | (norms == 0) | ~np.isfinite(norms))
+    norms = row_norms(matrix)
+    bad = np.flatnonzero(~usable_norms(norms))
     if len(bad):
         i = int(bad[0])
-        what = "a non-finite component" if not finite[i] else "zero norm"
-        raise IngestError(f"vector has {what} (from {source})", item=label(i), field="vector")
-    return matrix * (1.0 / norms).astype(np.float32)[:, None]
+        raise IngestError(f"vector has {norm_problem(float(norms[i]))} (from {source})",
+                          item=label(i), field="vector")
+    return normalise_rows(matrix, norms)
 
 
 def _one_vector(raw: object, dim: int, label: str) -> np.ndarray:
     try:
         with np.errstate(over="ignore"):  # 1e39 → inf, rejected later as non-finite
             arr = np.asarray(raw, dtype=np.float32)
+    except OverflowError:  # a Python int beyond float64 (10**400)
+        raise IngestError("vector component out of range (beyond float32)", item=label,
+                          field="vector") from None
     except (TypeError, ValueError):
         raise IngestError("vector must be a sequence of numbers", item=label,
                           field="vector") from None
@@ -314,7 +423,7 @@ def _stack_supplied(v: _Validator, dim: int) -> None:
     try:  # fast path: one conversion for the whole batch
         with np.errstate(over="ignore"):
             stacked = np.asarray([raw for _, raw in v.vectors], dtype=np.float32)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     if stacked is None or stacked.shape != (len(rows), dim):
         stacked = np.stack([_one_vector(raw, dim, repr(b.ids[i])) for i, raw in v.vectors]

@@ -18,6 +18,7 @@ import email.utils
 import gzip
 import json
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -185,22 +186,76 @@ def load_debian(paths: Iterable[str | Path] | None = None,
 
 
 def load_jsonl(path: str | Path) -> Iterator[dict]:
-    """One item per non-blank line of a JSONL file.
+    """One item per non-blank line of a JSONL file (UTF-8; a byte-order mark is allowed).
 
     Raises:
-        IngestError: a line that is not a JSON object (names the file and line).
+        IngestError: a line that is not UTF-8, not JSON (also ``NaN``, ``Infinity``, an integer
+            of more than 4300 digits, nesting too deep) or not a JSON object, or that holds a
+            string with a lone surrogate escape such as ``"\\ud800"`` (names the file and line).
+            Values JSON allows but items do not (``1e400`` parses as infinity) are reported by
+            `Database.ingest`, naming the item and field.
     """
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            where = f"{path}:{number}"
+            line = _decode_line(raw, number, where)
             if not line.strip():
                 continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise IngestError(f"{path}:{number}: invalid JSON: {exc.msg}") from None
+            item = _parse_line(line, where)
             if not isinstance(item, dict):
-                raise IngestError(f"{path}:{number}: expected a JSON object per line")
+                raise IngestError(f"{where}: expected a JSON object per line")
+            if _SURROGATE_ESCAPE.search(line):
+                _check_surrogates(item, where)
             yield item
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _decode_line(raw: bytes, number: int, where: str) -> str:
+    try:
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"{where}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at byte "
+                          f"{exc.start + 1} of the line)") from None
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _parse_line(line: str, where: str) -> object:
+    try:
+        return json.loads(line, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise IngestError(f"{where}: invalid JSON: {exc.msg}") from None
+    except ValueError as exc:  # NaN / Infinity, or Python's limit on int digits
+        message = str(exc)
+        if "integer string conversion" in message:
+            message = f"an integer of more than {sys.get_int_max_str_digits()} digits"
+        raise IngestError(f"{where}: invalid JSON: {message}") from None
+    except RecursionError:
+        raise IngestError(f"{where}: invalid JSON: nested too deeply") from None
+
+
+def _check_surrogates(item: dict, where: str) -> None:
+    """Raise `IngestError` naming the key when a key or string of `item` (at any depth) holds a
+    lone surrogate (valid JSON escape, but not storable as UTF-8)."""
+    for key, value in item.items():
+        stack = [key, value]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, str):
+                try:
+                    node.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise IngestError(f"{where}: key {key!r}: text is not valid Unicode: lone "
+                                      f"surrogate {node[exc.start]!r}") from None
+            elif isinstance(node, dict):
+                stack.extend(node)
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
 
 
 def chunk_paragraphs(text: str, max_chars: int = 1200) -> list[str]:

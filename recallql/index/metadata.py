@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recallql.index.errors import StoreError
-from recallql.index.schema import CollectionInfo, FieldType
+from recallql.index.schema import NAME_RE, CollectionInfo, FieldType
 
 FORMAT_VERSION = 1
 
@@ -98,16 +98,50 @@ def _connect(path: Path | None, readonly: bool) -> sqlite3.Connection:
         target, uri = f"file:{path}?mode=ro", True
     else:
         target, uri = str(path), False
+    conn = None
     try:
         conn = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 10000")
         conn.execute("PRAGMA cache_size = -512")  # KiB; rows are read once into columns
         if not readonly:
+            _refuse_foreign(conn, path)  # before WAL mode, which would change the file
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, StoreError) as exc:
+        if conn is not None:
+            conn.close()
+        if isinstance(exc, StoreError):
+            raise
         raise StoreError(f"cannot open the metadata store {path}: {exc}") from exc
     return conn
+
+
+def _refuse_foreign(conn: sqlite3.Connection, path: Path | None) -> None:
+    """Raise `StoreError` when the file is another application's SQLite database (tables, but
+    no recallql ``state`` table), so that opening it writes nothing into it."""
+    names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+    if not names:
+        return
+    try:
+        conn.execute("SELECT value FROM state WHERE key = 'format'")
+    except sqlite3.Error:
+        raise StoreError(f"{path} is not a recallql metadata store (an SQLite database with "
+                         f"tables {', '.join(sorted(names)[:5])})") from None
+
+
+def _create_schema(conn: sqlite3.Connection, path: Path | None) -> None:
+    """Create the tables of a new store in one transaction (a no-op on an existing one).
+
+    Raises:
+        StoreError: the tables cannot be created (e.g. a ``state`` table of another shape);
+            nothing is changed.
+    """
+    try:
+        conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA_SQL}COMMIT;")
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise StoreError(f"{path} is not a recallql metadata store: {exc}") from exc
 
 
 class MetadataStore:
@@ -117,10 +151,6 @@ class MetadataStore:
         path: the SQLite file, or ``None`` for an in-memory database.
         readonly: open without ever writing (readers in other processes).
 
-    Attributes:
-        read: connection for reads (snapshots, the engine's session lookups). In memory it is the
-            write connection.
-
     Raises:
         StoreError: the file cannot be opened or is not a recallql metadata store.
     """
@@ -128,11 +158,18 @@ class MetadataStore:
     def __init__(self, path: Path | None, *, readonly: bool = False):
         self.path = path
         self.readonly = readonly
+        self._closed = False
         self._write = None if readonly else _connect(path, False)
-        if self._write is not None:
-            self._write.executescript(SCHEMA_SQL)
-        self.read = self._write if path is None else _connect(path, True)
-        self._check_format()
+        self._read = self._write
+        try:
+            if self._write is not None:
+                _create_schema(self._write, path)
+            if path is not None:
+                self._read = _connect(path, True)
+            self._check_format()
+        except BaseException:
+            self.close()
+            raise
 
     def _check_format(self) -> None:
         try:
@@ -143,19 +180,38 @@ class MetadataStore:
             raise StoreError(f"{self.path}: unsupported store format {row and row[0]}")
 
     @property
+    def read(self) -> sqlite3.Connection:
+        """The connection for reads (snapshots, the engine's session lookups); in memory it is
+        the write connection.
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        if self._closed:
+            raise self._closed_error()
+        return self._read  # type: ignore[return-value]
+
+    @property
     def write(self) -> sqlite3.Connection:
         """The write connection.
 
         Raises:
-            StoreError: on a read-only store.
+            StoreError: on a read-only or closed store.
         """
+        if self._closed:
+            raise self._closed_error()
         if self._write is None:
             raise StoreError(f"the database {self.path} is open read-only")
         return self._write
 
+    def _closed_error(self) -> StoreError:
+        where = "(in memory)" if self.path is None else str(self.path.parent)
+        return StoreError(f"the database {where} is closed")
+
     def close(self) -> None:
-        """Close both connections."""
-        for conn in {id(c): c for c in (self.read, self._write) if c is not None}.values():
+        """Close both connections; later use raises `StoreError`."""
+        self._closed = True
+        for conn in {id(c): c for c in (self._read, self._write) if c is not None}.values():
             conn.close()
 
     @contextlib.contextmanager
@@ -196,7 +252,10 @@ class MetadataStore:
         return [_collection_row(r) for r in rows]
 
     def collection(self, name: str, conn: sqlite3.Connection | None = None) -> CollectionRow | None:
-        """One collection by name, or ``None``."""
+        """One collection by name, or ``None`` (also for a name no collection can have, such
+        as one with a lone surrogate, which SQLite could not even encode)."""
+        if not isinstance(name, str) or NAME_RE.fullmatch(name) is None:
+            return None
         row = (conn or self.read).execute(
             "SELECT id, name, text_fields, fields, dim, embedder, next_row, purged_batch"
             " FROM collections WHERE name = ?", (name,)).fetchone()

@@ -15,6 +15,9 @@ NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 #: Keys every item may carry besides its text and declared fields.
 CORE_KEYS = frozenset({"id", "created_at", "entity", "doc_id", "position", "vector"})
+#: Names no text or declared field may have: the core keys, and ``rowid`` (the internal row
+#: number that `CollectionSnapshot.fetch` returns beside the fields).
+RESERVED_NAMES = CORE_KEYS | {"rowid"}
 
 
 class FieldType(StrEnum):
@@ -130,11 +133,11 @@ def make_info(
         raise StoreError(f"collection {name!r} needs at least one text field")
     declared = {check_name(k, "field"): field_type(v) for k, v in (fields or {}).items()}
     names = list(texts) + list(declared)
-    clash = sorted({n for n in names if n in CORE_KEYS or names.count(n) > 1})
+    clash = sorted({n for n in names if n in RESERVED_NAMES or names.count(n) > 1})
     if clash:
         raise StoreError(
             f"collection {name!r}: field names {clash} are reserved or duplicated "
-            f"(reserved: {sorted(CORE_KEYS)})"
+            f"(reserved: {sorted(RESERVED_NAMES)})"
         )
     if not isinstance(dim, int) or isinstance(dim, bool) or not 1 <= dim <= 65536:
         raise StoreError(f"collection {name!r}: vector dimension must be 1..65536, got {dim!r}")

@@ -42,24 +42,42 @@ META_FILE = "meta.sqlite"
 LOCK_FILE = "LOCK"
 
 
-def _acquire_lock(directory: Path) -> int:
-    """Take the writer lock of `directory`; returns the open file descriptor.
+def _acquire_lock(directory: Path) -> tuple[int, bool]:
+    """Take the writer lock of `directory`.
+
+    Returns:
+        (the open file descriptor, whether this call created the lock file).
 
     Raises:
         DatabaseLocked: another writer holds it.
     """
     path = directory / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise DatabaseLocked(
-            f"the database {directory} is locked by another writer (lock file {path}); "
-            "close it there, or open this one read-only (readonly=True)") from None
+    while True:
+        try:
+            fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            fd, created = os.open(path, os.O_RDWR | os.O_CREAT, 0o644), False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DatabaseLocked(
+                f"the database {directory} is locked by another writer (lock file {path}); "
+                "close it there, or open this one read-only (readonly=True)") from None
+        if _is_current(fd, path):
+            break
+        os.close(fd)  # a failed open removed the file while we waited: lock the new one
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
-    return fd
+    return fd, created
+
+
+def _is_current(fd: int, path: Path) -> bool:
+    """Whether `fd` is still the file at `path` (not unlinked or replaced)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
 
 
 class Store:
@@ -108,19 +126,30 @@ class Store:
         if directory.is_dir() and any(directory.iterdir()) and not (directory / META_FILE).exists():
             raise StoreError(f"{directory} is not empty and is not a recallql database")
         directory.mkdir(parents=True, exist_ok=True)
-        fd = _acquire_lock(directory)
+        fd, created = _acquire_lock(directory)
+        store = None
         try:
             store = cls(directory, False, fd)
             store.recover()
         except BaseException:
-            os.close(fd)
+            if created:  # leave the directory as this open found it (unlinked under the lock)
+                (directory / LOCK_FILE).unlink(missing_ok=True)
+            if store is not None:
+                store.close()  # releases the lock too
+            else:
+                os.close(fd)
             raise
         return store
 
     # -- collections ---------------------------------------------------------------------------
 
     def collections(self) -> list[CollectionInfo]:
-        """All collections, by name."""
+        """All collections, by name.
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        self.check_open()
         return [row.info for row in self.meta.collections()]
 
     def collection(self, name: str) -> CollectionInfo:
@@ -240,15 +269,16 @@ class Store:
         except BaseException as exc:  # the store is in an unknown state: refuse more writes
             self._broken = f"recovery after a failed batch failed: {exc!r}; reopen the database"
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise `StoreError` when the store is closed (every read and write path calls it,
+        directly or through the metadata store)."""
         if self._closed:
             raise StoreError(f"the database {self.path or '(in memory)'} is closed")
 
     def _check_writable(self) -> None:
-        self._check_open()
+        self.check_open()
         if self.readonly:
             raise StoreError(f"the database {self.path} is open read-only")
-        self._check_open()
         if self._broken:
             raise StoreError(self._broken)
 
@@ -262,12 +292,16 @@ class Store:
             StoreError: unknown collection.
         """
         with self._mutex:
-            self._check_open()
+            self.check_open()
             state = self._state(name)
             return state.current(self.meta.committed_batch())
 
     def committed_batch(self) -> int:
-        """The last committed batch number."""
+        """The last committed batch number.
+
+        Raises:
+            StoreError: the store is closed.
+        """
         return self.meta.committed_batch()
 
     def _text_dir(self, name: str) -> Path | None:

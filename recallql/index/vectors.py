@@ -12,6 +12,7 @@ when the writer opens.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ MERGE_FACTOR = 8
 MAX_MERGE_TIER = 3
 #: Candidates within this much (absolute cosine) of the coarse n-th score are re-scored exactly.
 REFINE_MARGIN = 1e-4
+#: Smallest accepted vector norm: float32's smallest normal number. Below it every component is a
+#: float32 subnormal (precision already lost) and ``1 / norm`` overflows float32.
+MIN_NORM = float(np.finfo(np.float32).tiny)
 
 
 @dataclass(frozen=True)
@@ -177,19 +181,75 @@ def merged_parts(segments: Sequence[Segment], live: np.ndarray
     return parts, merged
 
 
+def row_norms(matrix: np.ndarray) -> np.ndarray:
+    """L2 norms of the rows of a float[n, dim] matrix, computed in float64.
+
+    Squares of float32 components neither overflow nor underflow in float64, so the norm of a
+    float32 row is exact to float64 rounding however large or small its components.
+
+    Returns:
+        float64[n]; NaN for a row with a non-finite component.
+    """
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        norms[~finite] = np.nan
+    return norms
+
+
+def usable_norms(norms: np.ndarray) -> np.ndarray:
+    """bool[n]: the norms (from `row_norms`) of vectors that can be normalised: finite and at
+    least `MIN_NORM`."""
+    return (norms >= MIN_NORM) & (norms < np.inf)
+
+
+def norm_problem(norm: float) -> str:
+    """Why a vector whose norm (from `row_norms`) fails `usable_norms` cannot be normalised, as
+    words that follow "vector has"."""
+    if math.isnan(norm):
+        return "a non-finite component"
+    if norm == 0.0:
+        return "zero norm"
+    if norm < MIN_NORM:
+        return (f"norm {norm:.3g}, too small to normalise (below {MIN_NORM:.3g}, the smallest "
+                "normal float32)")
+    return f"norm {norm:.3g}, too large to normalise"
+
+
+def normalise_rows(matrix: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """Rows divided by their norms in float64, then rounded to float32.
+
+    Args:
+        matrix: float[n, dim].
+        norms: float64[n] from `row_norms`, all passing `usable_norms` (every component's
+            magnitude is then at most its row's norm, so the result is finite).
+
+    Returns:
+        float32[n, dim], L2-normalised.
+    """
+    out = np.empty(matrix.shape, np.float32)
+    np.divide(matrix, norms[:, None], out=out, casting="same_kind")
+    return out
+
+
 def normalise_query(vec: object, dim: int) -> np.ndarray:
-    """A query vector as float64[dim], L2-normalised.
+    """A query vector as float64[dim], L2-normalised (the rule of ingest: finite components and
+    a norm of at least `MIN_NORM`).
 
     Raises:
-        ValueError: wrong dimension, non-finite component, or zero norm.
+        ValueError: wrong dimension, a non-finite component, or a zero, too small or too large
+            norm (the message says which).
     """
-    q = np.asarray(vec, dtype=np.float64)
+    try:
+        q = np.asarray(vec, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError("query vector must be a sequence of numbers") from None
     if q.ndim != 1 or q.shape[0] != dim:
         raise ValueError(f"query vector has shape {q.shape}, expected ({dim},)")
-    norm = float(np.sqrt(q @ q)) if np.isfinite(q).all() else float("nan")
-    if not np.isfinite(norm) or norm == 0.0:
-        raise ValueError("query vector must be finite and non-zero")
-    return q / norm
+    norms = row_norms(q[None, :])
+    if not usable_norms(norms)[0]:
+        raise ValueError(f"query vector has {norm_problem(float(norms[0]))}")
+    return q / norms[0]
 
 
 def _candidates(scores: np.ndarray, n: int) -> np.ndarray:
