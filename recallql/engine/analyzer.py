@@ -193,8 +193,12 @@ def _vector(stmt: s.Search | s.Retrieve, info: CollectionInfo) -> np.ndarray | N
     if near.value.shape[0] != info.dim:
         _fail(stmt, near, f"NEAR vector has dimension {near.value.shape[0]}, collection "
               f"'{info.name}' expects {info.dim}", cls=ParameterError)
-    if not float(np.linalg.norm(near.value)) > 0.0:
+    norm = float(np.linalg.norm(near.value.astype(np.float64)))
+    if norm == 0.0:
         _fail(stmt, near, "NEAR vector is all zeros; cosine similarity is undefined",
+              cls=ParameterError)
+    if norm < float(np.finfo(np.float32).tiny):
+        _fail(stmt, near, f"NEAR vector's norm {norm:.3g} is too small to normalise in float32",
               cls=ParameterError)
     return near.value
 

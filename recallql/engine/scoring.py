@@ -40,8 +40,10 @@ def rrf_share(rank: np.ndarray, k: float, legs: int) -> np.ndarray:
         float64[m] in [0, 1/L].
     """
     rank = np.asarray(rank)
-    share = (1.0 / (k + rank.astype(np.float64))) / (legs / (k + 1.0))
-    return np.where(rank > 0, share, 0.0)
+    share = np.zeros(rank.shape, dtype=np.float64)
+    present = rank > 0
+    share[present] = (1.0 / (k + rank[present].astype(np.float64))) / (legs / (k + 1.0))
+    return share
 
 
 def decay(age_days: np.ndarray, half_life_days: float, shape: DecayShape) -> np.ndarray:
