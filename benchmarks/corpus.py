@@ -22,7 +22,6 @@ from recallql.index import loaders
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_CANDIDATES = (
-    Path("/work/shared/data"),
     REPO / ".." / "shared" / "data",
     REPO / ".." / ".." / "shared" / "data",
 )
