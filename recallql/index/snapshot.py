@@ -289,7 +289,8 @@ class CollectionSnapshot:
         """BM25 top-n of live, allowed rows.
 
         Args:
-            terms: analysed terms (`analyze`); duplicates are ignored.
+            terms: analysed terms (`analyze`); a term repeated k times is weighted ×k (query
+                term frequency).
             n: rows wanted (≥ 0).
             allowed: optional bool[size] filter.
 

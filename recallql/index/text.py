@@ -8,6 +8,7 @@ documents of a batch that never committed). Nothing is stored in tantivy; texts 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -136,10 +137,14 @@ class TextIndex:
 
 
 def text_query(terms: Sequence[str]) -> Query:
-    """SHOULD-query of one term query per distinct term, in first-seen order."""
-    unique = list(dict.fromkeys(terms))
-    return Query.boolean_query(
-        [(Occur.Should, Query.term_query(SCHEMA, "text", t)) for t in unique])
+    """SHOULD-query of one term query per distinct term, in first-seen order; a term given k
+    times is boosted ×k (query term frequency: the sum of its k identical BM25 scores, as
+    bag-of-words queries in Lucene/Anserini and bm25s score repeated query words)."""
+    clauses = []
+    for term, count in Counter(terms).items():
+        query = Query.term_query(SCHEMA, "text", term)
+        clauses.append((Occur.Should, query if count == 1 else Query.boost_query(query, count)))
+    return Query.boolean_query(clauses)
 
 
 def lexical_topn(
@@ -153,7 +158,7 @@ def lexical_topn(
 
     Args:
         searcher: a searcher of the collection's index.
-        terms: analysed query terms (duplicates are dropped).
+        terms: analysed query terms; a repeated term weighs as many times (`text_query`).
         n: number of rows wanted.
         eligible: bool[size]; rowids outside it (or ≥ size) are never returned.
         ids: item id per rowid (tie-break).
