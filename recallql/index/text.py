@@ -19,6 +19,7 @@ from tantivy import Occur, Query
 
 from recallql.index.analysis import ANALYZER_NAME, analyzer
 from recallql.index.errors import StoreError
+from recallql.index.ranking import top_by_score
 
 #: Below this many eligible rows a filter is pushed into tantivy as a rowid term set.
 TERM_SET_MAX = 8192
@@ -177,9 +178,9 @@ def lexical_topn(
         query = Query.boolean_query(
             [(Occur.Must, query), (Occur.Must, Query.const_score_query(allowed, 0.0))])
     kept = _fetch_eligible(searcher, query, n, eligible)
-    kept.sort(key=lambda hit: (-hit[0], ids[hit[1]]))
-    kept = kept[:n]
-    return (np.array([r for _, r in kept], np.int64), np.array([s for s, _ in kept], np.float32))
+    top = top_by_score([s for s, _ in kept], n, lambda i: ids[kept[i][1]])
+    return (np.array([kept[i][1] for i in top], np.int64),
+            np.array([kept[i][0] for i in top], np.float32))
 
 
 def _fetch_eligible(searcher: tantivy.Searcher, query: Query, n: int,

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from recallql.index.metadata import SegmentRow
+from recallql.index.ranking import top_by_score
 
 #: A tier holds segments of factor**t … factor**(t+1)-1 rows; `factor` segments of a tier merge.
 MERGE_FACTOR = 8
@@ -256,5 +257,5 @@ def semantic_topn(segments: Sequence[Segment], query: np.ndarray, n: int, eligib
     for no in np.unique(seg_no):
         at = np.flatnonzero(seg_no == no)
         exact[at] = (segments[no].vecs[local[at]].astype(np.float64) @ query).astype(np.float32)
-    order = sorted(range(len(rowids)), key=lambda i: (-exact[i], ids[rowids[i]]))[:n]
+    order = np.asarray(top_by_score(exact, n, lambda i: ids[rowids[i]]), np.int64)
     return rowids[order], exact[order]
