@@ -21,7 +21,11 @@ from recallql.index.analysis import ANALYZER_NAME, analyzer
 from recallql.index.errors import StoreError
 from recallql.index.ranking import top_by_score
 
-#: Below this many eligible rows a filter is pushed into tantivy as a rowid term set.
+#: Below this many eligible rows a filter that excludes at least half of the rows is pushed
+#: into tantivy as a rowid term set (above it, only one that keeps under a fifth). A filter that
+#: keeps most rows is cheaper to apply to the hits: building the term set costs ~0.1 µs a row
+#: and tantivy then intersects every match with it (on 5,000 rows without any filter, pushing
+#: every live rowid made the lexical leg 10× slower than the bare search).
 TERM_SET_MAX = 8192
 WRITER_HEAP_BYTES = 96_000_000
 
@@ -173,7 +177,7 @@ def lexical_topn(
     if n <= 0 or not terms or count == 0:
         return empty
     query = text_query(terms)
-    if count <= TERM_SET_MAX or count * 5 < len(eligible):
+    if count * 5 < len(eligible) or (count <= TERM_SET_MAX and count * 2 < len(eligible)):
         allowed = Query.term_set_query(SCHEMA, "rowid", np.flatnonzero(eligible).tolist())
         query = Query.boolean_query(
             [(Occur.Must, query), (Occur.Must, Query.const_score_query(allowed, 0.0))])
