@@ -121,24 +121,37 @@ def latency_table(times: dict[str, np.ndarray]) -> tuple[str, dict[str, float]]:
     return stats.table(["system", "p50 ms", "p95 ms", "p50 / recallql"], rows), ratios
 
 
-def _operator_ms(node: object, into: dict[str, list[float]]) -> None:
-    into.setdefault(node.operator, []).append(node.time_ms or 0.0)  # type: ignore[attr-defined]
+def _operator_ms(node: object, into: dict[str, float]) -> None:
+    """Add each operator's own time (ms) in the plan tree `node` to `into`."""
+    name = node.operator  # type: ignore[attr-defined]
+    into[name] = into.get(name, 0.0) + (node.time_ms or 0.0)  # type: ignore[attr-defined]
     for child in node.children:  # type: ignore[attr-defined]
         _operator_ms(child, into)
 
 
-def breakdown(db: object, queries: list[Query], p50_ms: float) -> str:
-    """Where recallql's time goes: median ms per operator (EXPLAIN ANALYZE timings; each
-    operator's own time, children excluded) and the rest of ``execute`` (parse, bind, analyse,
-    plan, row fetch, reasons, result models) as p50 minus the operators' sum."""
-    per_op: dict[str, list[float]] = {}
+def breakdown(db: object, queries: list[Query], seconds: np.ndarray) -> str:
+    """Where recallql's time goes: median ms per operator (EXPLAIN ANALYZE timings: each
+    operator's own time, children excluded), and per query the rest of ``execute`` (parse, bind,
+    analyse, plan, row fetch, reasons, result models): its median measured time minus its
+    operators' sum.
+
+    Args:
+        db: the recallql database.
+        queries: the queries, in the order of `seconds`' columns.
+        seconds: float64[rounds, queries], recallql's measured times.
+    """
+    per_query = []
     for text, vec in queries:
-        plan = db.explain(STATEMENT, analyze=True, q=text, v=vec).plan  # type: ignore[attr-defined]
-        _operator_ms(plan, per_op)
-    medians = {name: float(np.median(ms)) for name, ms in per_op.items()}
-    rows = [[name, f"{ms:.3f}"] for name, ms in medians.items()]
-    rows.append(["rest of execute (p50 − operators)", f"{p50_ms - sum(medians.values()):.3f}"])
-    return ("recallql hybrid, time per operator (median ms, EXPLAIN ANALYZE):\n\n"
+        ops: dict[str, float] = {}
+        _operator_ms(db.explain(STATEMENT, analyze=True, q=text, v=vec).plan,  # type: ignore[attr-defined]
+                     ops)
+        per_query.append(ops)
+    names = list(per_query[0])
+    rows = [[name, f"{np.median([ops.get(name, 0.0) for ops in per_query]):.3f}"]
+            for name in names]
+    rest = np.median(seconds, axis=0) * 1000 - [sum(ops.values()) for ops in per_query]
+    rows.append(["rest of execute (measured − operators)", f"{np.median(rest):.3f}"])
+    return ("recallql hybrid, where the time goes (median ms per query; EXPLAIN ANALYZE):\n\n"
             + stats.table(["operator", "ms"], rows) + "\n")
 
 
@@ -186,8 +199,7 @@ def run(rounds: int = 3, n: int = corpus.LATENCY_CHUNKS, embed: Embed = embed_ca
         systems, extra = build(items, vecs, tmp)
         times = measure(systems, queries, rounds)
         table, ratios = latency_table(times)
-        split = breakdown(extra["recallql"].db, queries,
-                          float(np.median(times["recallql hybrid"])) * 1000)
+        split = breakdown(extra["recallql"].db, queries, times["recallql hybrid"])
         pp = parseplan.run(extra["recallql"].db)
         rss = rss_lines(tmp, len(items), queries[0])
         extra["recallql"].close()
