@@ -8,6 +8,7 @@ documents of a batch that never committed). Nothing is stored in tantivy; texts 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -173,25 +174,32 @@ def lexical_topn(
         hits are fetched until the score after the n-th eligible hit strictly drops.
     """
     empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
-    count = int(eligible.sum())
+    count = int(np.count_nonzero(eligible))
     if n <= 0 or not terms or count == 0:
         return empty
     query = text_query(terms)
+    share = count / len(eligible)  # the share of hits expected to be eligible
     if count * 5 < len(eligible) or (count <= TERM_SET_MAX and count * 2 < len(eligible)):
         allowed = Query.term_set_query(SCHEMA, "rowid", np.flatnonzero(eligible).tolist())
         query = Query.boolean_query(
             [(Occur.Must, query), (Occur.Must, Query.const_score_query(allowed, 0.0))])
-    kept = _fetch_eligible(searcher, query, n, eligible)
+        share = 1.0  # tantivy returns eligible rows only
+    kept = _fetch_eligible(searcher, query, n, eligible, share)
     top = top_by_score([s for s, _ in kept], n, lambda i: ids[kept[i][1]])
     return (np.array([kept[i][1] for i in top], np.int64),
             np.array([kept[i][0] for i in top], np.float32))
 
 
 def _fetch_eligible(searcher: tantivy.Searcher, query: Query, n: int,
-                    eligible: np.ndarray) -> list[tuple[float, int]]:
-    """(score, rowid) of eligible hits, score-descending, past the n-th one's score."""
+                    eligible: np.ndarray, share: float = 0.5) -> list[tuple[float, int]]:
+    """(score, rowid) of eligible hits, score-descending, past the n-th one's score.
+
+    The first fetch asks for ``(n + 16) / share`` hits, `share` being the expected eligible
+    share of the hits; it doubles until the n-th eligible hit is found and the score after it
+    strictly drops (so ties at the cut are all there).
+    """
     size = len(eligible)
-    limit = max(2 * n, n + 16)
+    limit = math.ceil((n + 16) / max(share, 0.01))
     while True:
         hits = searcher.search(query, limit, count=False).hits
         rowids = searcher.fast_field_values("rowid", [addr for _, addr in hits])
