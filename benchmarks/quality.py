@@ -33,6 +33,7 @@ STATEMENTS = {
         "SEARCH docs MATCHING :q NEAR :v AS OF TIMESTAMP '1980-01-01T00:00:00Z' LIMIT 100"),
 }
 HYBRID = "recallql hybrid (default)"
+LANCE = "LanceDB hybrid, limit 100"
 #: Reference nDCG@10 targets of the hybrid mode (issue 8).
 TARGETS = {"cacm": 0.54, "cranfield": 0.43}
 Runs = dict[str, list[str]]
@@ -62,7 +63,7 @@ def system_runs(ir: corpus.IRSet, dvecs: np.ndarray, qvecs: np.ndarray, tmp: Pat
     runs["LanceDB FTS"] = _run_all(ir.queries, lambda _q, t, _v: lance.lexical(t, DEPTH), qvecs)
     runs["LanceDB vector (exact)"] = _run_all(
         ir.queries, lambda _q, _t, v: lance.semantic(v, DEPTH), qvecs)
-    runs["LanceDB hybrid, limit 100"] = _run_all(
+    runs[LANCE] = _run_all(
         ir.queries, lambda _q, t, v: lance.hybrid(t, v, DEPTH), qvecs)
     runs["LanceDB hybrid, limit 10"] = _run_all(
         ir.queries, lambda _q, t, v: lance.hybrid(t, v, 10), qvecs)
@@ -106,20 +107,38 @@ def paired_table(runs: dict[str, Runs], qrels: dict[str, set[str]]) -> str:
                         "p (randomisation)"], rows)
 
 
-def evaluate_set(name: str) -> tuple[str, float, float]:
-    """Markdown for one test collection, recallql hybrid nDCG@10, LanceDB hybrid nDCG@10."""
+def evaluate_set(name: str) -> tuple[str, float, stats.Paired]:
+    """Markdown for one test collection, recallql hybrid nDCG@10, and the paired comparison of
+    recallql hybrid with LanceDB hybrid (limit 100) on nDCG@10."""
     ir = corpus.ir_set(name)
     dvecs = embed_cached(ir.texts, f"{name} docs")
     qvecs = embed_cached(list(ir.queries.values()), f"{name} queries")
     with tempfile.TemporaryDirectory(prefix="recallql-bench-") as tmp:
         runs = system_runs(ir, dvecs, qvecs, Path(tmp))
     hybrid = evaluate(runs[HYBRID], ir.qrels)[NDCG]
-    lance = evaluate(runs["LanceDB hybrid, limit 100"], ir.qrels)[NDCG]
+    per = {k: per_query_metrics(runs[k], ir.qrels) for k in (HYBRID, LANCE)}
+    qids = sorted(per[HYBRID])
+    versus = stats.paired([per[HYBRID][q][NDCG] for q in qids], [per[LANCE][q][NDCG] for q in qids])
     text = (f"### {name.upper()} ({len(ir.docs):,} docs, {len(ir.qrels)} judged queries)\n\n"
             f"{metrics_table(runs, ir.qrels)}\n\n"
             f"Paired per-query comparison (recallql hybrid = A):\n\n"
             f"{paired_table(runs, ir.qrels)}\n")
-    return text, hybrid, lance
+    return text, hybrid, versus
+
+
+def _verdict(name: str, hybrid: float, versus: stats.Paired) -> str:
+    """One target line: the absolute nDCG@10 target and "not below LanceDB hybrid"."""
+    target = TARGETS[name]
+    absolute = "met" if hybrid >= target else "MISSED"
+    if versus.mean_diff >= 0:
+        peer = "met"
+    elif versus.p_rand >= 0.05:
+        peer = "MISSED by a difference that is not significant"
+    else:
+        peer = "MISSED"
+    return (f"- {name.upper()}: hybrid nDCG@10 {hybrid:.4f}, target ≥ {target}: {absolute}; "
+            f"vs LanceDB hybrid (limit 100) {versus.mean_diff:+.4f}, "
+            f"W/T/L {versus.wtl()}, p = {versus.p_rand:.2g} (randomisation): {peer}")
 
 
 def run() -> str:
@@ -127,12 +146,9 @@ def run() -> str:
     parts = ["## Quality\n", __doc__.split("\n\n", 1)[1].strip() + "\n"]
     verdicts = []
     for name in ("cacm", "cranfield"):
-        text, hybrid, lance = evaluate_set(name)
+        text, hybrid, versus = evaluate_set(name)
         parts.append(text)
-        target = TARGETS[name]
-        ok = hybrid >= target and hybrid >= lance
-        verdicts.append(f"- {name.upper()}: hybrid nDCG@10 {hybrid:.4f} (target ≥ {target}, "
-                        f"LanceDB hybrid {lance:.4f}): {'met' if ok else 'MISSED'}")
+        verdicts.append(_verdict(name, hybrid, versus))
     parts.append("Targets:\n\n" + "\n".join(verdicts) + "\n")
     return "\n".join(parts)
 
