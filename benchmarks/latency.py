@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import corpus, parseplan, peers, stats
+from benchmarks import corpus, parseplan, peers, stats, targets
 from benchmarks.vectors_cache import embed_cached
 
 STATEMENT = "SEARCH docs MATCHING :q NEAR :v LIMIT 10"
@@ -192,6 +192,13 @@ def rss_lines(tmp: Path, items: int, query: Query) -> list[str]:
     return lines
 
 
+def _record(ratios: dict[str, float]) -> None:
+    lance = ratios["recallql / LanceDB hybrid (p50)"]
+    over = ratios["overhead: recallql / (raw tantivy + raw numpy, back to back) (p50)"]
+    targets.record("hybrid p50 ≤ 0.5× LanceDB hybrid p50", f"{lance:.2f}×", lance <= 0.5)
+    targets.record("engine overhead ≤ 1.3× raw tantivy + raw numpy", f"{over:.2f}×", over <= 1.3)
+
+
 def run(rounds: int = 3, n: int = corpus.LATENCY_CHUNKS, embed: Embed = embed_cached) -> str:
     """The latency section (Markdown).
 
@@ -208,6 +215,7 @@ def run(rounds: int = 3, n: int = corpus.LATENCY_CHUNKS, embed: Embed = embed_ca
         systems, extra = build(items, vecs, tmp)
         times = measure(systems, queries, rounds)
         table, ratios = latency_table(times)
+        _record(ratios)
         split = breakdown(extra["recallql"].db, queries)
         pp = parseplan.run(extra["recallql"].db)
         rss = rss_lines(tmp, len(items), queries[0])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import corpus, peers, stats
+from benchmarks import corpus, peers, stats, targets
 from benchmarks.vectors_cache import embed_cached
 from recallql.evaluation import evaluate, per_query_metrics
 
@@ -136,6 +136,10 @@ def _verdict(name: str, hybrid: float, versus: stats.Paired) -> str:
         peer = "MISSED by a difference that is not significant"
     else:
         peer = "MISSED"
+    targets.record(f"{name.upper()} hybrid nDCG@10 ≥ {target}", f"{hybrid:.4f}", hybrid >= target)
+    targets.record(f"{name.upper()} hybrid nDCG@10 not below LanceDB hybrid",
+                   f"{versus.mean_diff:+.4f} (p = {versus.p_rand:.2g})", versus.mean_diff >= 0,
+                   "" if peer == "met" else "not significant" if "not" in peer else "")
     return (f"- {name.upper()}: hybrid nDCG@10 {hybrid:.4f}, target ≥ {target}: {absolute}; "
             f"vs LanceDB hybrid (limit 100) {versus.mean_diff:+.4f}, "
             f"W/T/L {versus.wtl()}, p = {versus.p_rand:.2g} (randomisation): {peer}")

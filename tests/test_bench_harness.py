@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks import stats
+from benchmarks import stats, targets
 from benchmarks.__main__ import _script, _scripts
 from benchmarks.corpus import joined_text, windows
 from benchmarks.latency import FLOOR, latency_table
@@ -95,3 +95,16 @@ def test_latency_table_ratios():
 def test_missing_script_is_reported_pending():
     assert _script("bench_does_not_exist") is None
     assert "**pending**" in _scripts("X", [("bench_does_not_exist", "thing", ())])
+
+
+def test_targets_read_script_output():
+    targets.clear()
+    targets.from_script_output("bench_ingest", (
+        "ingest, vectors supplied: 100,000 chunks x 384-d in batches of 10,000: 3.62 s = "
+        "27,594 chunks/s (target >= 20,000)\nreader RSS ...; ratio 1.40x (target <= 1.3x)"))
+    targets.from_script_output("bench_lineage", None)
+    table = targets.summary()
+    assert "| ingest without embedding ≥ 20,000 chunks/s | 27,594 chunks/s | met |" in table
+    assert "| 1.40× | **missed** |" in table
+    assert table.count("see the section") == 2
+    targets.clear()
