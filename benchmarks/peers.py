@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 os.environ.setdefault("LANCE_LOG", "error")
+os.environ.setdefault("LANCEDB_LOG", "error")  # silences lance's scanner deprecation warnings
 logging.getLogger("lancedb").setLevel(logging.ERROR)
 
 

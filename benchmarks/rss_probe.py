@@ -8,6 +8,7 @@ running the query.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -35,6 +36,7 @@ def probe_recallql(path: Path, text: str, vec: np.ndarray) -> tuple[int, int]:
 
 def probe_lance(path: Path, text: str, vec: np.ndarray) -> tuple[int, int]:
     """RSS before and after LanceDB opens `path` and runs one hybrid query."""
+    os.environ.setdefault("LANCEDB_LOG", "error")
     import lancedb
     from lancedb.rerankers import RRFReranker
 

@@ -26,7 +26,8 @@ _VERDICTS: list[Verdict] = []
 
 
 def record(target: str, figure: str, met: bool | None, note: str = "") -> None:
-    """Add a verdict to this run's summary."""
+    """Add a verdict to this run's summary (replacing an earlier one for the same target)."""
+    _VERDICTS[:] = [v for v in _VERDICTS if v.target != target]
     _VERDICTS.append(Verdict(target, figure, met, note))
 
 
