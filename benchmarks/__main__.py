@@ -101,8 +101,8 @@ def sessions_section(args: argparse.Namespace) -> str:
     """The sessions engineer's script."""
     text = _scripts("Sessions", [("bench_sessions", "Session-boost overhead over 1k candidates "
                                   "(target ≤ 1 ms)", ())])
-    targets.record("session-boost overhead over 1k candidates ≤ 1 ms",
-                   "pending" if "**pending**" in text else "see the section", None)
+    if "**pending**" in text:
+        targets.record("session-boost overhead over 1k candidates ≤ 1 ms", "pending", None)
     return text
 
 

@@ -103,7 +103,11 @@ def test_targets_read_script_output():
         "ingest, vectors supplied: 100,000 chunks x 384-d in batches of 10,000: 3.62 s = "
         "27,594 chunks/s (target >= 20,000)\nreader RSS ...; ratio 1.40x (target <= 1.3x)"))
     targets.from_script_output("bench_lineage", None)
+    targets.from_script_output("bench_sessions", (
+        "search    wall with_session 3.042 ms  without_session 2.435 ms  overhead  +0.607 ms\n"
+        "retrieve  wall with_session 3.595 ms  without_session 2.791 ms  overhead  +1.804 ms"))
     table = targets.summary()
+    assert "(SEARCH) | 0.61 ms | met |" in table and "(RETRIEVE) | 1.80 ms | **missed** |" in table
     assert "| ingest without embedding ≥ 20,000 chunks/s | 27,594 chunks/s | met |" in table
     assert "| 1.40× | **missed** |" in table
     assert table.count("see the section") == 2
