@@ -21,6 +21,7 @@ Each leg's window is `N = max(offset + limit, window)`; filters are pushed into 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -96,10 +97,12 @@ def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool,
     legs: list[Operator] = []
     terms: tuple[str, ...] = ()
     if spec.text is not None and spec.using in ("hybrid", "lexical"):
-        terms = tuple(dict.fromkeys(analyze(spec.text)))
+        terms = tuple(analyze(spec.text))
         if terms:
-            legs.append(LexicalScan(fields=info.text_fields, terms=terms, window=n,
-                                    filter=spec.filter))
+            counts = Counter(terms)
+            weights = tuple(counts.values()) if len(counts) < len(terms) else ()
+            legs.append(LexicalScan(fields=info.text_fields, terms=tuple(counts), window=n,
+                                    filter=spec.filter, weights=weights))
         else:
             notices.append((Reason.LEXICAL_LEG_EMPTY,
                             "the MATCHING text has no searchable terms (blank, punctuation or "

@@ -202,7 +202,7 @@ class CollectionState:
         self.has_vector.extend(has_vector)
         for name, column in self.fields.items():
             column.extend([f.get(name) if f else None for f in fields])
-        self._track_ids(first, first + len(has_vector))
+        self._track_ids(first, values[0])
 
     def _finish(self, head: _Head) -> CollectionSnapshot:
         live = np.ones(head.size, bool)
@@ -213,12 +213,11 @@ class CollectionState:
         self.snapshot = CollectionSnapshot(self, self.text.searcher())
         return self.snapshot
 
-    def _track_ids(self, first: int, end: int) -> None:
-        """Keep the writer's id → newest rowid map (if built) up to date."""
+    def _track_ids(self, first: int, ids: Sequence[object]) -> None:
+        """Keep the writer's id → newest rowid map (if built) up to date with the ids just
+        appended at rows ``first …`` (as the id column stores them: ``str(id)``)."""
         if self._id_rows is not None:
-            get = self.columns["id"].get  # type: ignore[attr-defined]
-            for row in range(first, end):
-                self._id_rows[get(row)] = row
+            self._id_rows.update((str(item), row) for row, item in enumerate(ids, first))
 
     def live_rows(self, ids: Sequence[str]) -> dict[str, int]:
         """The live rowid of each of `ids` that has one (state must be current)."""
@@ -289,7 +288,8 @@ class CollectionSnapshot:
         """BM25 top-n of live, allowed rows.
 
         Args:
-            terms: analysed terms (`analyze`); duplicates are ignored.
+            terms: analysed terms (`analyze`); a term repeated k times is weighted ×k (query
+                term frequency).
             n: rows wanted (≥ 0).
             allowed: optional bool[size] filter.
 

@@ -27,28 +27,39 @@ class LexicalScan(Operator):
 
     Attributes:
         fields: the text fields concatenated into the BM25 field (for EXPLAIN).
-        terms: analysed query terms; the query is a boolean SHOULD of term queries built by the
-            index, never a query string.
+        terms: distinct analysed query terms; the query is a boolean SHOULD of term queries
+            built by the index, never a query string.
         window: the candidate window N.
         filter: the pushed-down filter expression, or None.
+        weights: how often each term occurs in the query text (its BM25 score counts that many
+            times); empty when every term occurs once.
     """
 
     fields: tuple[str, ...]
     terms: tuple[str, ...]
     window: int
     filter: Any = None
+    weights: tuple[int, ...] = ()
     name = "LexicalScan"
 
     def describe(self) -> dict[str, Any]:
         props: dict[str, Any] = {"fields": list(self.fields), "terms": list(self.terms)}
+        if self.weights:
+            props["weights"] = list(self.weights)
         props["window"] = self.window
         if self.filter is not None:
             props["filter"] = "pushed"
         return props
 
+    def query_terms(self) -> list[str]:
+        """The terms as the index takes them: each repeated by its weight."""
+        if not self.weights:
+            return list(self.terms)
+        return [t for t, w in zip(self.terms, self.weights, strict=True) for _ in range(w)]
+
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> LegHits:
         rowids, scores = ctx.snapshot.lexical_topn(
-            list(self.terms), fetch_size(ctx, self.window), ctx.filter_mask(self.filter)
+            self.query_terms(), fetch_size(ctx, self.window), ctx.filter_mask(self.filter)
         )
         return LegHits("lexical", np.asarray(rowids, np.int64), np.asarray(scores, np.float64),
                        self.window)

@@ -15,7 +15,7 @@ from recallql.engine.ordering import total_order
 def ordered(ctx: ExecutionContext, cands: Candidates, need: int | None = None) -> Candidates:
     """`cands` sorted by the total order (only the first `need` rows exact when given)."""
     snap = ctx.snapshot
-    order = total_order(cands, cands.score(), snap.doc_ids, snap.positions, snap.id_rank, need)
+    order = total_order(cands, cands.score(), snap.doc_ids, snap.positions, snap.ids, need)
     return cands.take(order)
 
 

@@ -1,0 +1,79 @@
+"""The SPEC §9 and quality targets, collected from the sections of one run into a summary table.
+
+Sections measured here call `record`; the output of the other engineers' scripts is read with
+`from_script_output` (a figure that cannot be found there is listed as "see the section").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from benchmarks import stats
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One target of one run."""
+
+    target: str
+    figure: str
+    met: bool | None  # None: not measured in this run
+    note: str = ""
+
+
+_VERDICTS: list[Verdict] = []
+
+
+def record(target: str, figure: str, met: bool | None, note: str = "") -> None:
+    """Add a verdict to this run's summary (replacing an earlier one for the same target)."""
+    _VERDICTS[:] = [v for v in _VERDICTS if v.target != target]
+    _VERDICTS.append(Verdict(target, figure, met, note))
+
+
+def clear() -> None:
+    """Forget the verdicts recorded so far."""
+    _VERDICTS.clear()
+
+
+def _number(pattern: str, text: str) -> float | None:
+    found = re.search(pattern, text)
+    return None if found is None else float(found.group(1).replace(",", ""))
+
+
+def from_script_output(module: str, text: str | None) -> None:
+    """Record the targets printed by `bench_ingest`, `bench_sessions` and `bench_lineage`
+    (others: ignored)."""
+    if module == "bench_ingest":
+        rate = _number(r"vectors supplied: .*= ([\d,]+) chunks/s", text or "")
+        _record_figure("ingest without embedding ≥ 20,000 chunks/s", rate, 20_000, True,
+                       "{:,.0f} chunks/s")
+        ratio = _number(r"ratio ([\d.]+)x", text or "")
+        _record_figure("reader RSS ≤ 1.3× (raw vectors + text index)", ratio, 1.3, False,
+                       "{:.2f}×")
+    elif module == "bench_sessions":
+        for kind in ("search", "retrieve"):
+            extra = _number(rf"{kind}\s+wall .*overhead\s+\+?(-?[\d.]+) ms", text or "")
+            _record_figure(f"session-boost overhead over 1k candidates ≤ 1 ms ({kind.upper()})",
+                           extra, 1.0, False, "{:.2f} ms")
+    elif module == "bench_lineage":
+        cold = _number(r"dict\s+depth=\d+\s+resolve cold=\s*([\d.]+) ms", text or "")
+        _record_figure("10k-deep lineage ≤ 50 ms (dict fetch)", cold, 50, False, "{:.1f} ms")
+        txn = _number(r"sqlite-txn\s+depth=\d+\s+resolve cold=\s*([\d.]+) ms", text or "")
+        _record_figure("10k-deep lineage ≤ 50 ms (SQLite, one read transaction)", txn, 50,
+                       False, "{:.1f} ms")
+
+
+def _record_figure(target: str, value: float | None, bound: float, at_least: bool,
+                   fmt: str) -> None:
+    if value is None:
+        record(target, "see the section", None)
+        return
+    record(target, fmt.format(value), value >= bound if at_least else value <= bound)
+
+
+def summary() -> str:
+    """A Markdown table of this run's verdicts."""
+    word = {True: "met", False: "**missed**", None: "pending"}
+    rows = [[v.target, v.figure, word[v.met], v.note] for v in _VERDICTS]
+    return stats.table(["target", "this run", "verdict", "note"], rows)

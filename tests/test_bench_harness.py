@@ -1,0 +1,114 @@
+"""Smoke tests of the benchmark harness on toy data (nothing here is timed or asserts speed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks import stats, targets
+from benchmarks.__main__ import _script, _scripts
+from benchmarks.corpus import joined_text, windows
+from benchmarks.latency import FLOOR, latency_table
+from benchmarks.quality import HYBRID, metrics_table, paired_table
+
+
+@pytest.mark.parametrize(
+    ("wins", "losses", "expected"),
+    [(0, 0, 1.0), (5, 5, 1.0), (10, 0, 2 / 1024), (0, 10, 2 / 1024), (9, 1, 22 / 1024)],
+    ids=["none", "balanced", "all-wins", "all-losses", "nine-one"],
+)
+def test_sign_test_exact_binomial(wins, losses, expected):
+    assert stats.sign_test(wins, losses) == pytest.approx(expected)
+
+
+def test_paired_counts_wins_ties_losses_and_mean():
+    result = stats.paired([0.5, 0.2, 0.3, 0.9], [0.4, 0.2, 0.6, 0.1])
+    assert (result.wins, result.ties, result.losses) == (2, 1, 1)
+    assert result.wtl() == "2/1/1"
+    assert result.mean_diff == pytest.approx((0.1 + 0.0 - 0.3 + 0.8) / 4)
+    assert 0.0 < result.p_rand <= 1.0
+
+
+def test_paired_identical_runs_are_not_significant():
+    result = stats.paired([0.1, 0.2, 0.3], [0.1, 0.2, 0.3])
+    assert (result.ties, result.p_sign, result.p_rand) == (3, 1.0, 1.0)
+
+
+def test_randomisation_test_detects_a_consistent_difference():
+    diffs = np.full(30, 0.1)
+    assert stats.randomisation_test(diffs) < 0.001
+
+
+def test_paired_rejects_mismatched_lengths():
+    with pytest.raises(ValueError):
+        stats.paired([0.1], [0.1, 0.2])
+
+
+def test_table_renders_markdown():
+    text = stats.table(["a", "b"], [["x", 1], ["y", 2]])
+    assert text.splitlines() == ["| a | b |", "|---|---:|", "| x | 1 |", "| y | 2 |"]
+
+
+@pytest.mark.parametrize(
+    ("text", "size", "stride", "expected"),
+    [
+        ("", 10, 5, []),
+        ("one", 10, 5, ["one"]),
+        ("aa bb cc dd", 5, 3, ["aa bb", "bb cc", "cc dd"]),
+        ("aa bb cc dd", 5, 6, ["aa bb", "cc dd"]),
+        ("averyveryverylongword x", 5, 3, ["averyveryverylongword", "x"]),
+    ],
+    ids=["empty", "short", "overlap", "no-overlap", "long-word"],
+)
+def test_windows(text, size, stride, expected):
+    assert windows(text, size, stride) == expected
+
+
+def test_joined_text_skips_empty_fields():
+    assert joined_text({"title": "T", "body": ""}) == "T"
+    assert joined_text({"title": "T", "body": "B"}) == "T\nB"
+
+
+def test_quality_tables_on_toy_runs():
+    qrels = {"1": {"a"}, "2": {"b", "c"}}
+    runs = {HYBRID: {"1": ["a", "x"], "2": ["b", "c"]},
+            "peer": {"1": ["x", "a"], "2": ["c", "z"]}}
+    metrics = metrics_table(runs, qrels)
+    assert "| recallql hybrid (default) | 1.0000 | 1.0000 | 1.0000 | 1.000 |" in metrics
+    paired = paired_table(runs, qrels)
+    assert "hybrid vs peer | ndcg@10" in paired and "| 2/0/0 |" in paired
+
+
+def test_latency_table_ratios():
+    ones = np.ones((1, 4))
+    times = {"recallql hybrid": ones * 0.002, "LanceDB hybrid": ones * 0.008,
+             "raw tantivy top-100": ones * 0.0005, "raw numpy top-100": ones * 0.001,
+             FLOOR: ones * 0.0016}
+    text, ratios = latency_table(times)
+    assert "| recallql hybrid | 2.00 |" in text
+    assert ratios["recallql / LanceDB hybrid (p50)"] == pytest.approx(0.25)
+    assert ratios["overhead (median per query)"] == pytest.approx(2.0 / 1.6)
+    assert ratios["recallql / (raw tantivy p50 + raw numpy @ p50), legs timed apart"] == (
+        pytest.approx(2.0 / 1.5))
+
+
+def test_missing_script_is_reported_pending():
+    assert _script("bench_does_not_exist") is None
+    assert "**pending**" in _scripts("X", [("bench_does_not_exist", "thing", ())])
+
+
+def test_targets_read_script_output():
+    targets.clear()
+    targets.from_script_output("bench_ingest", (
+        "ingest, vectors supplied: 100,000 chunks x 384-d in batches of 10,000: 3.62 s = "
+        "27,594 chunks/s (target >= 20,000)\nreader RSS ...; ratio 1.40x (target <= 1.3x)"))
+    targets.from_script_output("bench_lineage", None)
+    targets.from_script_output("bench_sessions", (
+        "search    wall with_session 3.042 ms  without_session 2.435 ms  overhead  +0.607 ms\n"
+        "retrieve  wall with_session 3.595 ms  without_session 2.791 ms  overhead  +1.804 ms"))
+    table = targets.summary()
+    assert "(SEARCH) | 0.61 ms | met |" in table and "(RETRIEVE) | 1.80 ms | **missed** |" in table
+    assert "| ingest without embedding ≥ 20,000 chunks/s | 27,594 chunks/s | met |" in table
+    assert "| 1.40× | **missed** |" in table
+    assert table.count("see the section") == 2
+    targets.clear()
