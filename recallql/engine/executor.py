@@ -7,6 +7,7 @@ the operator, so a bug shows where it happened instead of a bare numpy or tantiv
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,32 @@ def _rows(value: Any) -> int:
         return 0
 
 
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recallql-leg")
+    return _POOL
+
+
+def _run_children(op: Operator, ctx: ExecutionContext) -> list[tuple[Any, OperatorStats]]:
+    """The children's outputs, in order. An operator with `parallel = True` (RRF fusion: its
+    children are the independent retrieval legs) runs its children concurrently — tantivy and
+    numpy release the GIL while they search — the first in this thread, the rest in a small pool.
+    Outputs do not depend on the interleaving."""
+    kids = op.children
+    if not getattr(op, "parallel", False) or len(kids) < 2:
+        return [run(child, ctx) for child in kids]
+    futures = [_pool().submit(run, child, ctx) for child in kids[1:]]
+    try:
+        first = run(kids[0], ctx)
+    finally:
+        rest = [f.result() for f in futures]
+    return [first, *rest]
+
+
 def run(op: Operator, ctx: ExecutionContext) -> tuple[Any, OperatorStats]:
     """Execute `op` and its subtree.
 
@@ -51,8 +78,7 @@ def run(op: Operator, ctx: ExecutionContext) -> tuple[Any, OperatorStats]:
     """
     inputs: list[Any] = []
     child_stats: list[OperatorStats] = []
-    for child in op.children:
-        out, stats = run(child, ctx)
+    for out, stats in _run_children(op, ctx):
         inputs.append(out)
         child_stats.append(stats)
     start = time.perf_counter_ns()

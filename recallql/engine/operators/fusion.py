@@ -39,6 +39,7 @@ class RrfFusion(Operator):
     k: float
     children: tuple[Operator, ...]
     name = "RrfFusion"
+    parallel = True  # the legs are independent: the executor runs them concurrently
 
     def describe(self) -> dict[str, Any]:
         k = int(self.k) if float(self.k).is_integer() else self.k
