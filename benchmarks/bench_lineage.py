@@ -107,6 +107,32 @@ def bench(name: str, fetch: Callable, depth: int, conn: sqlite3.Connection | Non
           f"chain()={chain_ms:8.2f} ms")
 
 
+def bench_engine(path: Path, rows: list[SessionRow], depth: int) -> None:
+    """The engine's own path: a recallql database on disk, one read transaction per statement,
+    `db.sessions.fetcher` (one query per shallow lookup, recursive read-ahead up chains)."""
+    import recallql
+    from recallql.index.embedders import HashEmbedder
+
+    with recallql.connect(path, embedder=HashEmbedder(16)) as db:
+        with db.store.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO sessions (id, agent_id, status, parent_session_id, source, "
+                "end_reason, started_at, ended_at) VALUES (?, 'bench', ?, ?, ?, ?, ?, ?)",
+                [(r.id, r.status, r.parent_session_id, r.source, r.end_reason, r.started_at,
+                  r.ended_at) for r in rows])
+
+        def cold() -> None:
+            with db.read_transaction() as conn:
+                res = LineageResolver(db.sessions.fetcher(conn), budget=depth + 1).resolve(
+                    f"s{depth}")
+            assert res.root == "s0" and res.depth == depth, res
+
+        cold_ms = timed(cold)
+        print(f"{'engine':10s} depth={depth}  resolve cold={cold_ms:8.2f} ms  "
+              f"({cold_ms * 1000.0 / (depth + 1):5.2f} µs/session)  (recallql database, "
+              "db.sessions.fetcher, one read transaction)")
+
+
 def main(depth: int = 10_000) -> None:
     rows = chain_rows(depth)
     by_id = {r.id: r for r in rows}
@@ -120,6 +146,7 @@ def main(depth: int = 10_000) -> None:
             bench("sqlite-txn", fetch, depth, conn)
         finally:
             conn.close()
+        bench_engine(Path(tmp) / "db", rows, depth)
 
 
 if __name__ == "__main__":

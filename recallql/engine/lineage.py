@@ -49,9 +49,9 @@ DEFAULT_BUDGET: Final = 2000
 DEFAULT_MAX_STEPS: Final = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class SessionRow:
-    """The fields of one session that lineage needs.
+class SessionRow(NamedTuple):
+    """The fields of one session that lineage needs (an immutable named tuple: lineage walks
+    build one per session read, so construction cost matters).
 
     Attributes:
         id: Session id.

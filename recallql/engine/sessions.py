@@ -337,8 +337,9 @@ class Sessions:
             return self._row(conn, id)
 
     def fetcher(self, conn: Any) -> Callable[[str], SessionRow | None]:
-        """A `fetch(session_id)` for the lineage resolver, reading through `conn`."""
-        return lambda sid: self._row(conn, sid)
+        """A `fetch(session_id)` for the lineage resolver, reading through `conn` (one prepared
+        statement; this is the per-session cost of every lineage walk)."""
+        return state.row_fetcher(conn)
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every session as a dict of its columns (times in epoch seconds UTC), ordered by
