@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from recallql.engine.lineage import SessionRow
