@@ -103,8 +103,9 @@ class QueryEngine:
                 verbose: bool = False) -> Explain:
         """Run a SEARCH/RETRIEVE and return the plan, per-operator stats and rows with reasons."""
         inner = stmt.statement if isinstance(stmt, s.Explain) else stmt
+        fmt = (stmt.format if isinstance(stmt, s.Explain) else None) or "text"
         result, ran, stats, details = self._query(inner, verbose=verbose)
-        return Explain(statement=inner.to_text(), analyze=analyze, verbose=verbose,
+        return Explain(statement=inner.to_text(), analyze=analyze, verbose=verbose, format=fmt,
                        plan=plan_node(ran.root, stats, analyze), result=result,
                        verbose_details=details)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -123,6 +123,7 @@ class Explain(_Model):
     statement: str
     analyze: bool = False
     verbose: bool = False
+    format: Literal["text", "json"] = "text"
     plan: PlanNode
     result: Result
     verbose_details: dict[str, str] = Field(default_factory=dict)
@@ -138,3 +139,7 @@ class Explain(_Model):
 
     def to_json(self, indent: int | None = 2) -> str:
         return self.model_dump_json(indent=indent)
+
+    def render(self) -> str:
+        """The statement's own choice: `to_json()` for `EXPLAIN FORMAT JSON`, else `to_text()`."""
+        return self.to_json() if self.format == "json" else self.to_text()
