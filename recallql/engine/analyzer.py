@@ -85,7 +85,8 @@ def _fail(stmt: s.StatementBase, node: n.Node, message: str, hint: str | None = 
 
 def did_you_mean(name: str, options: list[str]) -> str | None:
     """A "did you mean" hint for `name` among `options`, or a list of what exists."""
-    close = difflib.get_close_matches(name, options, n=1, cutoff=0.5)
+    folded = [o for o in options if o.lower() == name.lower()]
+    close = folded or difflib.get_close_matches(name, options, n=1, cutoff=0.5)
     if close:
         return f"did you mean '{close[0]}'?"
     return f"known: {', '.join(sorted(options))}" if options else None
@@ -170,7 +171,7 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
         session_id=stmt.session_id,
         session_boost=_session_boost(stmt),
         signal_weights=_signal_weights(stmt, signal_names),
-        recency=_recency(stmt, fields),
+        recency=_recency(stmt, fields, info.text_fields),
         k=_number(stmt, stmt.fuse.k if stmt.fuse else None, "k") or DEFAULT_RRF_K,
         window=_whole(stmt, stmt.fuse.window if stmt.fuse else None, "window", DEFAULT_WINDOW),
         group_by=group_by,
@@ -234,7 +235,8 @@ def _signal_weights(stmt: s.Search | s.Retrieve, names: Collection[str] | None
     return written or DEFAULT_SIGNAL_BOOST
 
 
-def _recency(stmt: s.Search | s.Retrieve, fields: Mapping[str, FieldType]) -> RecencySpec | None:
+def _recency(stmt: s.Search | s.Retrieve, fields: Mapping[str, FieldType],
+             text_fields: tuple[str, ...] = ()) -> RecencySpec | None:
     clause = stmt.recency
     if isinstance(clause, s.NoRecency):
         return None
@@ -252,6 +254,9 @@ def _recency(stmt: s.Search | s.Retrieve, fields: Mapping[str, FieldType]) -> Re
         ident = clause.field
         field = ident.name if isinstance(ident, n.Identifier) else str(ident.value)  # type: ignore[union-attr]
         kind = fields.get(field)
+        if kind is None and field in text_fields:
+            _fail(stmt, ident, f"recency field '{field}' is a text field, not a timestamp",
+                  "use created_at or a declared timestamp field")
         if kind is None:
             _fail(stmt, ident, f"unknown field '{field}'", did_you_mean(field, list(fields)))
         if kind is not FieldType.TIMESTAMP:

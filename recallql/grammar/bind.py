@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as dt_time
 from typing import Any
 
 import numpy as np
@@ -191,8 +192,10 @@ def _number(value: Any, node: Parameter) -> Node:
 
 
 def _timestamp(value: Any, node: Parameter) -> Node:
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime.combine(value, dt_time.min)  # a calendar date: midnight UTC
     if not isinstance(value, datetime):
-        raise _Mistyped("a datetime")
+        raise _Mistyped("a datetime (or a date)")
     try:
         moment = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     except OverflowError:
@@ -210,7 +213,7 @@ def _value(value: Any, node: Parameter) -> Node:
         return _string(value, node)
     if isinstance(value, int | float):
         return _number(value, node)
-    if isinstance(value, datetime):
+    if isinstance(value, date):
         return _timestamp(value, node)
     raise _Mistyped(
         "a str, bool, int, float, datetime or None (vectors go only at NEAR, "

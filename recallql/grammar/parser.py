@@ -116,7 +116,8 @@ def parse(text: str) -> StatementBase:
         "expected one statement, found a second one",
         text=text,
         span=second,
-        hint="parse() reads one statement; use parse_script() for several",
+        hint="one statement per call (db.execute, parse); run several with parse_script() "
+             "or the shell",
     )
 
 

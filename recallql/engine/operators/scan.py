@@ -86,7 +86,11 @@ class SemanticScan(Operator):
 
     def describe(self) -> dict[str, Any]:
         props: dict[str, Any] = {"metric": "cosine", "dim": self.dim, "window": self.window}
-        props["query"] = "vector" if self.vector is not None else "embedded text"
+        if self.vector is not None:
+            props["query"] = "vector"
+        else:
+            text = self.text or ""
+            props["text"] = text if len(text) <= 40 else text[:39] + "…"
         if self.filter is not None:
             props["filter"] = "pushed"
         return props
