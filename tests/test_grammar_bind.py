@@ -268,3 +268,27 @@ def test_the_first_bad_value_in_the_text_is_reported() -> None:
     assert err.message.startswith("value for a (parameter :w)")
     err = bound_error("RETRIEVE :c FROM d WHERE a = :w", c=0, w=[1.0])
     assert err.message.startswith("RETRIEVE count (parameter :c)")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param(["a", "b"], "tag IN ('a', 'b')", id="list"),
+        pytest.param(("a",), "tag IN ('a')", id="tuple"),
+        pytest.param({"b", "a"}, "tag IN ('a', 'b')", id="set-sorted"),
+        pytest.param([1, 2.5, None, True], "tag IN (1, 2.5, NULL, TRUE)", id="mixed-scalars"),
+    ],
+)
+def test_in_list_parameter_expands_to_values(value, expected):
+    stmt = bind(parse("SEARCH docs MATCHING 'x' WHERE tag IN :tags"), tags=value)
+    assert stmt.to_text() == f"SEARCH docs MATCHING 'x' WHERE {expected}"
+    assert not stmt.where.list_parameter and not stmt.parameters
+
+
+@pytest.mark.parametrize("value", [[], "ab", None, [["nested"]], 5],
+                         ids=["empty", "str", "none", "nested", "int"])
+def test_in_list_parameter_rejects_non_lists(value):
+    with pytest.raises(ParameterError) as err:
+        bind(parse("SEARCH docs MATCHING 'x' WHERE tag IN :tags"), tags=value)
+    assert "IN list for tag (parameter :tags)" in str(err.value)
+    assert err.value.column == 39  # the caret is under :tags

@@ -221,6 +221,17 @@ def _value(value: Any, node: Parameter) -> Node:
     )
 
 
+def _list(value: Any, node: Parameter) -> tuple[Node, ...]:
+    """`IN :list`: a non-empty list, tuple, set or 1-D array of scalar values."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist() if value.ndim == 1 else None
+    if isinstance(value, set | frozenset):
+        value = sorted(value, key=repr)
+    if not isinstance(value, list | tuple) or not value:
+        raise _Mistyped("a non-empty list, tuple or set of values")
+    return tuple(_value(item, node) for item in value)
+
+
 def _duration(value: Any, node: Parameter) -> Node:
     if not isinstance(value, timedelta):
         raise _Mistyped("a duration (datetime.timedelta)")
@@ -256,6 +267,7 @@ _CONVERTERS: dict[str, Callable[[Any, Parameter], Node]] = {
     "pattern": _string,
     "vector": _vector,
     "value": _value,
+    "list": lambda value, node: _list(value, node),
     "timestamp": _timestamp,
     "count": _integer,
     "offset": _integer,

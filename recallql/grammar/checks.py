@@ -164,6 +164,11 @@ def _map_predicate(node: Any, visit: Visitor) -> Any:
     slot = Slot("value", f"value for {node.field.name}")
     if isinstance(node, Comparison | Contains):
         return _rebuilt(node, {"value": visit(slot, node.value)})
+    if isinstance(node, InList) and node.list_parameter:
+        expanded = visit(Slot("list", f"IN list for {node.field.name}"), node.values[0])
+        if isinstance(expanded, tuple):  # bound: the list's values, as written literals
+            return node.model_copy(update={"values": expanded, "list_parameter": False})
+        return node
     if isinstance(node, InList):
         return _rebuilt(node, {"values": tuple(visit(slot, value) for value in node.values)})
     if isinstance(node, Between):
@@ -289,6 +294,7 @@ _CHECKS: dict[str, Check] = {
     "session": _check_text,
     "vector": _check_instance((VectorLiteral,), "a vector"),
     "value": lambda slot, what, node, fail: None,
+    "list": lambda slot, what, node, fail: None,
     "pattern": _check_instance((StringLiteral,), "a string"),
     "timestamp": _check_instance((TimestampLiteral,), "a TIMESTAMP"),
     "count": _check_number(True, lambda v: v >= 1, "be at least 1"),

@@ -62,12 +62,6 @@ def _vector(token: Token, expected: set[str], prev: Token | None, _: list) -> st
     return None
 
 
-def _in_parameter(token: Token, expected: set[str], prev: Token | None, _: list) -> str | None:
-    if prev is not None and prev.type == "IN" and token.value[:1] in (":", "?"):
-        return "IN takes a parenthesized list; bind one parameter per value: IN (:a, :b)"
-    return None
-
-
 def _as_of(token: Token, expected: set[str], prev: Token | None, _: list) -> str | None:
     if prev is not None and prev.type == "OF" and token.type == "STRING":
         return f"write AS OF TIMESTAMP {token}"
@@ -144,7 +138,6 @@ _RULES: tuple[Rule, ...] = (
     _reserved,
     _count,
     _vector,
-    _in_parameter,
     _as_of,
     _missing_matching,
     _matching_text,

@@ -224,13 +224,15 @@ class Comparison(Predicate):
 
 
 class InList(Predicate):
-    """``field [NOT] IN (v1, v2, ...)``."""
+    """``field [NOT] IN (v1, v2, ...)``, or ``field [NOT] IN :list`` — one parameter bound to a
+    list of values (``list_parameter``; `bind` expands it into the values)."""
 
     kind: Literal["in"] = Field(default="in", repr=False)
 
     field: Identifier
     values: tuple[Value, ...]
     negated: bool = False
+    list_parameter: bool = False
 
 
 class Between(Predicate):

@@ -115,6 +115,8 @@ def _negated(node: Any, word: str) -> str:
 
 
 def _in_list(node: InList) -> str:
+    if node.list_parameter:
+        return f"{render(node.field)} {_negated(node, 'IN')} {render(node.values[0])}"
     values = ", ".join(render(value) for value in node.values)
     return f"{render(node.field)} {_negated(node, 'IN')} ({values})"
 

@@ -274,8 +274,12 @@ class AstBuilder:
         return self.ident(children[0]), negated, children[3 if negated else 2 :]
 
     def in_list(self, tree: Tree) -> Node:
-        """``field [NOT] IN (v, ...)``."""
+        """``field [NOT] IN (v, ...)`` or ``field [NOT] IN :list``."""
         field, negated, rest = self._negated(tree)
+        if len(rest) == 1:  # one parameter bound to a list
+            return InList.model_construct(field=field, values=(self.value(rest[0]),),
+                                          negated=negated, list_parameter=True,
+                                          span=span_of(tree))
         values = tuple(self.value(child) for child in rest[1:-1:2])
         return InList.model_construct(
             field=field, values=values, negated=negated, span=span_of(tree)
