@@ -186,20 +186,33 @@ class Database:
                                                       .embedder_name)
         return self._embedders[collection]
 
-    def ingest(self, collection: str, items: Iterable[Mapping[str, object]]) -> IngestReport:
+    def ingest(self, collection: str, items: Iterable[Mapping[str, object]], *,
+               replace_documents: bool = False) -> IngestReport:
         """Add or replace items, as one all-or-nothing batch.
+
+        An item identical to its live version (same text fields, declared fields,
+        ``created_at``, ``entity``, ``doc_id``, ``position`` and vector — or no vector, when the
+        collection embeds) is left alone: not re-embedded, not re-indexed (`unchanged`).
 
         Args:
             collection: collection name.
             items: dicts with ``id`` (str or int), the text fields, ``created_at`` (datetime,
                 ISO-8601 str or epoch seconds; naive = UTC), ``entity``, ``doc_id``,
                 ``position``, ``vector`` (optional) and the declared fields.
+            replace_documents: for every ``doc_id`` in the batch (an item without one is its
+                own document), also delete the document's live chunks whose id is not in the
+                batch, in the same batch: re-ingesting a file that shrank from 100 chunks to 1
+                leaves 1 (`removed`).
+
+        Returns:
+            The `IngestReport` (added, replaced, unchanged, removed, embedded).
 
         Raises:
             IngestError: an invalid item (names the item and field); nothing was written.
             StoreError: unknown collection, read-only database.
         """
-        return self.store.ingest(collection, items, self.embedder(collection))
+        return self.store.ingest(collection, items, self.embedder(collection),
+                                 replace_documents=replace_documents)
 
     def collections(self) -> list[CollectionInfo]:
         """All collections."""

@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import json.encoder
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -183,29 +183,68 @@ class ItemBatch:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def select(self, rows: Sequence[int]) -> ItemBatch:
+        """A new batch of the items at positions `rows` (in that order)."""
+        def pick(values: list) -> list:
+            return [values[i] for i in rows]
+
+        index = np.asarray(rows, dtype=np.int64)
+        return ItemBatch(pick(self.ids), pick(self.doc_ids), pick(self.entities),
+                         pick(self.positions), pick(self.created_at), pick(self.texts),
+                         pick(self.text_json), pick(self.fields_json), pick(self.fields),
+                         self.vectors[index], self.has_vector[index])
+
+
+def item_id(value: object, where: str, field: str = "id") -> str:
+    """Check an item id (as `ingest` and `delete` take it) and return it as stored.
+
+    Args:
+        value: a non-empty string (not only whitespace) or an integer (not a bool), at most
+            `MAX_ID_CHARS` characters, valid Unicode (no lone surrogates).
+        where: how errors name the value (``#<index>`` in the batch).
+        field: the argument errors name.
+
+    Returns:
+        The id as a `str` (``str(value)`` for an integer).
+
+    Raises:
+        IngestError: naming `where` and `field`.
+    """
+    if (type(value) is str and 0 < len(value) <= MAX_ID_CHARS and value.isascii()
+            and not value.isspace()):
+        return value
+    if isinstance(value, bool) or not isinstance(value, str | Integral):
+        raise IngestError(f"id must be a string or an integer, got {show(value)}", item=where,
+                          field=field)
+    if not isinstance(value, str) and int(value).bit_length() > _MAX_ID_BITS:
+        raise IngestError(f"id longer than {MAX_ID_CHARS} characters", item=where, field=field)
+    text = str(value)
+    if not text.strip():
+        raise IngestError("id must not be empty", item=where, field=field)
+    if len(text) > MAX_ID_CHARS:
+        raise IngestError(f"id longer than {MAX_ID_CHARS} characters", item=where, field=field)
+    return check_utf8(text, where, field)
+
 
 def _item_id(value: object, index: int) -> str:
     if (type(value) is str and 0 < len(value) <= MAX_ID_CHARS and value.isascii()
             and not value.isspace()):
-        return value
-    where = f"#{index}"
-    if isinstance(value, bool) or not isinstance(value, str | Integral):
-        raise IngestError(f"id must be a string or an integer, got {show(value)}", item=where,
-                          field="id")
-    if not isinstance(value, str) and int(value).bit_length() > _MAX_ID_BITS:
-        raise IngestError(f"id longer than {MAX_ID_CHARS} characters", item=where, field="id")
-    text = str(value)
-    if not text.strip():
-        raise IngestError("id must not be empty", item=where, field="id")
-    if len(text) > MAX_ID_CHARS:
-        raise IngestError(f"id longer than {MAX_ID_CHARS} characters", item=where, field="id")
-    return check_utf8(text, where, "id")
+        return value  # the common case, without a call
+    return item_id(value, f"#{index}")
 
 
 def _opt_str(raw: Mapping, key: str, item: str) -> str | None:
     value = raw.get(key)
-    if value is None:
-        return None
+    return None if value is None else ref_id(value, item, key)
+
+
+def ref_id(value: object, item: str, key: str) -> str:
+    """Check a `doc_id` or `entity` value (a non-empty string or an integer, valid Unicode) and
+    return it as stored.
+
+    Raises:
+        IngestError: naming `item` and `key`.
+    """
     if type(value) is str and value.isascii() and not value.isspace() and value:
         return value
     if isinstance(value, Integral) and not isinstance(value, bool):
@@ -436,7 +475,8 @@ def _stack_supplied(v: _Validator, dim: int) -> None:
         b.vectors[rows] = normalised
 
 
-TextSink = Callable[[int, list[str]], object]
+#: ``sink(first_index, ids, texts)``: validated items ``first_index …`` (ids and joined texts).
+TextSink = Callable[[int, list[str], list[str]], object]
 
 
 def validate(info: CollectionInfo, items: Iterable[object], sink: TextSink | None = None,
@@ -446,9 +486,9 @@ def validate(info: CollectionInfo, items: Iterable[object], sink: TextSink | Non
     Args:
         info: the collection schema.
         items: iterable of dicts (see SPEC §8 `ingest`).
-        sink: called as ``sink(first_index, texts)`` with the joined texts of every `chunk`
-            validated items (so the caller can start indexing them while validation goes on;
-            on an error it must discard what it received).
+        sink: called as ``sink(first_index, ids, texts)`` with the ids and joined texts of every
+            `chunk` validated items (so the caller can start indexing them while validation goes
+            on; on an error it must discard what it received).
         chunk: items per `sink` call.
 
     Returns:
@@ -458,13 +498,13 @@ def validate(info: CollectionInfo, items: Iterable[object], sink: TextSink | Non
         IngestError: the first invalid item.
     """
     validator = _Validator(info)
-    texts, sent = validator.batch.texts, 0
+    ids, texts, sent = validator.batch.ids, validator.batch.texts, 0
     for index, raw in enumerate(items):
         validator.add(raw, index)
         if sink is not None and index + 1 - sent >= chunk:
-            sink(sent, texts[sent:index + 1])
+            sink(sent, ids[sent:index + 1], texts[sent:index + 1])
             sent = index + 1
     _stack_supplied(validator, info.dim)
     if sink is not None and sent < len(texts):
-        sink(sent, texts[sent:])
+        sink(sent, ids[sent:], texts[sent:])
     return validator.batch

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import os
 import sqlite3
 import threading
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from recallql.index import batch as batches
 from recallql.index.batch import IngestReport
+from recallql.index.changes import Plan
 from recallql.index.embedders import Embedder
 from recallql.index.errors import DatabaseLocked, StoreError
 from recallql.index.items import ItemBatch
@@ -190,18 +190,23 @@ class Store:
     # -- writes --------------------------------------------------------------------------------
 
     def ingest(self, name: str, items: Iterable[object], embedder: Embedder | None = None, *,
-               extra_sql: ExtraSql | None = None) -> IngestReport:
+               replace_documents: bool = False, extra_sql: ExtraSql | None = None
+               ) -> IngestReport:
         """Write one all-or-nothing batch of items.
 
         Args:
             name: collection.
-            items: item dicts (see SPEC §8); an item whose id is live is replaced.
+            items: item dicts (see SPEC §8); an item whose id is live is replaced, unless it is
+                identical to its live version (then it is left alone and counted `unchanged`).
             embedder: embeds items without a vector; ``None`` when not attached.
+            replace_documents: for every document (``doc_id``, default the item id) in the
+                batch, also tombstone its live chunks whose item id is not in the batch, so a
+                re-ingested document keeps exactly the chunks given (counted `removed`).
             extra_sql: called with the write connection inside the batch's SQLite transaction
                 (e.g. to write session rows atomically with message items).
 
         Returns:
-            The `IngestReport`.
+            The `IngestReport` (batch 0 when nothing changed and there is no `extra_sql`).
 
         Raises:
             IngestError: an invalid item (nothing written).
@@ -215,23 +220,40 @@ class Store:
             if embedder is not None and embedder.name != state.info.embedder_name:
                 raise StoreError(f"collection {name!r} uses embedder "
                                  f"{state.info.embedder_name!r}, not {embedder.name!r}")
-            seq = self.meta.committed_batch(self.meta.write) + 1
-            state.current(seq - 1)
-            sink = functools.partial(_index_texts, state.text, state.size, seq)
+            seq = self._begin(state)
             try:  # tantivy indexes validated chunks while the rest is validated
-                prepared, embedded = batches.prepare(state, items, embedder, sink)
+                plan = batches.prepare(state, items, embedder,
+                                       batches.PrefixIndexer(state, seq), replace_documents)
             except BaseException:
                 state.text.rollback()
                 raise
-            if len(prepared) == 0 and extra_sql is None:
-                return IngestReport(name, 0, 0, 0, 0, state.size, time.perf_counter() - started)
-            try:
-                report, dead = batches.commit(state, prepared, embedded, extra_sql, started, seq)
-            except BaseException:
-                self._recover_after_failure(state)
-                raise
-            self._advance(state, seq, prepared, dead)
-            return report
+            first_row = state.size
+            written = self._write(state, seq, plan, extra_sql)
+            n, replaced = len(plan.batch), len(plan.replaced)
+            return IngestReport(name, seq if written else 0, n - replaced, replaced,
+                                plan.embedded, first_row, time.perf_counter() - started,
+                                plan.unchanged, len(plan.removed))
+
+    def _begin(self, state: CollectionState) -> int:
+        """The number of the next batch, with `state` brought up to the committed one."""
+        seq = self.meta.committed_batch(self.meta.write) + 1
+        state.current(seq - 1)
+        return seq
+
+    def _write(self, state: CollectionState, seq: int, plan: Plan,
+               extra_sql: ExtraSql | None) -> bool:
+        """Commit `plan` as batch `seq` (recovering on failure); returns False, writing nothing,
+        when the plan changes nothing and there is no `extra_sql`."""
+        if plan.writes_nothing() and extra_sql is None:
+            state.text.rollback()  # nothing can be queued, but leave the writer clean
+            return False
+        try:
+            batches.commit(state, plan, extra_sql, seq)
+        except BaseException:
+            self._recover_after_failure(state)
+            raise
+        self._advance(state, seq, plan.batch, plan.dead)
+        return True
 
     def _advance(self, state: CollectionState, seq: int, batch: ItemBatch, dead: list[int]
                  ) -> None:
@@ -339,11 +361,6 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _index_texts(text: TextIndex, first_row: int, seq: int, offset: int, texts: list[str]
-                 ) -> None:
-    text.add(range(first_row + offset, first_row + offset + len(texts)), seq, texts)
 
 
 def check_same(stored: CollectionInfo, wanted: CollectionInfo) -> None:
