@@ -25,7 +25,7 @@ from recallql.engine.models import Explain, Result
 from recallql.engine.sessions import Sessions
 from recallql.engine.signals import SignalPolicy
 from recallql.index import embedders as emb
-from recallql.index.batch import IngestReport
+from recallql.index.batch import DeleteReport, IngestReport
 from recallql.index.errors import StoreError
 from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, make_info
 from recallql.index.snapshot import CollectionSnapshot
@@ -34,7 +34,7 @@ from recallql.index.store import Store, check_same
 if TYPE_CHECKING:
     from recallql.engine.importer import ImportReport
 
-__all__ = ["Database", "IngestReport", "connect"]
+__all__ = ["Database", "DeleteReport", "IngestReport", "connect"]
 
 
 class _SessionStore:
@@ -213,6 +213,28 @@ class Database:
         """
         return self.store.ingest(collection, items, self.embedder(collection),
                                  replace_documents=replace_documents)
+
+    def delete(self, collection: str, ids: Iterable[str | int] | None = None, *,
+               doc_ids: Iterable[str | int] | None = None) -> DeleteReport:
+        """Delete items by id and/or whole documents by ``doc_id``, as one all-or-nothing batch.
+
+        Statements stop returning the rows once the batch commits (in this process and in
+        readers); unknown ids are counted in `missing`, not an error.
+
+        Args:
+            collection: collection name.
+            ids: item ids (a list; str or int, as at ingest).
+            doc_ids: document ids: every live chunk of each document is deleted.
+
+        Returns:
+            The `DeleteReport` (deleted, missing; batch 0 when nothing matched).
+
+        Raises:
+            IngestError: neither `ids` nor `doc_ids`, a bare string instead of a list, or an id
+                that ingest would refuse (names its position); nothing was written.
+            StoreError: unknown collection, read-only database.
+        """
+        return self.store.delete(collection, ids, doc_ids)
 
     def collections(self) -> list[CollectionInfo]:
         """All collections."""

@@ -1,8 +1,9 @@
-"""Batches: one `ingest` call is one all-or-nothing write across SQLite, tantivy and vectors.
+"""Batches: one `ingest` or `delete` call is one all-or-nothing write across SQLite, tantivy
+and vectors.
 
 A batch writes new rows and tombstones live ones (`recallql.index.changes.Plan`): an ingest
 writes its changed items and tombstones their earlier versions (and, with
-``replace_documents``, the stale chunks of its documents). Rows are
+``replace_documents``, the stale chunks of its documents); a delete only tombstones. Rows are
 never updated in place: a tombstoned row keeps its data and gets ``dead_batch``.
 
 Commit protocol for batch ``S`` (``S`` = committed batch + 1) of a collection, under the writer
@@ -20,7 +21,7 @@ lock, with rowids ``next_row … next_row+n-1`` (dense; ``n`` may be 0):
 3. tantivy: queue the deletion of documents tombstoned by earlier committed batches, then
    ``commit()``.
 4. One SQLite transaction (WAL, ``synchronous=FULL``): tombstones (``dead_batch = S``) of the
-   replaced and stale rows, item rows (with their fingerprints), the manifest entry of
+   replaced, deleted and stale rows, item rows (with their fingerprints), the manifest entry of
    the segment, the collection's ``next_row``, the caller's `extra_sql`, and
    ``state.committed_batch = S``. Its COMMIT is the commit point.
 5. On any failure after step 1 (and whenever a writer opens): recovery deletes tantivy documents
@@ -29,12 +30,12 @@ lock, with rowids ``next_row … next_row+n-1`` (dense; ``n`` may be 0):
    committed and live. A failed batch's rowids and number are reused by the next batch, which
    is safe because recovery runs first.
 
-Documents of tombstoned rows (replaced or stale) are deleted from tantivy only by a
+Documents of tombstoned rows (replaced, deleted or stale) are deleted from tantivy only by a
 *later* batch's commit (step 3), so a crash between the tantivy commit and the SQLite commit can
 never remove a committed row; until then the `live` mask hides them.
 
-A call that changes nothing (every item unchanged, no `extra_sql`) writes no batch and reports
-batch 0.
+A call that changes nothing (every item unchanged, every id to delete missing, no `extra_sql`)
+writes no batch and reports batch 0.
 
 After the commit, small vector segments may be merged (`merge_segments`); a merge writes a new
 file, swaps the manifest rows in one transaction, then unlinks the inputs, so a crash at any
@@ -96,6 +97,25 @@ class IngestReport:
     def count(self) -> int:
         """Items written."""
         return self.added + self.replaced
+
+
+@dataclass(frozen=True)
+class DeleteReport:
+    """What one `delete` call committed.
+
+    Attributes:
+        collection: collection name.
+        batch: the batch sequence number (0 when nothing was deleted: no batch).
+        deleted: live rows tombstoned.
+        missing: requested ids and doc ids that matched no live row (not an error).
+        seconds: wall-clock duration of the call, in seconds.
+    """
+
+    collection: str
+    batch: int
+    deleted: int
+    missing: int
+    seconds: float
 
 
 class PrefixIndexer:

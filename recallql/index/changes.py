@@ -4,8 +4,8 @@ A batch (`Plan`) writes new rows and tombstones live ones, all in one commit (se
 `recallql.index.batch`). The rows tombstoned are
 
 * *replaced*: the live versions of the item ids the batch writes;
-* *removed*: under ``replace_documents``, the live chunks of the batch's documents whose item
-  id is not in the batch (stale chunks).
+* *removed*: rows the batch deletes (`Store.delete`) or, under ``replace_documents``, the live
+  chunks of the batch's documents whose item id is not in the batch (stale chunks).
 
 An item identical to its live version (same fingerprint, `recallql.index.fingerprint`) is
 *unchanged*: it is dropped from the batch, so it is neither re-embedded nor re-indexed and keeps
@@ -15,14 +15,15 @@ last committed batch).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from recallql.index.columns import SAME
-from recallql.index.items import ItemBatch
+from recallql.index.errors import IngestError
+from recallql.index.items import ItemBatch, item_id, ref_id, show
 
 if TYPE_CHECKING:
     from recallql.index.snapshot import CollectionState
@@ -36,7 +37,7 @@ class Plan:
         batch: the items to write (unchanged ones left out), vectors complete.
         hashes: their fingerprints, in batch order.
         replaced: live rowids of the item ids written (tombstoned).
-        removed: other live rowids tombstoned (stale chunks).
+        removed: other live rowids tombstoned (deleted rows, stale chunks).
         unchanged: items left out because they equal their live version.
         embedded: items whose vector came from the embedder.
     """
@@ -114,3 +115,51 @@ def stale_rows(state: CollectionState, batch: ItemBatch) -> list[int]:
     in_batch = set(batch.ids)
     ids = state.columns["id"].take(rows, state.size)  # type: ignore[attr-defined]
     return [r for r, item in zip(rows.tolist(), ids, strict=True) if item not in in_batch]
+
+
+def delete_plan(state: CollectionState, ids: list[str], doc_ids: list[str]
+                ) -> tuple[Plan, int]:
+    """The rows a delete tombstones.
+
+    Args:
+        state: the collection (current).
+        ids: distinct item ids.
+        doc_ids: distinct document ids (every live chunk of each goes).
+
+    Returns:
+        ``(plan, missing)``: the plan (its `removed` rowids, sorted) and the number of ids and
+        doc ids that matched no live row.
+    """
+    by_id = state.live_rows(ids)
+    rows = set(by_id.values())
+    missing = len(ids) - len(by_id)
+    if doc_ids:
+        found = live_doc_rows(state, doc_ids)
+        docs = set(state.columns["doc_id"].take(found, state.size))  # type: ignore[attr-defined]
+        missing += sum(doc not in docs for doc in doc_ids)
+        rows.update(found.tolist())
+    return Plan(removed=sorted(rows)), missing
+
+
+def delete_args(ids: Iterable[object] | None, doc_ids: Iterable[object] | None
+                ) -> tuple[list[str], list[str]]:
+    """Check the arguments of `Store.delete`; returns the distinct ids and doc ids, as stored.
+
+    Raises:
+        IngestError: neither is given; one is not a list (a bare string would be read as its
+            characters); an id that ingest would refuse (not a str or int, empty, too long, not
+            valid Unicode), naming its position (``#i``) and the argument.
+    """
+    if ids is None and doc_ids is None:
+        raise IngestError("delete needs ids, doc_ids or both")
+    return _distinct(ids, "ids", item_id), _distinct(doc_ids, "doc_ids", ref_id)
+
+
+def _distinct(values: Iterable[object] | None, name: str,
+              check: Callable[[object, str, str], str]) -> list[str]:
+    if values is None:
+        return []
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+        raise IngestError(f"{name} must be a list of ids, got {show(values)} (wrap a single id "
+                          "in a list)", field=name)
+    return list(dict.fromkeys(check(value, f"#{i}", name) for i, value in enumerate(values)))

@@ -27,7 +27,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from recallql.index import batch as batches
-from recallql.index.batch import IngestReport
+from recallql.index import changes
+from recallql.index.batch import DeleteReport, IngestReport
 from recallql.index.changes import Plan
 from recallql.index.embedders import Embedder
 from recallql.index.errors import DatabaseLocked, StoreError
@@ -234,6 +235,41 @@ class Store:
                                 plan.embedded, first_row, time.perf_counter() - started,
                                 plan.unchanged, len(plan.removed))
 
+    def delete(self, name: str, ids: Iterable[object] | None = None,
+               doc_ids: Iterable[object] | None = None, *,
+               extra_sql: ExtraSql | None = None) -> DeleteReport:
+        """Tombstone live items, as one all-or-nothing batch (the commit protocol of `ingest`).
+
+        Readers stop seeing the rows when the batch commits; their tantivy documents are purged
+        by a later batch, like replaced rows.
+
+        Args:
+            name: collection.
+            ids: item ids to delete (str or int, as at ingest).
+            doc_ids: documents to delete: every live chunk with one of these ``doc_id`` values
+                (an item without ``doc_id`` is the document named by its id).
+            extra_sql: called with the write connection inside the batch's SQLite transaction.
+
+        Returns:
+            The `DeleteReport`: rows deleted, and ids and doc ids that matched no live row
+            (`missing`, not an error). Batch 0 when nothing matched and there is no `extra_sql`.
+
+        Raises:
+            IngestError: neither `ids` nor `doc_ids`, one of them not a list, or an id that
+                ingest would refuse (naming its position and the argument); nothing written.
+            StoreError: unknown collection, read-only store, or an I/O failure (rolled back).
+        """
+        started = time.perf_counter()
+        wanted, docs = changes.delete_args(ids, doc_ids)
+        with self._mutex:
+            self._check_writable()
+            state = self._state(name)
+            seq = self._begin(state)
+            plan, missing = changes.delete_plan(state, wanted, docs)
+            written = self._write(state, seq, plan, extra_sql)
+            return DeleteReport(name, seq if written else 0, len(plan.removed), missing,
+                                time.perf_counter() - started)
+
     def _begin(self, state: CollectionState) -> int:
         """The number of the next batch, with `state` brought up to the committed one."""
         seq = self.meta.committed_batch(self.meta.write) + 1
@@ -265,6 +301,18 @@ class Store:
             state.text.close()
             raise
         batches.merge_segments(state, self.meta)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the writer's mutex (no other write of this process interleaves) for a read and
+        the batch that depends on it, e.g. a sweep that deletes what it just selected.
+
+        Raises:
+            StoreError: read-only, closed or broken store.
+        """
+        with self._mutex:
+            self._check_writable()
+            yield
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
