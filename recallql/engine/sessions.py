@@ -128,8 +128,9 @@ class Sessions:
 
         Args:
             id, agent_id: 1–128 letters, digits, `_ . : -`.
-            parent, branched_from, delegate_from: session ids (need not exist: imports may
-                arrive in any order).
+            parent: an existing session other than this one (the lineage of conversations
+                follows it; the Hermes importer alone may write a parent that does not exist).
+            branched_from, delegate_from: markers; session ids that need not exist.
             source: where the session comes from (`cli`, `tool`, `subagent`, ...).
             started_at: datetime or epoch seconds UTC; default now.
             metadata: a JSON-serialisable mapping with string keys.
@@ -140,7 +141,8 @@ class Sessions:
 
         Raises:
             SessionError: an invalid id, source, title, time or metadata (text that is not
-                valid Unicode, e.g. a lone surrogate, included), or the id already exists.
+                valid Unicode, e.g. a lone surrogate, included), the id already exists, or the
+                parent is the session itself or does not exist.
             StoreError: the database is read-only.
         """
         self._validate(id, "session id")
@@ -158,9 +160,15 @@ class Sessions:
             check_text(title, "title")
         started = to_epoch(started_at, self._clock(), "started_at")
         meta_json = _metadata_json(metadata)
+        if parent == id:
+            raise SessionError(f"cannot create session {id!r}: a session cannot be its own "
+                               "parent")
         with self._write(f"create session {id!r}") as conn:
             if self._row(conn, id) is not None:
                 raise SessionError(f"session {id!r} already exists")
+            if parent is not None and self._row(conn, parent) is None:
+                raise SessionError(f"cannot create session {id!r}: its parent session "
+                                   f"{parent!r} does not exist (create the parent first)")
             conn.execute(
                 "INSERT INTO sessions (id, agent_id, status, parent_session_id, source, "
                 "branched_from, delegate_from, started_at, metadata, title) "
