@@ -20,7 +20,8 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from recallql.engine.engine import QueryEngine
-from recallql.engine.messages import Messages
+from recallql.engine.messages import COLLECTION as MESSAGES
+from recallql.engine.messages import Messages, session_item_ids
 from recallql.engine.models import Explain, Result
 from recallql.engine.sessions import Sessions
 from recallql.engine.signals import SignalPolicy
@@ -38,8 +39,8 @@ __all__ = ["Database", "DeleteReport", "IngestReport", "connect"]
 
 
 class _SessionStore:
-    """Sessions' view of the store: SQLite-only write transactions (with the writer checks) and
-    consistent reads."""
+    """Sessions' view of the store: SQLite-only write transactions (with the writer checks),
+    consistent reads, and message deletion for sweeps (see `recallql.engine.sessions.MetaStore`)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -49,6 +50,14 @@ class _SessionStore:
 
     def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._store.meta.read_transaction()
+
+    def writing(self) -> AbstractContextManager[None]:
+        return self._store.writing()
+
+    def delete_messages(self, session_ids: list[str],
+                        extra_sql: Callable[[sqlite3.Connection], object]) -> int:
+        ids = session_item_ids(self._store.snapshot(MESSAGES), session_ids)
+        return self._store.delete(MESSAGES, ids, extra_sql=extra_sql).deleted
 
 
 def connect(path: str | os.PathLike | None = None, *, embedder: object = "default",

@@ -8,8 +8,9 @@ Lifecycle: `open` → `closed` (end_reason, ended_at) → `archived` (the snapsh
 frozen and persisted; FOR SESSION on an archived session uses it, so it ranks exactly as it did
 when it closed, whatever the clock or the signal policy says later). Its signals stay, so it keeps
 counting in the cross-session signal boost (frozen at `ended_at` too). `sweep(older_than)` removes
-sessions whose last activity is older than the retention, with their annotations and signals;
-statements naming a swept session degrade with `SESSION_NOT_FOUND`.
+sessions whose last activity is older than the retention, with their annotations, signals and
+messages (one all-or-nothing batch); statements naming a swept session degrade with
+`SESSION_NOT_FOUND`.
 
 Errors: lifecycle mistakes raise `SessionError` (`SessionNotFound` for an unknown id); every
 rejected signal or annotation raises `SignalRejected` naming the rule; a write on a read-only
@@ -19,6 +20,7 @@ database raises `StoreError` naming the action.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import numbers
@@ -48,11 +50,43 @@ class SessionNotFound(SessionError, LookupError):
 
 
 class MetaStore(Protocol):
-    """What sessions need of the metadata store."""
+    """What sessions need of the store."""
 
-    def transaction(self) -> AbstractContextManager[Any]: ...
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A write transaction on the metadata store alone."""
 
-    def read_transaction(self) -> AbstractContextManager[Any]: ...
+    def read_transaction(self) -> AbstractContextManager[Any]:
+        """A consistent read view of the metadata store."""
+
+    def writing(self) -> AbstractContextManager[Any]:
+        """Hold the writer: no other write of this process runs until it is released."""
+
+    def delete_messages(self, session_ids: list[str], extra_sql: Callable[[Any], object]
+                        ) -> int:
+        """Delete the live messages of these sessions in one all-or-nothing batch, running
+        `extra_sql(conn)` in its SQLite transaction; returns the number of messages deleted."""
+
+
+class SweepReport(int):
+    """What `Sessions.sweep` removed: an `int`, the number of sessions (as `sweep` always
+    returned), with the number of their messages deleted in the same batch in `messages`."""
+
+    messages: int
+
+    def __new__(cls, sessions: int, messages: int = 0) -> SweepReport:
+        report = super().__new__(cls, sessions)
+        report.messages = messages
+        return report
+
+    @property
+    def sessions(self) -> int:
+        """The number of sessions removed."""
+        return int(self)
+
+    def __repr__(self) -> str:
+        return f"SweepReport(sessions={int(self)}, messages={self.messages})"
+
+    __str__ = int.__repr__
 
 
 def to_epoch(value: datetime | float | int | None, default: float, what: str,
@@ -281,16 +315,18 @@ class Sessions:
             return self.snapshot(id, as_of=ended)
         return SessionSnapshot.model_validate_json(stored)
 
-    def sweep(self, older_than: timedelta | float) -> int:
+    def sweep(self, older_than: timedelta | float) -> SweepReport:
         """Remove the sessions whose last activity (end; for open sessions the latest of start,
-        signal and annotation) is more than `older_than` before now, with their annotations and
-        signals (messages are items and stay).
+        signal and annotation) is more than `older_than` before now, with their annotations,
+        signals and messages (the items of `messages` with their `session_id`), in one
+        all-or-nothing batch.
 
         Args:
             older_than: the retention, a timedelta or a number of days (≥ 0).
 
         Returns:
-            The number of sessions removed.
+            The number of sessions removed, as a `SweepReport` (an int; `.messages` is the number
+            of messages deleted).
 
         Raises:
             SessionError: a negative or non-finite retention.
@@ -301,19 +337,13 @@ class Sessions:
         if not math.isfinite(days) or days < 0:
             raise SessionError(f"older_than must be a non-negative duration, got {older_than!r}")
         cutoff = self._clock() - days * 86400
-        with self._write("sweep sessions") as conn:
-            ids = [r[0] for r in conn.execute(
-                "SELECT s.id FROM sessions s WHERE COALESCE(s.ended_at, MAX(s.started_at, "
-                "COALESCE((SELECT MAX(at) FROM signals WHERE session_id = s.id), 0), "
-                "COALESCE((SELECT MAX(at) FROM annotations WHERE session_id = s.id), 0))) < ?",
-                (cutoff,))]
-            for start in range(0, len(ids), state.IN_CHUNK):
-                chunk = ids[start:start + state.IN_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                for table, col in (("signals", "session_id"), ("annotations", "session_id"),
-                                   ("sessions", "id")):
-                    conn.execute(f"DELETE FROM {table} WHERE {col} IN ({marks})", chunk)
-        return len(ids)
+        with self._guard("sweep sessions"), self._meta.writing():  # select and delete as one
+            with self._meta.read_transaction() as conn:
+                ids = [r[0] for r in conn.execute(_SWEEP_SQL, (cutoff,))]
+            if not ids:
+                return SweepReport(0)
+            messages = self._meta.delete_messages(ids, functools.partial(_delete_sessions, ids))
+        return SweepReport(len(ids), messages)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -393,9 +423,15 @@ class Sessions:
     def _write(self, action: str) -> Iterator[Any]:
         """A write transaction; a store that refuses writes (read-only, closed) raises
         `StoreError` naming `action`."""
+        with self._guard(action), self._meta.transaction() as conn:
+            yield conn
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _guard(action: str) -> Iterator[None]:
+        """Re-raise a `StoreError` as one naming `action`."""
         try:
-            with self._meta.transaction() as conn:
-                yield conn
+            yield
         except StoreError as exc:
             raise StoreError(f"cannot {action}: {exc}") from None
 
@@ -433,6 +469,23 @@ class Sessions:
                                f"{_iso(floor)}")
         conn.execute("UPDATE sessions SET status = 'closed', end_reason = ?, ended_at = ? "
                      "WHERE id = ?", (end_reason, when, row.id))
+
+
+_SWEEP_SQL = (
+    "SELECT s.id FROM sessions s WHERE COALESCE(s.ended_at, MAX(s.started_at, "
+    "COALESCE((SELECT MAX(at) FROM signals WHERE session_id = s.id), 0), "
+    "COALESCE((SELECT MAX(at) FROM annotations WHERE session_id = s.id), 0))) < ? ORDER BY s.id")
+
+
+def _delete_sessions(ids: list[str], conn: Any) -> None:
+    """Delete the rows of these sessions and their signals and annotations (inside the sweep's
+    batch)."""
+    for start in range(0, len(ids), state.IN_CHUNK):
+        chunk = ids[start:start + state.IN_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for table, col in (("signals", "session_id"), ("annotations", "session_id"),
+                           ("sessions", "id")):
+            conn.execute(f"DELETE FROM {table} WHERE {col} IN ({marks})", chunk)
 
 
 def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:
@@ -505,4 +558,5 @@ def _check_metadata(metadata: Mapping[str, Any]) -> None:
                      if isinstance(child, str | Mapping | list | tuple))
 
 
-__all__ = ["SessionError", "SessionNotFound", "Sessions", "check_text", "short_repr", "to_epoch"]
+__all__ = ["SessionError", "SessionNotFound", "Sessions", "SweepReport", "check_text", "short_repr",
+           "to_epoch"]
