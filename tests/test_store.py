@@ -323,17 +323,17 @@ def test_failed_open_leaves_the_directory_as_it_was(tmp_path, content):
 def test_lock_taken_on_a_removed_lock_file_is_retaken(tmp_path):
     """A writer that locks a LOCK file which a failed open unlinks meanwhile locks the new file
     instead, so two writers can never both hold a lock."""
-    from recallql.index.store import _acquire_lock
+    from recallql.index.lock import acquire_lock
 
     path = tmp_path / "db"
     path.mkdir()
     stale = os.open(path / "LOCK", os.O_RDWR | os.O_CREAT)
     (path / "LOCK").unlink()  # what a failed open does while holding it
-    fd, created = _acquire_lock(path)
+    fd, created = acquire_lock(path)
     try:
         assert created and os.path.samestat(os.fstat(fd), os.stat(path / "LOCK"))
         with pytest.raises(recallql.DatabaseLocked):
-            _acquire_lock(path)
+            acquire_lock(path)
     finally:
         os.close(fd)
         os.close(stale)

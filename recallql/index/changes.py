@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from recallql.index.columns import SAME
-from recallql.index.errors import IngestError
-from recallql.index.items import ItemBatch, item_id, ref_id, show
+from recallql.index.errors import IngestError, show
+from recallql.index.items import ItemBatch, item_id, ref_id
 
 if TYPE_CHECKING:
     from recallql.index.snapshot import CollectionState

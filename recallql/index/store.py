@@ -18,7 +18,6 @@ committed batch number on every call and refreshes incrementally when it changed
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sqlite3
 import threading
@@ -31,8 +30,9 @@ from recallql.index import changes
 from recallql.index.batch import DeleteReport, IngestReport
 from recallql.index.changes import Plan
 from recallql.index.embedders import Embedder
-from recallql.index.errors import DatabaseLocked, StoreError
+from recallql.index.errors import StoreError
 from recallql.index.items import ItemBatch
+from recallql.index.lock import LOCK_FILE, acquire_lock
 from recallql.index.metadata import CollectionRow, ExtraSql, MetadataStore
 from recallql.index.schema import CollectionInfo, make_info
 from recallql.index.snapshot import CollectionSnapshot, CollectionState
@@ -40,45 +40,6 @@ from recallql.index.text import TextIndex
 from recallql.index.vectors import SegmentFiles
 
 META_FILE = "meta.sqlite"
-LOCK_FILE = "LOCK"
-
-
-def _acquire_lock(directory: Path) -> tuple[int, bool]:
-    """Take the writer lock of `directory`.
-
-    Returns:
-        (the open file descriptor, whether this call created the lock file).
-
-    Raises:
-        DatabaseLocked: another writer holds it.
-    """
-    path = directory / LOCK_FILE
-    while True:
-        try:
-            fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
-        except FileExistsError:
-            fd, created = os.open(path, os.O_RDWR | os.O_CREAT, 0o644), False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise DatabaseLocked(
-                f"the database {directory} is locked by another writer (lock file {path}); "
-                "close it there, or open this one read-only (readonly=True)") from None
-        if _is_current(fd, path):
-            break
-        os.close(fd)  # a failed open removed the file while we waited: lock the new one
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return fd, created
-
-
-def _is_current(fd: int, path: Path) -> bool:
-    """Whether `fd` is still the file at `path` (not unlinked or replaced)."""
-    try:
-        return os.path.samestat(os.fstat(fd), os.stat(path))
-    except FileNotFoundError:
-        return False
 
 
 class Store:
@@ -127,7 +88,7 @@ class Store:
         if directory.is_dir() and any(directory.iterdir()) and not (directory / META_FILE).exists():
             raise StoreError(f"{directory} is not empty and is not a recallql database")
         directory.mkdir(parents=True, exist_ok=True)
-        fd, created = _acquire_lock(directory)
+        fd, created = acquire_lock(directory)
         store = None
         try:
             store = cls(directory, False, fd)
