@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import recallql
-from recallql.engine import sessions as sessions_module
+from recallql.engine import session_sweep
 from recallql.engine.reasons import Reason
 from recallql.engine.sessions import SessionError, SweepReport
 from recallql.index.embedders import HashEmbedder
@@ -123,7 +123,7 @@ def test_a_failed_sweep_removes_nothing(db, clock, monkeypatch):
         conn.execute("DELETE FROM sessions")
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(sessions_module, "_delete_sessions", fail)
+    monkeypatch.setattr(session_sweep, "delete_sessions", fail)
     with pytest.raises(RuntimeError, match="disk on fire"):
         db.sessions.sweep(30)
     assert (session_ids(db), sorted(r.id for r in search(db))) == before

@@ -21,32 +21,30 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
-import numbers
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-import numpy as np
-
 from recallql.engine import session_state as state
+from recallql.engine import session_sweep as sweeping
 from recallql.engine.lineage import SessionRow
 from recallql.engine.models import SessionSnapshot
 from recallql.engine.operators.base import SessionState
+from recallql.engine.session_input import (
+    SessionError,
+    SessionNotFound,
+    check_text,
+    metadata_json,
+    retention_days,
+    to_epoch,
+)
 from recallql.engine.session_state import to_datetime
+from recallql.engine.session_sweep import SweepReport
 from recallql.engine.signals import SignalPolicy, no_session, short_repr, validate_id
 from recallql.index.errors import SignalRejected, StoreError
-
-
-class SessionError(ValueError):
-    """A session lifecycle mistake: invalid or duplicate id, wrong state, invalid time."""
-
-
-class SessionNotFound(SessionError, LookupError):
-    """No session with that id (never created, or swept)."""
 
 
 class MetaStore(Protocol):
@@ -65,76 +63,6 @@ class MetaStore(Protocol):
                         ) -> int:
         """Delete the live messages of these sessions in one all-or-nothing batch, running
         `extra_sql(conn)` in its SQLite transaction; returns the number of messages deleted."""
-
-
-class SweepReport(int):
-    """What `Sessions.sweep` removed: an `int`, the number of sessions (as `sweep` always
-    returned), with the number of their messages deleted in the same batch in `messages`."""
-
-    messages: int
-
-    def __new__(cls, sessions: int, messages: int = 0) -> SweepReport:
-        report = super().__new__(cls, sessions)
-        report.messages = messages
-        return report
-
-    @property
-    def sessions(self) -> int:
-        """The number of sessions removed."""
-        return int(self)
-
-    def __repr__(self) -> str:
-        return f"SweepReport(sessions={int(self)}, messages={self.messages})"
-
-    __str__ = int.__repr__
-
-
-def to_epoch(value: datetime | float | int | None, default: float, what: str,
-             error: type[ValueError] = SessionError) -> float:
-    """A time argument as epoch seconds UTC (naive datetimes are UTC; None gives `default`).
-
-    Every session time (start, end, signal, annotation, message, `as_of`) must lie in years
-    1..9999 UTC, the range a `datetime` can hold: 0001-01-01T00:00:00Z to
-    9999-12-31T23:59:59.999999Z (stored as at most `session_state.MAX_TIME`).
-
-    Raises:
-        error (`SessionError` by default): not a datetime or a number of seconds, not finite,
-            or outside that range (checked before any float conversion, so a huge int is
-            rejected rather than overflowing).
-    """
-    if value is None:
-        value = default
-    if isinstance(value, datetime):
-        try:
-            seconds = (value if value.tzinfo else value.replace(tzinfo=UTC)) \
-                .astimezone(UTC).timestamp()
-        except (OverflowError, ValueError):
-            raise error(f"{what} must be a time in years 1..9999 UTC, got {short_repr(value)} "
-                        "(out of range)") from None
-        return min(max(seconds, state.MIN_TIME), state.MAX_TIME)  # float rounding at the ends
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise error(f"{what} must be a datetime or epoch seconds (UTC), got {short_repr(value)}")
-    if not (state.MIN_TIME <= value <= state.MAX_TIME):  # exact for ints; False for NaN
-        raise error(f"{what} must be a finite time in years 1..9999 UTC, got {short_repr(value)} "
-                    "(out of range)")
-    return float(value)
-
-
-def check_text(value: str, what: str, error: type[ValueError] = SessionError,
-               prefix: str = "") -> None:
-    """Check that a string can be stored: valid Unicode, i.e. encodable as UTF-8 (a Python str
-    may hold a lone surrogate such as `"\\ud800"`, which SQLite and JSON cannot).
-
-    Raises:
-        error (`SessionError` by default): naming `what` and where the bad character is, after
-            `prefix` (e.g. `"signal rejected (rule bad_entity)"`) when given.
-    """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        lead = f"{prefix}: " if prefix else ""
-        raise error(f"{lead}{what} is not valid Unicode: lone surrogate "
-                    f"{value[exc.start]!r} at index {exc.start}") from None
 
 
 class Sessions:
@@ -193,7 +121,7 @@ class Sessions:
         if title is not None:
             check_text(title, "title")
         started = to_epoch(started_at, self._clock(), "started_at")
-        meta_json = _metadata_json(metadata)
+        meta_json = metadata_json(metadata)
         if parent == id:
             raise SessionError(f"cannot create session {id!r}: a session cannot be its own "
                                "parent")
@@ -333,16 +261,17 @@ class Sessions:
             StoreError: the database is read-only.
         """
         days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) \
-            else _days(older_than)
+            else retention_days(older_than)
         if not math.isfinite(days) or days < 0:
             raise SessionError(f"older_than must be a non-negative duration, got {older_than!r}")
         cutoff = self._clock() - days * 86400
         with self._guard("sweep sessions"), self._meta.writing():  # select and delete as one
             with self._meta.read_transaction() as conn:
-                ids = [r[0] for r in conn.execute(_SWEEP_SQL, (cutoff,))]
+                ids = [r[0] for r in conn.execute(sweeping.SWEEP_SQL, (cutoff,))]
             if not ids:
                 return SweepReport(0)
-            messages = self._meta.delete_messages(ids, functools.partial(_delete_sessions, ids))
+            messages = self._meta.delete_messages(
+                ids, functools.partial(sweeping.delete_sessions, ids))
         return SweepReport(len(ids), messages)
 
     # -- reads -------------------------------------------------------------------------------
@@ -471,23 +400,6 @@ class Sessions:
                      "WHERE id = ?", (end_reason, when, row.id))
 
 
-_SWEEP_SQL = (
-    "SELECT s.id FROM sessions s WHERE COALESCE(s.ended_at, MAX(s.started_at, "
-    "COALESCE((SELECT MAX(at) FROM signals WHERE session_id = s.id), 0), "
-    "COALESCE((SELECT MAX(at) FROM annotations WHERE session_id = s.id), 0))) < ? ORDER BY s.id")
-
-
-def _delete_sessions(ids: list[str], conn: Any) -> None:
-    """Delete the rows of these sessions and their signals and annotations (inside the sweep's
-    batch)."""
-    for start in range(0, len(ids), state.IN_CHUNK):
-        chunk = ids[start:start + state.IN_CHUNK]
-        marks = ",".join("?" * len(chunk))
-        for table, col in (("signals", "session_id"), ("annotations", "session_id"),
-                           ("sessions", "id")):
-            conn.execute(f"DELETE FROM {table} WHERE {col} IN ({marks})", chunk)
-
-
 def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:
     if row is not None and row.started_at is not None and when < row.started_at:
         raise SignalRejected(f"{what} rejected (rule before_start): at {_iso(when)} is before "
@@ -496,66 +408,6 @@ def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:
 
 def _iso(ts: float) -> str:
     return to_datetime(ts).isoformat()  # type: ignore[union-attr]  # ts is a stored time
-
-
-def _days(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SessionError("older_than must be a timedelta or a number of days, got "
-                           f"{short_repr(value)}")
-    try:
-        return float(value)
-    except OverflowError:  # an int beyond float: refused as non-finite by the caller
-        return math.inf
-
-
-#: How deep session metadata may nest (the top-level mapping is level 1).
-MAX_METADATA_DEPTH = 64
-
-
-def _metadata_json(metadata: Mapping[str, Any] | None) -> str:
-    """Session metadata as JSON text.
-
-    Raises:
-        SessionError: not a mapping with string keys, nested more than `MAX_METADATA_DEPTH`
-            levels, text that is not valid Unicode, or not JSON-serialisable with finite
-            numbers.
-    """
-    if metadata is None:
-        return "{}"
-    if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
-        raise SessionError("metadata must be a mapping with string keys, got "
-                           f"{short_repr(metadata)}")
-    _check_metadata(metadata)
-    try:
-        return json.dumps(dict(metadata), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise SessionError(f"metadata must be JSON-serialisable with finite numbers: {exc}") \
-            from None
-
-
-def _check_metadata(metadata: Mapping[str, Any]) -> None:
-    """Refuse metadata nested deeper than `MAX_METADATA_DEPTH` (json.dumps would recurse until
-    RecursionError; a circular structure is refused the same way), or holding a key or string
-    that is not valid Unicode (json.dumps would escape it, and reading it back would fail).
-    Iterative: it never recurses itself."""
-    stack: list[tuple[object, int]] = [(metadata, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, str):
-            check_text(value, "a metadata string")
-            continue
-        if depth > MAX_METADATA_DEPTH:
-            raise SessionError(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep "
-                               "(or is circular)")
-        if isinstance(value, Mapping):
-            for key in value:
-                if isinstance(key, str):
-                    check_text(key, "a metadata key")
-            children: Any = value.values()
-        else:
-            children = value if isinstance(value, list | tuple) else ()
-        stack.extend((child, depth + 1) for child in children
-                     if isinstance(child, str | Mapping | list | tuple))
 
 
 __all__ = ["SessionError", "SessionNotFound", "Sessions", "SweepReport", "check_text", "short_repr",
