@@ -107,24 +107,9 @@ class Sessions:
                 parent is the session itself or does not exist.
             StoreError: the database is read-only.
         """
-        self._validate(id, "session id")
-        self._validate(agent_id, "agent id")
-        for what, ref in (("parent", parent), ("branched_from", branched_from),
-                          ("delegate_from", delegate_from)):
-            if ref is not None:
-                self._validate(ref, f"{what} session id")
-        if not isinstance(source, str) or not source:
-            raise SessionError(f"source must be a non-empty string, got {source!r}")
-        check_text(source, "source")
-        if title is not None and not isinstance(title, str):
-            raise SessionError(f"title must be a string, got {title!r}")
-        if title is not None:
-            check_text(title, "title")
+        self._check_new(id, agent_id, (parent, branched_from, delegate_from), source, title)
         started = to_epoch(started_at, self._clock(), "started_at")
         meta_json = metadata_json(metadata)
-        if parent == id:
-            raise SessionError(f"cannot create session {id!r}: a session cannot be its own "
-                               "parent")
         with self._write(f"create session {id!r}") as conn:
             if self._row(conn, id) is not None:
                 raise SessionError(f"session {id!r} already exists")
@@ -139,6 +124,26 @@ class Sessions:
                  title),
             )
         return self.snapshot(id, as_of=max(started, self._clock()))
+
+    def _check_new(self, id: str, agent_id: str, refs: tuple[str | None, ...], source: str,
+                   title: str | None) -> None:
+        """The checks of `create` that need no database: ids (`refs`: parent, branched_from,
+        delegate_from), source, title, and a parent other than the session itself."""
+        self._validate(id, "session id")
+        self._validate(agent_id, "agent id")
+        for what, ref in zip(("parent", "branched_from", "delegate_from"), refs, strict=True):
+            if ref is not None:
+                self._validate(ref, f"{what} session id")
+        if refs[0] == id:
+            raise SessionError(f"cannot create session {id!r}: a session cannot be its own "
+                               "parent")
+        if not isinstance(source, str) or not source:
+            raise SessionError(f"source must be a non-empty string, got {source!r}")
+        check_text(source, "source")
+        if title is not None and not isinstance(title, str):
+            raise SessionError(f"title must be a string, got {title!r}")
+        if title is not None:
+            check_text(title, "title")
 
     def annotate(self, id: str, text: str, at: datetime | float | None = None) -> None:
         """Add annotation text to an open session; its whitespace-separated words, lower-cased,

@@ -137,6 +137,7 @@ class PrefixIndexer:
     def __call__(self, first: int, ids: list[str], texts: list[str]) -> None:
         if not self.streaming:
             return
+        assert first == self.sent, "validated chunks arrive in order"
         live = self.state.live_rows(ids)
         stop = next(i for i, item in enumerate(ids) if item in live) if live else len(ids)
         self._add(texts[:stop])
