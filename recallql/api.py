@@ -20,12 +20,13 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from recallql.engine.engine import QueryEngine
-from recallql.engine.messages import Messages
+from recallql.engine.messages import COLLECTION as MESSAGES
+from recallql.engine.messages import Messages, session_item_ids
 from recallql.engine.models import Explain, Result
 from recallql.engine.sessions import Sessions
 from recallql.engine.signals import SignalPolicy
 from recallql.index import embedders as emb
-from recallql.index.batch import IngestReport
+from recallql.index.batch import DeleteReport, IngestReport
 from recallql.index.errors import StoreError
 from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, make_info
 from recallql.index.snapshot import CollectionSnapshot
@@ -34,12 +35,12 @@ from recallql.index.store import Store, check_same
 if TYPE_CHECKING:
     from recallql.engine.importer import ImportReport
 
-__all__ = ["Database", "IngestReport", "connect"]
+__all__ = ["Database", "DeleteReport", "IngestReport", "connect"]
 
 
 class _SessionStore:
-    """Sessions' view of the store: SQLite-only write transactions (with the writer checks) and
-    consistent reads."""
+    """Sessions' view of the store: SQLite-only write transactions (with the writer checks),
+    consistent reads, and message deletion for sweeps (see `recallql.engine.sessions.MetaStore`)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -49,6 +50,14 @@ class _SessionStore:
 
     def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._store.meta.read_transaction()
+
+    def writing(self) -> AbstractContextManager[None]:
+        return self._store.writing()
+
+    def delete_messages(self, session_ids: list[str],
+                        extra_sql: Callable[[sqlite3.Connection], object]) -> int:
+        ids = session_item_ids(self._store.snapshot(MESSAGES), session_ids)
+        return self._store.delete(MESSAGES, ids, extra_sql=extra_sql).deleted
 
 
 def connect(path: str | os.PathLike | None = None, *, embedder: object = "default",
@@ -186,20 +195,55 @@ class Database:
                                                       .embedder_name)
         return self._embedders[collection]
 
-    def ingest(self, collection: str, items: Iterable[Mapping[str, object]]) -> IngestReport:
+    def ingest(self, collection: str, items: Iterable[Mapping[str, object]], *,
+               replace_documents: bool = False) -> IngestReport:
         """Add or replace items, as one all-or-nothing batch.
+
+        An item identical to its live version (same text fields, declared fields,
+        ``created_at``, ``entity``, ``doc_id``, ``position`` and vector — or no vector, when the
+        collection embeds) is left alone: not re-embedded, not re-indexed (`unchanged`).
 
         Args:
             collection: collection name.
             items: dicts with ``id`` (str or int), the text fields, ``created_at`` (datetime,
                 ISO-8601 str or epoch seconds; naive = UTC), ``entity``, ``doc_id``,
                 ``position``, ``vector`` (optional) and the declared fields.
+            replace_documents: for every ``doc_id`` in the batch (an item without one is its
+                own document), also delete the document's live chunks whose id is not in the
+                batch, in the same batch: re-ingesting a file that shrank from 100 chunks to 1
+                leaves 1 (`removed`).
+
+        Returns:
+            The `IngestReport` (added, replaced, unchanged, removed, embedded).
 
         Raises:
             IngestError: an invalid item (names the item and field); nothing was written.
             StoreError: unknown collection, read-only database.
         """
-        return self.store.ingest(collection, items, self.embedder(collection))
+        return self.store.ingest(collection, items, self.embedder(collection),
+                                 replace_documents=replace_documents)
+
+    def delete(self, collection: str, ids: Iterable[str | int] | None = None, *,
+               doc_ids: Iterable[str | int] | None = None) -> DeleteReport:
+        """Delete items by id and/or whole documents by ``doc_id``, as one all-or-nothing batch.
+
+        Statements stop returning the rows once the batch commits (in this process and in
+        readers); unknown ids are counted in `missing`, not an error.
+
+        Args:
+            collection: collection name.
+            ids: item ids (a list; str or int, as at ingest).
+            doc_ids: document ids: every live chunk of each document is deleted.
+
+        Returns:
+            The `DeleteReport` (deleted, missing; batch 0 when nothing matched).
+
+        Raises:
+            IngestError: neither `ids` nor `doc_ids`, a bare string instead of a list, or an id
+                that ingest would refuse (names its position); nothing was written.
+            StoreError: unknown collection, read-only database.
+        """
+        return self.store.delete(collection, ids, doc_ids)
 
     def collections(self) -> list[CollectionInfo]:
         """All collections."""

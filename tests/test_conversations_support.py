@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 
+from session_rows import needs_raw_row, write_session_row
+
 import recallql
 from recallql.index.embedders import HashEmbedder
 
@@ -35,8 +37,12 @@ def session(db: recallql.Database, sid: str, parent: str | None = None, *, end: 
     `msgs` holds `tf` ints (a live message) or `(tf, active, compacted)` tuples. Returns
     `{label: message_id}` with labels `sid#i` (i from 0).
     """
-    db.sessions.create(sid, "agent-1", parent=parent, source=source, branched_from=branched,
-                       delegate_from=delegate, started_at=T0)
+    if needs_raw_row(db, sid, parent):  # dangling or cyclic lineage: as an import writes it
+        write_session_row(db, sid, parent=parent, source=source, branched_from=branched,
+                          delegate_from=delegate, started_at=T0)
+    else:
+        db.sessions.create(sid, "agent-1", parent=parent, source=source,
+                           branched_from=branched, delegate_from=delegate, started_at=T0)
     ids = {}
     for i, spec in enumerate(msgs):
         tf, active, compacted = (spec, True, False) if isinstance(spec, int) else spec

@@ -11,7 +11,7 @@ import pytest
 
 import recallql
 from recallql import IngestError
-from recallql.index.items import MAX_EPOCH, MIN_EPOCH, item_epoch, to_epoch
+from recallql.index.timestamps import MAX_EPOCH, MIN_EPOCH, item_epoch, to_epoch
 from recallql.index.vectors import MIN_NORM, normalise_query
 
 GOOD = {"id": "ok-1", "title": "valid title", "body": "valid body"}

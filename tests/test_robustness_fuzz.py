@@ -24,6 +24,7 @@ import pytest
 from engine_helpers import NOW_TS, doc, vec
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from session_rows import write_session_row
 
 import recallql
 
@@ -67,7 +68,7 @@ def build_db() -> recallql.Database:
     s.create("s3", "agent", parent="s2", started_at=NOW_TS - 5 * DAY)
     s.archive("s3")
     s.create("tip", "agent", parent="s2", started_at=NOW_TS - 4 * DAY)
-    s.create("loop", "agent", parent="loop", started_at=NOW_TS - 4 * DAY)
+    write_session_row(db, "loop", "agent", parent="loop", started_at=NOW_TS - 4 * DAY)
     for sid, text in (("s1", "alpha backup was restored"), ("tip", "alpha retention again"),
                       ("tip", "rotate the keys"), ("loop", "alpha loop")):
         db.messages.append(sid, "user", text, at=NOW_TS - 3 * DAY)

@@ -53,6 +53,7 @@ def utc(ts: float) -> datetime:
 
 
 def test_create_records_every_field(db):
+    db.sessions.create("s-1", "agent", started_at=datetime(2025, 1, 1))
     snap = db.sessions.create("s-2", "agent", parent="s-1", source="subagent",
                               started_at=datetime(2025, 1, 2, 3, 4, 5), branched_from="s-0",
                               delegate_from="s-1", metadata={"model": "x", "n": 3})

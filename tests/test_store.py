@@ -323,17 +323,17 @@ def test_failed_open_leaves_the_directory_as_it_was(tmp_path, content):
 def test_lock_taken_on_a_removed_lock_file_is_retaken(tmp_path):
     """A writer that locks a LOCK file which a failed open unlinks meanwhile locks the new file
     instead, so two writers can never both hold a lock."""
-    from recallql.index.store import _acquire_lock
+    from recallql.index.lock import acquire_lock
 
     path = tmp_path / "db"
     path.mkdir()
     stale = os.open(path / "LOCK", os.O_RDWR | os.O_CREAT)
     (path / "LOCK").unlink()  # what a failed open does while holding it
-    fd, created = _acquire_lock(path)
+    fd, created = acquire_lock(path)
     try:
         assert created and os.path.samestat(os.fstat(fd), os.stat(path / "LOCK"))
         with pytest.raises(recallql.DatabaseLocked):
-            _acquire_lock(path)
+            acquire_lock(path)
     finally:
         os.close(fd)
         os.close(stale)
@@ -394,17 +394,16 @@ def test_merges_of_interleaved_segments_with_tombstones_keep_rowids(tmp_path):
     """Tier merges combine non-adjacent segments and drop tombstoned rows; every vector must
     still be found at its own rowid. (This workload once produced a merged segment whose
     unsorted rowids were mistaken for a contiguous range.)"""
-    from tests.test_store_crash import SEED, batch_items
+    from tests.test_store_crash import SEED, batch_items, fresh
 
     expected = {}
     with recallql.connect(tmp_path / "db", embedder=HashEmbedder(16)) as db:
-        for k in range(1, 20):
-            items = batch_items(SEED, k)  # 1-12 new items + 'shared', replaced every batch
-            db.ingest("docs", items)
-            expected.update({it["id"]: it["vector"] for it in items[:-1]})
+        for k in range(1, 20):  # 1-12 new items, 'shared' (replaced), 'constant' (unchanged)
+            db.ingest("docs", batch_items(SEED, k))
+            expected.update({it["id"]: it["vector"] for it in fresh(SEED, k)})
         snap = db.snapshot("docs")
         assert any(s.explicit is not None for s in snap._segments)
         for item_id, vec in expected.items():
             rows, cos = snap.semantic_topn(vec, 1)
             assert snap.ids[rows[0]] == item_id and cos[0] == pytest.approx(1.0)
-        assert snap.semantic_topn(expected["b1-0"], 10**6)[0].size == len(expected) + 1
+        assert snap.semantic_topn(expected["b1-0"], 10**6)[0].size == len(expected) + 2

@@ -2,6 +2,10 @@
 commit protocol); afterwards the database opens, shows only whole batches in SQLite, tantivy
 results and vectors, and the next writer can ingest again.
 
+The writer's logical steps: ingest batch ``k`` (fresh items, the re-ingested 'shared' item and the
+unchanged 'constant' item), and after every batch ``k`` divisible by `DELETE_EVERY` one delete
+batch that removes most of batch ``k-1`` (by id and by doc_id). A delete is all-or-nothing too.
+
 Run as a script, this module is the writer: ``python test_store_crash.py DB START SEED [POINT N]``.
 """
 
@@ -13,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -23,16 +26,40 @@ HERE = Path(__file__).resolve()
 SEED = 20240601
 
 
+DELETE_EVERY = 3
+CONSTANT = {"id": "constant", "title": "constant item never changes"}
+
+
 def batch_items(seed: int, k: int) -> list[dict]:
-    """Logical batch k: 1–12 fresh items with supplied vectors, plus the shared item 'shared'
-    (re-ingested by every batch, embedded by the collection's embedder)."""
+    """Logical batch k: 1–12 fresh items with supplied vectors (chunk j of document
+    ``d<k>-odd`` when j % 4 == 1, else its own document), the shared item 'shared' (re-ingested
+    by every batch, embedded by the collection's embedder) and the unchanged item 'constant'."""
     rng = np.random.default_rng([seed, k])
     size = int(rng.integers(1, 13))
     vecs = rng.standard_normal((size, 16)).astype(np.float32)
     items = [{"id": f"b{k}-{j}", "title": f"batchtok{k} item {j}", "body": "crash test body",
               "source": f"batch-{k}", "vector": vecs[j]} for j in range(size)]
+    for j in range(1, size, 4):
+        items[j]["doc_id"] = f"d{k}-odd"
     items.append({"id": "shared", "title": f"shared batchtok{k}", "source": f"batch-{k}"})
+    items.append(dict(CONSTANT))
     return items
+
+
+def fresh(seed: int, k: int) -> list[dict]:
+    return batch_items(seed, k)[:-2]
+
+
+def delete_batch(db, seed: int, k: int):
+    """The delete after batch k + 1: the even items of batch k by id, its odd document by
+    doc_id (only the items j % 4 == 3 survive)."""
+    evens = [it["id"] for j, it in enumerate(fresh(seed, k)) if j % 2 == 0]
+    return db.delete("docs", evens, doc_ids=[f"d{k}-odd"])
+
+
+def survivors(seed: int, k: int, deleted: bool) -> set[str]:
+    """Ids of batch k's fresh items that are live (after its delete batch when `deleted`)."""
+    return {it["id"] for j, it in enumerate(fresh(seed, k)) if not deleted or j % 4 == 3}
 
 
 def _install_crash(point: str, after: int) -> None:
@@ -69,9 +96,32 @@ def _install_crash(point: str, after: int) -> None:
         wrap(vectors.SegmentFiles, "write", when=lambda self, name, parts: name[0] == "m")
     elif point == "merge-committed":
         wrap(vectors.SegmentFiles, "remove", before=True)
+    elif point == "delete-text-committed":
+        wrap(text.TextIndex, "commit", when=lambda *a: _deleting["now"])
+    elif point == "delete-sqlite-committed":
+        wrap(store.batches, "commit", when=lambda *a: _deleting["now"])
     else:
         raise ValueError(point)
+    if point.startswith("delete-"):
+        _track_deletes(store.Store)
     assert batch  # imported for its side effects on `store.batches`
+
+
+_deleting = {"now": False}
+
+
+def _track_deletes(store_class) -> None:
+    """Set ``_deleting["now"]`` while `Store.delete` runs."""
+    original = store_class.delete
+
+    def delete(*args, **kwargs):
+        _deleting["now"] = True
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _deleting["now"] = False
+
+    store_class.delete = delete
 
 
 def _writer(path: str, start: int, seed: int, point: str | None, after: int) -> None:
@@ -85,6 +135,8 @@ def _writer(path: str, start: int, seed: int, point: str | None, after: int) -> 
     k = start
     while True:
         db.ingest("docs", batch_items(seed, k))
+        if k % DELETE_EVERY == 0:
+            delete_batch(db, seed, k - 1)
         k += 1
 
 
@@ -101,41 +153,75 @@ def _spawn(path: Path, start: int, point: str | None = None, after: int = 0):
 
 
 def _check(path: Path, started_from: int) -> int:
-    """Open as the next writer, verify whole batches everywhere, ingest the next logical batch;
-    returns the next logical batch number."""
+    """Open as the next writer, verify whole batches everywhere, finish the logical step the
+    writer was in (a delete not yet committed) and ingest the next batch; returns the next
+    logical batch number."""
     import recallql
     from recallql.index.embedders import HashEmbedder
 
     with recallql.connect(path, embedder=HashEmbedder(16)) as db:
         snap = db.snapshot("docs")
-        live = np.flatnonzero(snap.live)
-        rows = snap.fetch(live)
-        sizes = Counter(r["source"] for r in rows if r["id"] != "shared")
-        done = sorted(int(s.split("-")[1]) for s in sizes)
-        last = len(done)
-        assert done == list(range(1, last + 1)), "committed batches are not a prefix"
-        assert last >= started_from - 1, "a committed batch disappeared"
-        for k in done:  # SQLite: each batch whole
-            assert sizes[f"batch-{k}"] == len(batch_items(SEED, k)) - 1, k
-        shared = [r for r in rows if r["id"] == "shared"]
-        assert [r["source"] for r in shared] == ([f"batch-{last}"] if last else [])
-        for k in range(max(1, last - 3), last + 4):  # tantivy: whole batches only
-            got, _ = snap.lexical_topn([f"batchtok{k}"], 100)
-            want = {it["id"] for it in batch_items(SEED, k)} if k <= last else set()
-            if k != last:
-                want.discard("shared")
-            assert {snap.ids[r] for r in got} == want, k
-        for k in done[-3:]:  # vectors: whole batches only, exact vectors
-            items = batch_items(SEED, k)
-            got, cos = snap.semantic_topn(items[0]["vector"], 1)
-            assert snap.ids[got[0]] == items[0]["id"] and cos[0] == pytest.approx(1.0)
-        assert int((snap.live & snap.has_vector).sum()) == len(live)
+        rows = snap.fetch(np.flatnonzero(snap.live))
+        last, expected = _check_rows(rows, started_from)
+        _check_text(snap, last, expected)
+        _check_vectors(snap, last, expected)
+        assert int((snap.live & snap.has_vector).sum()) == len(rows)
         state = db.store._state("docs")
         assert state.text.batches_after(db.store.committed_batch()) == 0
         manifest = {s.file for s in db.store.meta.segments(state.id)}
         assert {p.name for p in state.files.directory.iterdir()} == manifest
-        db.ingest("docs", batch_items(SEED, last + 1))
+        if last and last % DELETE_EVERY == 0 and expected[last - 1] == survivors(
+                SEED, last - 1, False):
+            delete_batch(db, SEED, last - 1)  # the writer died before this delete committed
+        assert db.ingest("docs", batch_items(SEED, last + 1)).unchanged == (1 if last else 0)
+        if (last + 1) % DELETE_EVERY == 0:
+            delete_batch(db, SEED, last)
         return last + 2
+
+
+def _check_rows(rows: list[dict], started_from: int) -> tuple[int, dict[int, set[str]]]:
+    """SQLite: committed ingests are a prefix, each batch whole, each delete whole.
+
+    Returns:
+        The last committed logical batch and, per batch, the ids of its live fresh items.
+    """
+    by_batch: dict[int, set[str]] = {}
+    for r in rows:
+        if r["id"] not in ("shared", "constant"):
+            by_batch.setdefault(int(r["source"].split("-")[1]), set()).add(r["id"])
+    last = max((int(r["source"].split("-")[1]) for r in rows if r["id"] == "shared"), default=0)
+    assert last >= started_from - 1, "a committed batch disappeared"
+    for k in range(1, last + 1):
+        got = by_batch.setdefault(k, set())
+        has_delete = (k + 1) % DELETE_EVERY == 0  # the delete of batch k follows ingest k + 1
+        if has_delete and k + 1 == last:  # the writer may have died before it committed
+            assert got in (survivors(SEED, k, True), survivors(SEED, k, False)), \
+                f"batch {k}: partial delete"
+        else:
+            assert got == survivors(SEED, k, has_delete and k + 2 <= last), f"batch {k}"
+    assert set(by_batch) <= set(range(1, last + 1)), "rows of an uncommitted batch"
+    assert [r["title"] for r in rows if r["id"] == "constant"] == ([CONSTANT["title"]] if last
+                                                                   else [])
+    return last, by_batch
+
+
+def _check_text(snap, last: int, expected: dict[int, set[str]]) -> None:
+    """tantivy: whole batches only, deleted items gone."""
+    for k in range(max(1, last - 3), last + 4):
+        got, _ = snap.lexical_topn([f"batchtok{k}"], 100)
+        want = set(expected.get(k, set())) | ({"shared"} if k == last else set())
+        assert {snap.ids[r] for r in got} == want, k
+
+
+def _check_vectors(snap, last: int, expected: dict[int, set[str]]) -> None:
+    """Vectors: live items found exactly, deleted ones never returned."""
+    for k in range(max(1, last - 3), last + 1):
+        for item in fresh(SEED, k):
+            got, cos = snap.semantic_topn(item["vector"], 1)
+            if item["id"] in expected[k]:
+                assert snap.ids[got[0]] == item["id"] and cos[0] == pytest.approx(1.0)
+            else:
+                assert snap.ids[got[0]] != item["id"]
 
 
 @pytest.mark.slow
@@ -154,7 +240,8 @@ def test_sigkill_at_random_moments(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["segment-written", "text-committed", "sqlite-committed",
-                                   "merge-written", "merge-committed"])
+                                   "merge-written", "merge-committed", "delete-text-committed",
+                                   "delete-sqlite-committed"])
 def test_sigkill_at_protocol_points(tmp_path, point):
     path = tmp_path / "db"
     start = 1

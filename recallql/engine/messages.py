@@ -11,7 +11,7 @@ searchable.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,7 @@ from recallql.engine.sessions import (
 )
 from recallql.engine.signals import no_session
 from recallql.index.errors import IngestError
+from recallql.index.filters import In
 
 COLLECTION = "messages"
 
@@ -163,6 +164,15 @@ def next_seq(snap: Any, session_id: str) -> int:
     seq = snap.column("seq")
     rows &= seq.present(snap.size)
     return int(seq.values(snap.size)[rows].max()) + 1 if rows.any() else 1
+
+
+def session_item_ids(snap: Any, session_ids: Sequence[str]) -> list[str]:
+    """Item ids of the live rows of a `messages` snapshot whose `session_id` is one of
+    `session_ids` (what a sweep of those sessions deletes)."""
+    if snap.size == 0 or not session_ids:
+        return []
+    rows = np.flatnonzero(snap.filter_mask(In("session_id", tuple(session_ids))) & snap.live)
+    return snap.column("id").take(rows, snap.size)
 
 
 def _iso(ts: float) -> str:

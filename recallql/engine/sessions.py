@@ -8,8 +8,9 @@ Lifecycle: `open` → `closed` (end_reason, ended_at) → `archived` (the snapsh
 frozen and persisted; FOR SESSION on an archived session uses it, so it ranks exactly as it did
 when it closed, whatever the clock or the signal policy says later). Its signals stay, so it keeps
 counting in the cross-session signal boost (frozen at `ended_at` too). `sweep(older_than)` removes
-sessions whose last activity is older than the retention, with their annotations and signals;
-statements naming a swept session degrade with `SESSION_NOT_FOUND`.
+sessions whose last activity is older than the retention, with their annotations, signals and
+messages (one all-or-nothing batch); statements naming a swept session degrade with
+`SESSION_NOT_FOUND`.
 
 Errors: lifecycle mistakes raise `SessionError` (`SessionNotFound` for an unknown id); every
 rejected signal or annotation raises `SignalRejected` naming the rule; a write on a read-only
@@ -19,88 +20,49 @@ database raises `StoreError` naming the action.
 from __future__ import annotations
 
 import contextlib
-import json
+import functools
 import math
-import numbers
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-import numpy as np
-
 from recallql.engine import session_state as state
+from recallql.engine import session_sweep as sweeping
 from recallql.engine.lineage import SessionRow
 from recallql.engine.models import SessionSnapshot
 from recallql.engine.operators.base import SessionState
+from recallql.engine.session_input import (
+    SessionError,
+    SessionNotFound,
+    check_text,
+    metadata_json,
+    retention_days,
+    to_epoch,
+)
 from recallql.engine.session_state import to_datetime
+from recallql.engine.session_sweep import SweepReport
 from recallql.engine.signals import SignalPolicy, no_session, short_repr, validate_id
 from recallql.index.errors import SignalRejected, StoreError
 
 
-class SessionError(ValueError):
-    """A session lifecycle mistake: invalid or duplicate id, wrong state, invalid time."""
-
-
-class SessionNotFound(SessionError, LookupError):
-    """No session with that id (never created, or swept)."""
-
-
 class MetaStore(Protocol):
-    """What sessions need of the metadata store."""
+    """What sessions need of the store."""
 
-    def transaction(self) -> AbstractContextManager[Any]: ...
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A write transaction on the metadata store alone."""
 
-    def read_transaction(self) -> AbstractContextManager[Any]: ...
+    def read_transaction(self) -> AbstractContextManager[Any]:
+        """A consistent read view of the metadata store."""
 
+    def writing(self) -> AbstractContextManager[Any]:
+        """Hold the writer: no other write of this process runs until it is released."""
 
-def to_epoch(value: datetime | float | int | None, default: float, what: str,
-             error: type[ValueError] = SessionError) -> float:
-    """A time argument as epoch seconds UTC (naive datetimes are UTC; None gives `default`).
-
-    Every session time (start, end, signal, annotation, message, `as_of`) must lie in years
-    1..9999 UTC, the range a `datetime` can hold: 0001-01-01T00:00:00Z to
-    9999-12-31T23:59:59.999999Z (stored as at most `session_state.MAX_TIME`).
-
-    Raises:
-        error (`SessionError` by default): not a datetime or a number of seconds, not finite,
-            or outside that range (checked before any float conversion, so a huge int is
-            rejected rather than overflowing).
-    """
-    if value is None:
-        value = default
-    if isinstance(value, datetime):
-        try:
-            seconds = (value if value.tzinfo else value.replace(tzinfo=UTC)) \
-                .astimezone(UTC).timestamp()
-        except (OverflowError, ValueError):
-            raise error(f"{what} must be a time in years 1..9999 UTC, got {short_repr(value)} "
-                        "(out of range)") from None
-        return min(max(seconds, state.MIN_TIME), state.MAX_TIME)  # float rounding at the ends
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise error(f"{what} must be a datetime or epoch seconds (UTC), got {short_repr(value)}")
-    if not (state.MIN_TIME <= value <= state.MAX_TIME):  # exact for ints; False for NaN
-        raise error(f"{what} must be a finite time in years 1..9999 UTC, got {short_repr(value)} "
-                    "(out of range)")
-    return float(value)
-
-
-def check_text(value: str, what: str, error: type[ValueError] = SessionError,
-               prefix: str = "") -> None:
-    """Check that a string can be stored: valid Unicode, i.e. encodable as UTF-8 (a Python str
-    may hold a lone surrogate such as `"\\ud800"`, which SQLite and JSON cannot).
-
-    Raises:
-        error (`SessionError` by default): naming `what` and where the bad character is, after
-            `prefix` (e.g. `"signal rejected (rule bad_entity)"`) when given.
-    """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        lead = f"{prefix}: " if prefix else ""
-        raise error(f"{lead}{what} is not valid Unicode: lone surrogate "
-                    f"{value[exc.start]!r} at index {exc.start}") from None
+    def delete_messages(self, session_ids: list[str], extra_sql: Callable[[Any], object]
+                        ) -> int:
+        """Delete the live messages of these sessions in one all-or-nothing batch, running
+        `extra_sql(conn)` in its SQLite transaction; returns the number of messages deleted."""
 
 
 class Sessions:
@@ -128,8 +90,9 @@ class Sessions:
 
         Args:
             id, agent_id: 1–128 letters, digits, `_ . : -`.
-            parent, branched_from, delegate_from: session ids (need not exist: imports may
-                arrive in any order).
+            parent: an existing session other than this one (the lineage of conversations
+                follows it; the Hermes importer alone may write a parent that does not exist).
+            branched_from, delegate_from: markers; session ids that need not exist.
             source: where the session comes from (`cli`, `tool`, `subagent`, ...).
             started_at: datetime or epoch seconds UTC; default now.
             metadata: a JSON-serialisable mapping with string keys.
@@ -140,27 +103,19 @@ class Sessions:
 
         Raises:
             SessionError: an invalid id, source, title, time or metadata (text that is not
-                valid Unicode, e.g. a lone surrogate, included), or the id already exists.
+                valid Unicode, e.g. a lone surrogate, included), the id already exists, or the
+                parent is the session itself or does not exist.
             StoreError: the database is read-only.
         """
-        self._validate(id, "session id")
-        self._validate(agent_id, "agent id")
-        for what, ref in (("parent", parent), ("branched_from", branched_from),
-                          ("delegate_from", delegate_from)):
-            if ref is not None:
-                self._validate(ref, f"{what} session id")
-        if not isinstance(source, str) or not source:
-            raise SessionError(f"source must be a non-empty string, got {source!r}")
-        check_text(source, "source")
-        if title is not None and not isinstance(title, str):
-            raise SessionError(f"title must be a string, got {title!r}")
-        if title is not None:
-            check_text(title, "title")
+        self._check_new(id, agent_id, (parent, branched_from, delegate_from), source, title)
         started = to_epoch(started_at, self._clock(), "started_at")
-        meta_json = _metadata_json(metadata)
+        meta_json = metadata_json(metadata)
         with self._write(f"create session {id!r}") as conn:
             if self._row(conn, id) is not None:
                 raise SessionError(f"session {id!r} already exists")
+            if parent is not None and self._row(conn, parent) is None:
+                raise SessionError(f"cannot create session {id!r}: its parent session "
+                                   f"{parent!r} does not exist (create the parent first)")
             conn.execute(
                 "INSERT INTO sessions (id, agent_id, status, parent_session_id, source, "
                 "branched_from, delegate_from, started_at, metadata, title) "
@@ -169,6 +124,26 @@ class Sessions:
                  title),
             )
         return self.snapshot(id, as_of=max(started, self._clock()))
+
+    def _check_new(self, id: str, agent_id: str, refs: tuple[str | None, ...], source: str,
+                   title: str | None) -> None:
+        """The checks of `create` that need no database: ids (`refs`: parent, branched_from,
+        delegate_from), source, title, and a parent other than the session itself."""
+        self._validate(id, "session id")
+        self._validate(agent_id, "agent id")
+        for what, ref in zip(("parent", "branched_from", "delegate_from"), refs, strict=True):
+            if ref is not None:
+                self._validate(ref, f"{what} session id")
+        if refs[0] == id:
+            raise SessionError(f"cannot create session {id!r}: a session cannot be its own "
+                               "parent")
+        if not isinstance(source, str) or not source:
+            raise SessionError(f"source must be a non-empty string, got {source!r}")
+        check_text(source, "source")
+        if title is not None and not isinstance(title, str):
+            raise SessionError(f"title must be a string, got {title!r}")
+        if title is not None:
+            check_text(title, "title")
 
     def annotate(self, id: str, text: str, at: datetime | float | None = None) -> None:
         """Add annotation text to an open session; its whitespace-separated words, lower-cased,
@@ -273,39 +248,36 @@ class Sessions:
             return self.snapshot(id, as_of=ended)
         return SessionSnapshot.model_validate_json(stored)
 
-    def sweep(self, older_than: timedelta | float) -> int:
+    def sweep(self, older_than: timedelta | float) -> SweepReport:
         """Remove the sessions whose last activity (end; for open sessions the latest of start,
-        signal and annotation) is more than `older_than` before now, with their annotations and
-        signals (messages are items and stay).
+        signal and annotation) is more than `older_than` before now, with their annotations,
+        signals and messages (the items of `messages` with their `session_id`), in one
+        all-or-nothing batch.
 
         Args:
             older_than: the retention, a timedelta or a number of days (≥ 0).
 
         Returns:
-            The number of sessions removed.
+            The number of sessions removed, as a `SweepReport` (an int; `.messages` is the number
+            of messages deleted).
 
         Raises:
             SessionError: a negative or non-finite retention.
             StoreError: the database is read-only.
         """
         days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) \
-            else _days(older_than)
+            else retention_days(older_than)
         if not math.isfinite(days) or days < 0:
             raise SessionError(f"older_than must be a non-negative duration, got {older_than!r}")
         cutoff = self._clock() - days * 86400
-        with self._write("sweep sessions") as conn:
-            ids = [r[0] for r in conn.execute(
-                "SELECT s.id FROM sessions s WHERE COALESCE(s.ended_at, MAX(s.started_at, "
-                "COALESCE((SELECT MAX(at) FROM signals WHERE session_id = s.id), 0), "
-                "COALESCE((SELECT MAX(at) FROM annotations WHERE session_id = s.id), 0))) < ?",
-                (cutoff,))]
-            for start in range(0, len(ids), state.IN_CHUNK):
-                chunk = ids[start:start + state.IN_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                for table, col in (("signals", "session_id"), ("annotations", "session_id"),
-                                   ("sessions", "id")):
-                    conn.execute(f"DELETE FROM {table} WHERE {col} IN ({marks})", chunk)
-        return len(ids)
+        with self._guard("sweep sessions"), self._meta.writing():  # select and delete as one
+            with self._meta.read_transaction() as conn:
+                ids = [r[0] for r in conn.execute(sweeping.SWEEP_SQL, (cutoff,))]
+            if not ids:
+                return SweepReport(0)
+            messages = self._meta.delete_messages(
+                ids, functools.partial(sweeping.delete_sessions, ids))
+        return SweepReport(len(ids), messages)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -385,9 +357,15 @@ class Sessions:
     def _write(self, action: str) -> Iterator[Any]:
         """A write transaction; a store that refuses writes (read-only, closed) raises
         `StoreError` naming `action`."""
+        with self._guard(action), self._meta.transaction() as conn:
+            yield conn
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _guard(action: str) -> Iterator[None]:
+        """Re-raise a `StoreError` as one naming `action`."""
         try:
-            with self._meta.transaction() as conn:
-                yield conn
+            yield
         except StoreError as exc:
             raise StoreError(f"cannot {action}: {exc}") from None
 
@@ -437,64 +415,5 @@ def _iso(ts: float) -> str:
     return to_datetime(ts).isoformat()  # type: ignore[union-attr]  # ts is a stored time
 
 
-def _days(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SessionError("older_than must be a timedelta or a number of days, got "
-                           f"{short_repr(value)}")
-    try:
-        return float(value)
-    except OverflowError:  # an int beyond float: refused as non-finite by the caller
-        return math.inf
-
-
-#: How deep session metadata may nest (the top-level mapping is level 1).
-MAX_METADATA_DEPTH = 64
-
-
-def _metadata_json(metadata: Mapping[str, Any] | None) -> str:
-    """Session metadata as JSON text.
-
-    Raises:
-        SessionError: not a mapping with string keys, nested more than `MAX_METADATA_DEPTH`
-            levels, text that is not valid Unicode, or not JSON-serialisable with finite
-            numbers.
-    """
-    if metadata is None:
-        return "{}"
-    if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
-        raise SessionError("metadata must be a mapping with string keys, got "
-                           f"{short_repr(metadata)}")
-    _check_metadata(metadata)
-    try:
-        return json.dumps(dict(metadata), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise SessionError(f"metadata must be JSON-serialisable with finite numbers: {exc}") \
-            from None
-
-
-def _check_metadata(metadata: Mapping[str, Any]) -> None:
-    """Refuse metadata nested deeper than `MAX_METADATA_DEPTH` (json.dumps would recurse until
-    RecursionError; a circular structure is refused the same way), or holding a key or string
-    that is not valid Unicode (json.dumps would escape it, and reading it back would fail).
-    Iterative: it never recurses itself."""
-    stack: list[tuple[object, int]] = [(metadata, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, str):
-            check_text(value, "a metadata string")
-            continue
-        if depth > MAX_METADATA_DEPTH:
-            raise SessionError(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep "
-                               "(or is circular)")
-        if isinstance(value, Mapping):
-            for key in value:
-                if isinstance(key, str):
-                    check_text(key, "a metadata key")
-            children: Any = value.values()
-        else:
-            children = value if isinstance(value, list | tuple) else ()
-        stack.extend((child, depth + 1) for child in children
-                     if isinstance(child, str | Mapping | list | tuple))
-
-
-__all__ = ["SessionError", "SessionNotFound", "Sessions", "check_text", "short_repr", "to_epoch"]
+__all__ = ["SessionError", "SessionNotFound", "Sessions", "SweepReport", "check_text", "short_repr",
+           "to_epoch"]

@@ -4,7 +4,7 @@ Imports nothing of the rest of the project. The engine uses `Store` and `Collect
 (see `docs/architecture.md`).
 """
 
-from recallql.index.batch import IngestReport
+from recallql.index.batch import DeleteReport, IngestReport
 from recallql.index.errors import (
     DatabaseLocked,
     FilterError,
@@ -20,6 +20,7 @@ __all__ = [
     "CollectionInfo",
     "CollectionSnapshot",
     "DatabaseLocked",
+    "DeleteReport",
     "FieldType",
     "FilterError",
     "IngestError",

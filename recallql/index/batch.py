@@ -1,29 +1,41 @@
-"""Batches: one `ingest` call is one all-or-nothing write across SQLite, tantivy and vectors.
+"""Batches: one `ingest` or `delete` call is one all-or-nothing write across SQLite, tantivy
+and vectors.
+
+A batch writes new rows and tombstones live ones (`recallql.index.changes.Plan`): an ingest
+writes its changed items and tombstones their earlier versions (and, with
+``replace_documents``, the stale chunks of its documents); a delete only tombstones. Rows are
+never updated in place: a tombstoned row keeps its data and gets ``dead_batch``.
 
 Commit protocol for batch ``S`` (``S`` = committed batch + 1) of a collection, under the writer
-lock, with rowids ``next_row … next_row+n-1`` (dense):
+lock, with rowids ``next_row … next_row+n-1`` (dense; ``n`` may be 0):
 
-1. Validate every item and embed the ones without a vector, in memory. Validated chunks of
-   texts are already handed to the tantivy writer (documents carry their rowid and batch ``S``)
-   so that tantivy indexes them on its own thread meanwhile; they are queued, not committed.
-   Any problem raises `IngestError` and the queued documents are rolled back: nothing has been
-   written.
+1. Validate every item, leave out those identical to their live version (same fingerprint,
+   `recallql.index.fingerprint`), find the rows to tombstone and embed the items without a
+   vector, in memory. Validated texts are already handed to the tantivy writer (documents carry
+   their rowid and batch ``S``) so that tantivy indexes them on its own thread meanwhile; they
+   are queued, not committed (`PrefixIndexer`: only the prefix before the first live id streams,
+   since an unchanged item drops out and shifts the rowids after it). Any problem raises
+   `IngestError` and the queued documents are rolled back: nothing has been written.
 2. Write the batch's vectors to a new segment file ``b<S>.npy`` (temp file, fsync, rename, fsync
    directory). Files are never overwritten in place.
 3. tantivy: queue the deletion of documents tombstoned by earlier committed batches, then
    ``commit()``.
-4. One SQLite transaction (WAL, ``synchronous=FULL``): tombstones of replaced ids
-   (``dead_batch = S``), item rows, the manifest entry of the segment, the collection's
-   ``next_row``, the caller's `extra_sql`, and ``state.committed_batch = S``. Its COMMIT is the
-   commit point.
+4. One SQLite transaction (WAL, ``synchronous=FULL``): tombstones (``dead_batch = S``) of the
+   replaced, deleted and stale rows, item rows (with their fingerprints), the manifest entry of
+   the segment, the collection's ``next_row``, the caller's `extra_sql`, and
+   ``state.committed_batch = S``. Its COMMIT is the commit point.
 5. On any failure after step 1 (and whenever a writer opens): recovery deletes tantivy documents
    whose batch is greater than the committed one and removes segment files the manifest does not
    name. Until then they are invisible anyway: readers only return rows that SQLite says are
    committed and live. A failed batch's rowids and number are reused by the next batch, which
    is safe because recovery runs first.
 
-Documents of replaced items are deleted from tantivy only by a *later* batch's commit (step 3),
-so a crash between the tantivy commit and the SQLite commit can never remove a committed row.
+Documents of tombstoned rows (replaced, deleted or stale) are deleted from tantivy only by a
+*later* batch's commit (step 3), so a crash between the tantivy commit and the SQLite commit can
+never remove a committed row; until then the `live` mask hides them.
+
+A call that changes nothing (every item unchanged, every id to delete missing, no `extra_sql`)
+writes no batch and reports batch 0.
 
 After the commit, small vector segments may be merged (`merge_segments`); a merge writes a new
 file, swaps the manifest rows in one transaction, then unlinks the inputs, so a crash at any
@@ -40,13 +52,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from recallql.index import changes
+from recallql.index.changes import Plan
 from recallql.index.errors import IngestError
-from recallql.index.items import ItemBatch, TextSink, check_vectors, validate
+from recallql.index.fingerprint import fingerprints
+from recallql.index.items import ItemBatch, check_vectors, validate
 from recallql.index.metadata import ITEM_INSERT, ExtraSql, MetadataStore
 from recallql.index.vectors import Segment, merged_parts, plan_merge
 
 if TYPE_CHECKING:
     from recallql.index.embedders import Embedder
+    from recallql.index.schema import CollectionInfo
     from recallql.index.snapshot import CollectionState
 
 
@@ -56,12 +72,15 @@ class IngestReport:
 
     Attributes:
         collection: collection name.
-        batch: the batch sequence number (0 when the batch was empty and nothing was written).
+        batch: the batch sequence number (0 when nothing was written: no batch).
         added: items whose id was new.
         replaced: items that replaced a live item with the same id.
         embedded: items whose vector came from the collection's embedder.
-        first_rowid: rowid of the batch's first item (rowids are consecutive).
+        first_rowid: rowid of the batch's first written item (rowids are consecutive).
         seconds: wall-clock duration of the call, in seconds.
+        unchanged: items identical to their live version, skipped (not re-embedded, not
+            re-indexed; they keep their rowid).
+        removed: stale chunks tombstoned (``replace_documents=True``).
     """
 
     collection: str
@@ -71,6 +90,8 @@ class IngestReport:
     embedded: int
     first_rowid: int
     seconds: float
+    unchanged: int = 0
+    removed: int = 0
 
     @property
     def count(self) -> int:
@@ -78,30 +99,105 @@ class IngestReport:
         return self.added + self.replaced
 
 
+@dataclass(frozen=True)
+class DeleteReport:
+    """What one `delete` call committed.
+
+    Attributes:
+        collection: collection name.
+        batch: the batch sequence number (0 when nothing was deleted: no batch).
+        deleted: live rows tombstoned.
+        missing: requested ids and doc ids that matched no live row (not an error).
+        seconds: wall-clock duration of the call, in seconds.
+    """
+
+    collection: str
+    batch: int
+    deleted: int
+    missing: int
+    seconds: float
+
+
+class PrefixIndexer:
+    """The validation sink of `prepare`: queues validated texts in tantivy (rowids from
+    ``state.size``, batch `seq`) while validation goes on, so that tantivy indexes them on its own
+    thread meanwhile.
+
+    It queues only the prefix of the batch before the first item whose id is live: such an item
+    may turn out unchanged and be left out, which shifts the rowids of the items after it.
+    `finish` queues the rest once the written batch is known. On a fresh collection everything
+    streams.
+    """
+
+    def __init__(self, state: CollectionState, seq: int):
+        self.state, self.seq = state, seq
+        self.sent = 0
+        self.streaming = True
+
+    def __call__(self, first: int, ids: list[str], texts: list[str]) -> None:
+        if not self.streaming:
+            return
+        assert first == self.sent, "validated chunks arrive in order"
+        live = self.state.live_rows(ids)
+        stop = next(i for i, item in enumerate(ids) if item in live) if live else len(ids)
+        self._add(texts[:stop])
+        self.streaming = not live
+
+    def finish(self, written: ItemBatch) -> None:
+        """Queue the texts of `written` (the batch minus its unchanged items) not queued yet."""
+        self._add(written.texts[self.sent:])
+
+    def _add(self, texts: list[str]) -> None:
+        if texts:
+            start = self.state.size + self.sent
+            self.state.text.add(range(start, start + len(texts)), self.seq, texts)
+            self.sent += len(texts)
+
+
 def prepare(state: CollectionState, items: Iterable[object], embedder: Embedder | None,
-            sink: TextSink | None = None) -> tuple[ItemBatch, int]:
-    """Validate `items` and embed those without a vector.
+            sink: PrefixIndexer, replace_documents: bool = False) -> Plan:
+    """Validate `items`, leave out the unchanged ones, find the rows to tombstone, queue the
+    texts and embed the items without a vector (step 1 of the protocol).
 
     Args:
-        state: the collection.
+        state: the collection (current).
         items: raw items.
         embedder: the attached embedder, or None.
-        sink: receives validated texts as they come (see `recallql.index.items.validate`).
+        sink: queues texts in tantivy (on failure the caller rolls the queue back).
+        replace_documents: also tombstone the live chunks of the batch's documents whose id is
+            not in the batch.
 
     Returns:
-        (batch, number of embedded items).
+        The plan of the batch.
 
     Raises:
         IngestError: invalid item, missing embedder, bad embedder output.
     """
     info = state.info
     batch = validate(info, items, sink)
+    hashes = fingerprints(batch, info.embedder_name is not None)
+    keep, replaced = changes.split_unchanged(state, batch, hashes)
+    written = batch if keep is None else batch.select(keep)
+    plan = changes.Plan(written, hashes if keep is None else [hashes[i] for i in keep],
+                        replaced, unchanged=len(batch) - len(written))
+    if replace_documents:
+        plan.removed = changes.stale_rows(state, batch)
+    sink.finish(written)
+    plan.embedded = _embed(written, info, embedder)
+    return plan
+
+
+def _embed(batch: ItemBatch, info: CollectionInfo, embedder: Embedder | None) -> int:
+    """Embed the items of `batch` without a vector (in place); returns how many.
+
+    Raises:
+        IngestError: the collection embeds but its embedder is not attached, or the embedder
+            returned the wrong shape or an unusable vector.
+    """
     missing = np.flatnonzero(~batch.has_vector)
-    if len(missing) == 0:
-        return batch, 0
+    if len(missing) == 0 or (embedder is None and info.embedder_name is None):
+        return 0
     if embedder is None:
-        if info.embedder_name is None:
-            return batch, 0
         first = batch.ids[int(missing[0])]
         raise IngestError(
             f"no vector given and the collection's embedder {info.embedder_name!r} is not "
@@ -115,7 +211,7 @@ def prepare(state: CollectionState, items: Iterable[object], embedder: Embedder 
     batch.vectors[missing] = check_vectors(vectors, info.dim, lambda i: repr(
         batch.ids[int(missing[i])]), f"embedder {embedder.name!r}")
     batch.has_vector[missing] = True
-    return batch, len(missing)
+    return len(missing)
 
 
 def _segment(batch: ItemBatch, start: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -136,22 +232,14 @@ def manifest_values(collection_id: int, file: str, rowids: np.ndarray) -> tuple:
     return (collection_id, file, lo, hi, len(rowids), blob)
 
 
-def commit(state: CollectionState, batch: ItemBatch, embedded: int,
-           extra_sql: ExtraSql | None, started: float, seq: int
-           ) -> tuple[IngestReport, list[int]]:
-    """Write a prepared batch whose texts were already queued in tantivy (by the `prepare`
-    sink) as batch `seq` from rowid ``state.size`` (steps 2–4 of the protocol); the caller
-    recovers on failure.
-
-    Returns:
-        The report and the rowids the batch tombstoned.
-    """
-    meta, text = state.meta, state.text
+def commit(state: CollectionState, plan: Plan, extra_sql: ExtraSql | None, seq: int) -> None:
+    """Write a prepared plan whose texts were already queued in tantivy as batch `seq` from
+    rowid ``state.size`` (steps 2–4 of the protocol); the caller recovers on failure."""
+    meta, text, batch = state.meta, state.text, plan.batch
     row = meta.collection(state.info.name, meta.write)
     assert row is not None and row.id == state.id and row.next_row == state.size
     assert seq == meta.committed_batch(meta.write) + 1
     start, n = row.next_row, len(batch)
-    replaced = state.live_rows(batch.ids)
     purge = meta.pending_purge(row)
     text.delete_rows(purge)
     segment = _segment(batch, start)
@@ -160,8 +248,8 @@ def commit(state: CollectionState, batch: ItemBatch, embedded: int,
     text.commit()
     with meta.transaction() as conn:
         conn.executemany("UPDATE items SET dead_batch = ? WHERE collection_id = ? AND row = ?",
-                         [(seq, row.id, r) for r in replaced.values()])
-        conn.executemany(ITEM_INSERT, _item_rows(row.id, start, seq, batch))
+                         [(seq, row.id, r) for r in plan.dead])
+        conn.executemany(ITEM_INSERT, _item_rows(row.id, start, seq, batch, plan.hashes))
         if segment is not None:
             conn.execute("INSERT INTO segments VALUES (?,?,?,?,?,?)",
                          manifest_values(row.id, f"b{seq}.npy", segment[1]))
@@ -171,16 +259,14 @@ def commit(state: CollectionState, batch: ItemBatch, embedded: int,
         if extra_sql is not None:
             extra_sql(conn)
         conn.execute("UPDATE state SET value = ? WHERE key = 'committed_batch'", (seq,))
-    report = IngestReport(state.info.name, seq, n - len(replaced), len(replaced), embedded,
-                          start, time.perf_counter() - started)
-    return report, list(replaced.values())
 
 
-def _item_rows(collection_id: int, start: int, seq: int, b: ItemBatch) -> Iterable[tuple]:
+def _item_rows(collection_id: int, start: int, seq: int, b: ItemBatch, hashes: list[int]
+               ) -> Iterable[tuple]:
     has_vector = b.has_vector.tolist()
     return zip([collection_id] * len(b), range(start, start + len(b)), b.ids, b.doc_ids,
                b.entities, b.positions, b.created_at, [seq] * len(b), has_vector, b.text_json,
-               b.fields_json, strict=True)
+               b.fields_json, hashes, strict=True)
 
 
 def recover(state: CollectionState, committed: int) -> None:

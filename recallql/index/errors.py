@@ -6,6 +6,15 @@
 from __future__ import annotations
 
 
+def show(value: object, width: int = 80) -> str:
+    """`repr(value)` for error messages: safe for huge integers (``repr(10**5000)`` raises),
+    cut to `width` characters."""
+    if isinstance(value, int) and value.bit_length() > 256:
+        return f"<an integer of about {int(value.bit_length() * 0.30103)} digits>"
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 class IngestError(ValueError):
     """An item of a batch is invalid; nothing of the batch was written.
 

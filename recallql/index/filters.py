@@ -25,8 +25,8 @@ import numpy as np
 
 from recallql.index.columns import ListColumn, NumberColumn, StrArray, StrColumn
 from recallql.index.errors import FilterError
-from recallql.index.items import to_epoch
 from recallql.index.schema import FieldType
+from recallql.index.timestamps import to_epoch
 
 if TYPE_CHECKING:
     from recallql.index.columns import Column

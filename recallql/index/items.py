@@ -6,130 +6,25 @@ field, before any store is touched.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import json.encoder
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
 
-from recallql.index.errors import IngestError
+from recallql.index.errors import IngestError, show
 from recallql.index.schema import CORE_KEYS, CollectionInfo, FieldType
+from recallql.index.timestamps import item_epoch
 from recallql.index.vectors import norm_problem, normalise_rows, row_norms, usable_norms
 
-#: The valid range of timestamps, in epoch seconds UTC, whatever form a value comes in:
-#: 0001-01-01T00:00:00Z … 9999-12-31T23:59:59.999999Z. Floats are ~30 µs apart near the end, so
-#: `MAX_EPOCH` is the last float before 10000-01-01T00:00:00Z and the last microseconds of 9999
-#: are stored as it (a float that reads back as year 10000 would break every date formatter).
-MIN_EPOCH = -62135596800.0
-MAX_EPOCH = math.nextafter(253402300800.0, 0.0)
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_FIRST = dt.timedelta(seconds=MIN_EPOCH)  # 0001-01-01T00:00:00Z − epoch
-_END = dt.timedelta(seconds=253402300800)  # 10000-01-01T00:00:00Z − epoch (excluded)
-_SECOND = dt.timedelta(seconds=1)
 _INT64 = (-(2**63), 2**63 - 1)
 MAX_ID_CHARS = 1024
 #: Integers with more bits than this have more than `MAX_ID_CHARS` digits (and may exceed
 #: Python's 4300-digit limit for ``str(int)``): they are described, never converted.
 _MAX_ID_BITS = 3402
-
-
-def show(value: object, width: int = 80) -> str:
-    """`repr(value)` for error messages: safe for huge integers (``repr(10**5000)`` raises),
-    cut to `width` characters."""
-    if isinstance(value, int) and value.bit_length() > 256:
-        return f"<an integer of about {int(value.bit_length() * 0.30103)} digits>"
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def to_epoch(value: object) -> float:
-    """Convert a timestamp to epoch seconds UTC (filter values; items use `item_epoch`).
-
-    Args:
-        value: an aware or naive `datetime` (naive = UTC), a `date` (midnight UTC), an ISO-8601
-            string (``"2025-01-31"``, ``"2025-01-31T10:00:00Z"``, offsets allowed), or epoch
-            seconds (int or float).
-
-    Returns:
-        Seconds since 1970-01-01T00:00:00Z, as a float.
-
-    Raises:
-        ValueError: unparseable string, non-finite or out-of-range number, or another type.
-    """
-    moment = _moment(value)
-    return _number_epoch(value) if moment is None else _datetime_epoch(moment)
-
-
-def item_epoch(value: object) -> float:
-    """Convert an item's timestamp to epoch seconds UTC, checking the valid range
-    (`MIN_EPOCH` … `MAX_EPOCH`) after conversion, so the same instant gets the same verdict
-    whatever its form (a datetime or ISO string with an offset may fall outside it in UTC).
-
-    Args:
-        value: as `to_epoch`.
-
-    Returns:
-        Seconds since 1970-01-01T00:00:00Z, in the valid range.
-
-    Raises:
-        ValueError: as `to_epoch`, or an instant outside years 1..9999 UTC.
-    """
-    moment = _moment(value)
-    if moment is None:
-        return _number_epoch(value)
-    offset = moment - _EPOCH  # exact (timedelta), even where the float would round
-    if not _FIRST <= offset < _END:
-        raise ValueError(f"timestamp {show(value)} is {_utc_text(offset)} in UTC, out of range "
-                         "(years 1..9999)")
-    return min(offset / _SECOND, MAX_EPOCH)
-
-
-def _moment(value: object) -> dt.datetime | None:
-    """`value` as an aware datetime; ``None`` for epoch seconds."""
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value
-    if isinstance(value, bool):
-        raise ValueError(f"expected a timestamp, got a bool ({value!r})")
-    if isinstance(value, Real):
-        return None
-    if isinstance(value, str):
-        try:
-            value = dt.datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise ValueError(f"cannot parse {show(value)} as an ISO-8601 timestamp") from None
-    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
-        value = dt.datetime(value.year, value.month, value.day)
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-    raise ValueError(f"expected a datetime, ISO-8601 string or epoch seconds, got {show(value)}")
-
-
-def _number_epoch(value: Real) -> float:
-    try:
-        seconds = float(value)
-    except OverflowError:  # an int beyond float64
-        seconds = math.inf
-    if not math.isfinite(seconds) or not MIN_EPOCH <= seconds <= MAX_EPOCH:
-        raise ValueError(f"epoch seconds {show(value)} out of range (years 1..9999)")
-    return seconds
-
-
-def _datetime_epoch(value: dt.datetime) -> float:
-    try:
-        return value.timestamp()
-    except (OverflowError, ValueError) as exc:
-        raise ValueError(f"timestamp {value!r} out of range: {exc}") from None
-
-
-def _utc_text(offset: dt.timedelta) -> str:
-    """An offset from the epoch as UTC text, also just outside years 1..9999."""
-    if offset < _FIRST:
-        return f"{(_FIRST - offset) / _SECOND:g} s before 0001-01-01T00:00:00Z"
-    return f"10000-01-01T00:00:00Z + {(offset - _END) / _SECOND:g} s"
 
 
 def check_utf8(text: str, item: str, field: str) -> str:
@@ -183,29 +78,68 @@ class ItemBatch:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def select(self, rows: Sequence[int]) -> ItemBatch:
+        """A new batch of the items at positions `rows` (in that order)."""
+        def pick(values: list) -> list:
+            return [values[i] for i in rows]
+
+        index = np.asarray(rows, dtype=np.int64)
+        return ItemBatch(pick(self.ids), pick(self.doc_ids), pick(self.entities),
+                         pick(self.positions), pick(self.created_at), pick(self.texts),
+                         pick(self.text_json), pick(self.fields_json), pick(self.fields),
+                         self.vectors[index], self.has_vector[index])
+
+
+def item_id(value: object, where: str, field: str = "id") -> str:
+    """Check an item id (as `ingest` and `delete` take it) and return it as stored.
+
+    Args:
+        value: a non-empty string (not only whitespace) or an integer (not a bool), at most
+            `MAX_ID_CHARS` characters, valid Unicode (no lone surrogates).
+        where: how errors name the value (``#<index>`` in the batch).
+        field: the argument errors name.
+
+    Returns:
+        The id as a `str` (``str(value)`` for an integer).
+
+    Raises:
+        IngestError: naming `where` and `field`.
+    """
+    if (type(value) is str and 0 < len(value) <= MAX_ID_CHARS and value.isascii()
+            and not value.isspace()):
+        return value
+    if isinstance(value, bool) or not isinstance(value, str | Integral):
+        raise IngestError(f"id must be a string or an integer, got {show(value)}", item=where,
+                          field=field)
+    if not isinstance(value, str) and int(value).bit_length() > _MAX_ID_BITS:
+        raise IngestError(f"id longer than {MAX_ID_CHARS} characters", item=where, field=field)
+    text = str(value)
+    if not text.strip():
+        raise IngestError("id must not be empty", item=where, field=field)
+    if len(text) > MAX_ID_CHARS:
+        raise IngestError(f"id longer than {MAX_ID_CHARS} characters", item=where, field=field)
+    return check_utf8(text, where, field)
+
 
 def _item_id(value: object, index: int) -> str:
     if (type(value) is str and 0 < len(value) <= MAX_ID_CHARS and value.isascii()
             and not value.isspace()):
-        return value
-    where = f"#{index}"
-    if isinstance(value, bool) or not isinstance(value, str | Integral):
-        raise IngestError(f"id must be a string or an integer, got {show(value)}", item=where,
-                          field="id")
-    if not isinstance(value, str) and int(value).bit_length() > _MAX_ID_BITS:
-        raise IngestError(f"id longer than {MAX_ID_CHARS} characters", item=where, field="id")
-    text = str(value)
-    if not text.strip():
-        raise IngestError("id must not be empty", item=where, field="id")
-    if len(text) > MAX_ID_CHARS:
-        raise IngestError(f"id longer than {MAX_ID_CHARS} characters", item=where, field="id")
-    return check_utf8(text, where, "id")
+        return value  # the common case, without a call
+    return item_id(value, f"#{index}")
 
 
 def _opt_str(raw: Mapping, key: str, item: str) -> str | None:
     value = raw.get(key)
-    if value is None:
-        return None
+    return None if value is None else ref_id(value, item, key)
+
+
+def ref_id(value: object, item: str, key: str) -> str:
+    """Check a `doc_id` or `entity` value (a non-empty string or an integer, valid Unicode) and
+    return it as stored.
+
+    Raises:
+        IngestError: naming `item` and `key`.
+    """
     if type(value) is str and value.isascii() and not value.isspace() and value:
         return value
     if isinstance(value, Integral) and not isinstance(value, bool):
@@ -436,7 +370,8 @@ def _stack_supplied(v: _Validator, dim: int) -> None:
         b.vectors[rows] = normalised
 
 
-TextSink = Callable[[int, list[str]], object]
+#: ``sink(first_index, ids, texts)``: validated items ``first_index …`` (ids and joined texts).
+TextSink = Callable[[int, list[str], list[str]], object]
 
 
 def validate(info: CollectionInfo, items: Iterable[object], sink: TextSink | None = None,
@@ -446,9 +381,9 @@ def validate(info: CollectionInfo, items: Iterable[object], sink: TextSink | Non
     Args:
         info: the collection schema.
         items: iterable of dicts (see SPEC §8 `ingest`).
-        sink: called as ``sink(first_index, texts)`` with the joined texts of every `chunk`
-            validated items (so the caller can start indexing them while validation goes on;
-            on an error it must discard what it received).
+        sink: called as ``sink(first_index, ids, texts)`` with the ids and joined texts of every
+            `chunk` validated items (so the caller can start indexing them while validation goes
+            on; on an error it must discard what it received).
         chunk: items per `sink` call.
 
     Returns:
@@ -458,13 +393,13 @@ def validate(info: CollectionInfo, items: Iterable[object], sink: TextSink | Non
         IngestError: the first invalid item.
     """
     validator = _Validator(info)
-    texts, sent = validator.batch.texts, 0
+    ids, texts, sent = validator.batch.ids, validator.batch.texts, 0
     for index, raw in enumerate(items):
         validator.add(raw, index)
         if sink is not None and index + 1 - sent >= chunk:
-            sink(sent, texts[sent:index + 1])
+            sink(sent, ids[sent:index + 1], texts[sent:index + 1])
             sent = index + 1
     _stack_supplied(validator, info.dim)
     if sink is not None and sent < len(texts):
-        sink(sent, texts[sent:])
+        sink(sent, ids[sent:], texts[sent:])
     return validator.batch

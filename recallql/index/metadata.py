@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS items(
     collection_id INTEGER NOT NULL, row INTEGER NOT NULL, item_id TEXT NOT NULL,
     doc_id TEXT, entity TEXT, position INTEGER NOT NULL, created_at REAL,
     batch INTEGER NOT NULL, dead_batch INTEGER, has_vector INTEGER NOT NULL,
-    texts TEXT NOT NULL, fields TEXT, PRIMARY KEY (collection_id, row));
+    texts TEXT NOT NULL, fields TEXT, content_hash INTEGER, PRIMARY KEY (collection_id, row));
 CREATE UNIQUE INDEX IF NOT EXISTS items_live_id ON items(collection_id, item_id)
     WHERE dead_batch IS NULL;
 CREATE INDEX IF NOT EXISTS items_dead ON items(collection_id, dead_batch)
@@ -63,7 +63,7 @@ INSERT OR IGNORE INTO state(key, value) VALUES ('format', 1), ('committed_batch'
 
 ITEM_INSERT = (
     "INSERT INTO items(collection_id, row, item_id, doc_id, entity, position, created_at, batch,"
-    " has_vector, texts, fields) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    " has_vector, texts, fields, content_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 NEW_ROWS_SQL = (
     "SELECT row, item_id, doc_id, entity, position, created_at, has_vector, fields FROM items"
@@ -137,11 +137,23 @@ def _create_schema(conn: sqlite3.Connection, path: Path | None) -> None:
             nothing is changed.
     """
     try:
-        conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA_SQL}COMMIT;")
+        conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA_SQL}{_migrations(conn)}COMMIT;")
     except sqlite3.Error as exc:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise StoreError(f"{path} is not a recallql metadata store: {exc}") from exc
+
+
+def _migrations(conn: sqlite3.Connection) -> str:
+    """SQL bringing a store written by an earlier version up to date (run with the schema).
+
+    * ``items.content_hash`` (the row's `recallql.index.fingerprint`): rows written before it
+      existed keep NULL, which never matches, so their first re-ingest rewrites them.
+    """
+    columns = {name for (_, name, *_) in conn.execute("PRAGMA table_info(items)")}
+    if columns and "content_hash" not in columns:
+        return "ALTER TABLE items ADD COLUMN content_hash INTEGER;"
+    return ""
 
 
 class MetadataStore:
@@ -276,6 +288,19 @@ class MetadataStore:
         return [r for (r,) in self.write.execute(
             "SELECT row FROM items WHERE collection_id = ? AND dead_batch > ?",
             (collection.id, collection.purged_batch))]
+
+    def content_hashes(self, collection_id: int, rows: Sequence[int]) -> dict[int, int | None]:
+        """The stored fingerprint of each of the given rowids (None: written before
+        fingerprints were stored), read on the write connection."""
+        out: dict[int, int | None] = {}
+        rows = [int(r) for r in rows]
+        for start in range(0, len(rows), 500):
+            chunk = rows[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            out.update(self.write.execute(
+                f"SELECT row, content_hash FROM items WHERE collection_id = ? AND row IN ({marks})",
+                (collection_id, *chunk)))
+        return out
 
     def segments(self, collection_id: int, conn: sqlite3.Connection | None = None
                  ) -> list[SegmentRow]:

@@ -18,8 +18,6 @@ committed batch number on every call and refreshes incrementally when it changed
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import functools
 import os
 import sqlite3
 import threading
@@ -28,10 +26,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from recallql.index import batch as batches
-from recallql.index.batch import IngestReport
+from recallql.index import changes
+from recallql.index.batch import DeleteReport, IngestReport
+from recallql.index.changes import Plan
 from recallql.index.embedders import Embedder
-from recallql.index.errors import DatabaseLocked, StoreError
+from recallql.index.errors import StoreError
 from recallql.index.items import ItemBatch
+from recallql.index.lock import LOCK_FILE, acquire_lock
 from recallql.index.metadata import CollectionRow, ExtraSql, MetadataStore
 from recallql.index.schema import CollectionInfo, make_info
 from recallql.index.snapshot import CollectionSnapshot, CollectionState
@@ -39,45 +40,6 @@ from recallql.index.text import TextIndex
 from recallql.index.vectors import SegmentFiles
 
 META_FILE = "meta.sqlite"
-LOCK_FILE = "LOCK"
-
-
-def _acquire_lock(directory: Path) -> tuple[int, bool]:
-    """Take the writer lock of `directory`.
-
-    Returns:
-        (the open file descriptor, whether this call created the lock file).
-
-    Raises:
-        DatabaseLocked: another writer holds it.
-    """
-    path = directory / LOCK_FILE
-    while True:
-        try:
-            fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
-        except FileExistsError:
-            fd, created = os.open(path, os.O_RDWR | os.O_CREAT, 0o644), False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise DatabaseLocked(
-                f"the database {directory} is locked by another writer (lock file {path}); "
-                "close it there, or open this one read-only (readonly=True)") from None
-        if _is_current(fd, path):
-            break
-        os.close(fd)  # a failed open removed the file while we waited: lock the new one
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return fd, created
-
-
-def _is_current(fd: int, path: Path) -> bool:
-    """Whether `fd` is still the file at `path` (not unlinked or replaced)."""
-    try:
-        return os.path.samestat(os.fstat(fd), os.stat(path))
-    except FileNotFoundError:
-        return False
 
 
 class Store:
@@ -126,7 +88,7 @@ class Store:
         if directory.is_dir() and any(directory.iterdir()) and not (directory / META_FILE).exists():
             raise StoreError(f"{directory} is not empty and is not a recallql database")
         directory.mkdir(parents=True, exist_ok=True)
-        fd, created = _acquire_lock(directory)
+        fd, created = acquire_lock(directory)
         store = None
         try:
             store = cls(directory, False, fd)
@@ -190,18 +152,23 @@ class Store:
     # -- writes --------------------------------------------------------------------------------
 
     def ingest(self, name: str, items: Iterable[object], embedder: Embedder | None = None, *,
-               extra_sql: ExtraSql | None = None) -> IngestReport:
+               replace_documents: bool = False, extra_sql: ExtraSql | None = None
+               ) -> IngestReport:
         """Write one all-or-nothing batch of items.
 
         Args:
             name: collection.
-            items: item dicts (see SPEC §8); an item whose id is live is replaced.
+            items: item dicts (see SPEC §8); an item whose id is live is replaced, unless it is
+                identical to its live version (then it is left alone and counted `unchanged`).
             embedder: embeds items without a vector; ``None`` when not attached.
+            replace_documents: for every document (``doc_id``, default the item id) in the
+                batch, also tombstone its live chunks whose item id is not in the batch, so a
+                re-ingested document keeps exactly the chunks given (counted `removed`).
             extra_sql: called with the write connection inside the batch's SQLite transaction
                 (e.g. to write session rows atomically with message items).
 
         Returns:
-            The `IngestReport`.
+            The `IngestReport` (batch 0 when nothing changed and there is no `extra_sql`).
 
         Raises:
             IngestError: an invalid item (nothing written).
@@ -215,23 +182,75 @@ class Store:
             if embedder is not None and embedder.name != state.info.embedder_name:
                 raise StoreError(f"collection {name!r} uses embedder "
                                  f"{state.info.embedder_name!r}, not {embedder.name!r}")
-            seq = self.meta.committed_batch(self.meta.write) + 1
-            state.current(seq - 1)
-            sink = functools.partial(_index_texts, state.text, state.size, seq)
+            seq = self._begin(state)
             try:  # tantivy indexes validated chunks while the rest is validated
-                prepared, embedded = batches.prepare(state, items, embedder, sink)
+                plan = batches.prepare(state, items, embedder,
+                                       batches.PrefixIndexer(state, seq), replace_documents)
             except BaseException:
                 state.text.rollback()
                 raise
-            if len(prepared) == 0 and extra_sql is None:
-                return IngestReport(name, 0, 0, 0, 0, state.size, time.perf_counter() - started)
-            try:
-                report, dead = batches.commit(state, prepared, embedded, extra_sql, started, seq)
-            except BaseException:
-                self._recover_after_failure(state)
-                raise
-            self._advance(state, seq, prepared, dead)
-            return report
+            first_row = state.size
+            written = self._write(state, seq, plan, extra_sql)
+            n, replaced = len(plan.batch), len(plan.replaced)
+            return IngestReport(name, seq if written else 0, n - replaced, replaced,
+                                plan.embedded, first_row, time.perf_counter() - started,
+                                plan.unchanged, len(plan.removed))
+
+    def delete(self, name: str, ids: Iterable[object] | None = None,
+               doc_ids: Iterable[object] | None = None, *,
+               extra_sql: ExtraSql | None = None) -> DeleteReport:
+        """Tombstone live items, as one all-or-nothing batch (the commit protocol of `ingest`).
+
+        Readers stop seeing the rows when the batch commits; their tantivy documents are purged
+        by a later batch, like replaced rows.
+
+        Args:
+            name: collection.
+            ids: item ids to delete (str or int, as at ingest).
+            doc_ids: documents to delete: every live chunk with one of these ``doc_id`` values
+                (an item without ``doc_id`` is the document named by its id).
+            extra_sql: called with the write connection inside the batch's SQLite transaction.
+
+        Returns:
+            The `DeleteReport`: rows deleted, and ids and doc ids that matched no live row
+            (`missing`, not an error). Batch 0 when nothing matched and there is no `extra_sql`.
+
+        Raises:
+            IngestError: neither `ids` nor `doc_ids`, one of them not a list, or an id that
+                ingest would refuse (naming its position and the argument); nothing written.
+            StoreError: unknown collection, read-only store, or an I/O failure (rolled back).
+        """
+        started = time.perf_counter()
+        wanted, docs = changes.delete_args(ids, doc_ids)
+        with self._mutex:
+            self._check_writable()
+            state = self._state(name)
+            seq = self._begin(state)
+            plan, missing = changes.delete_plan(state, wanted, docs)
+            written = self._write(state, seq, plan, extra_sql)
+            return DeleteReport(name, seq if written else 0, len(plan.removed), missing,
+                                time.perf_counter() - started)
+
+    def _begin(self, state: CollectionState) -> int:
+        """The number of the next batch, with `state` brought up to the committed one."""
+        seq = self.meta.committed_batch(self.meta.write) + 1
+        state.current(seq - 1)
+        return seq
+
+    def _write(self, state: CollectionState, seq: int, plan: Plan,
+               extra_sql: ExtraSql | None) -> bool:
+        """Commit `plan` as batch `seq` (recovering on failure); returns False, writing nothing,
+        when the plan changes nothing and there is no `extra_sql`."""
+        if plan.writes_nothing() and extra_sql is None:
+            state.text.rollback()  # nothing can be queued, but leave the writer clean
+            return False
+        try:
+            batches.commit(state, plan, extra_sql, seq)
+        except BaseException:
+            self._recover_after_failure(state)
+            raise
+        self._advance(state, seq, plan.batch, plan.dead)
+        return True
 
     def _advance(self, state: CollectionState, seq: int, batch: ItemBatch, dead: list[int]
                  ) -> None:
@@ -243,6 +262,18 @@ class Store:
             state.text.close()
             raise
         batches.merge_segments(state, self.meta)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the writer's mutex (no other write of this process interleaves) for a read and
+        the batch that depends on it, e.g. a sweep that deletes what it just selected.
+
+        Raises:
+            StoreError: read-only, closed or broken store.
+        """
+        with self._mutex:
+            self._check_writable()
+            yield
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -339,11 +370,6 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _index_texts(text: TextIndex, first_row: int, seq: int, offset: int, texts: list[str]
-                 ) -> None:
-    text.add(range(first_row + offset, first_row + offset + len(texts)), seq, texts)
 
 
 def check_same(stored: CollectionInfo, wanted: CollectionInfo) -> None:

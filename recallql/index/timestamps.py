@@ -1,0 +1,110 @@
+"""Timestamps: every form an item or filter value may take → epoch seconds UTC, range-checked.
+
+Forms: an aware or naive `datetime` (naive = UTC), a `date` (midnight UTC), an ISO-8601 string
+(``"2025-01-31"``, ``"2025-01-31T10:00:00Z"``, offsets allowed), or epoch seconds (int or float).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from numbers import Real
+
+from recallql.index.errors import show
+
+#: The valid range of timestamps, in epoch seconds UTC, whatever form a value comes in:
+#: 0001-01-01T00:00:00Z … 9999-12-31T23:59:59.999999Z. Floats are ~30 µs apart near the end, so
+#: `MAX_EPOCH` is the last float before 10000-01-01T00:00:00Z and the last microseconds of 9999
+#: are stored as it (a float that reads back as year 10000 would break every date formatter).
+MIN_EPOCH = -62135596800.0
+MAX_EPOCH = math.nextafter(253402300800.0, 0.0)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_FIRST = dt.timedelta(seconds=MIN_EPOCH)  # 0001-01-01T00:00:00Z − epoch
+_END = dt.timedelta(seconds=253402300800)  # 10000-01-01T00:00:00Z − epoch (excluded)
+_SECOND = dt.timedelta(seconds=1)
+
+
+def to_epoch(value: object) -> float:
+    """Convert a timestamp to epoch seconds UTC (filter values; items use `item_epoch`).
+
+    Args:
+        value: an aware or naive `datetime` (naive = UTC), a `date` (midnight UTC), an ISO-8601
+            string (``"2025-01-31"``, ``"2025-01-31T10:00:00Z"``, offsets allowed), or epoch
+            seconds (int or float).
+
+    Returns:
+        Seconds since 1970-01-01T00:00:00Z, as a float.
+
+    Raises:
+        ValueError: unparseable string, non-finite or out-of-range number, or another type.
+    """
+    moment = _moment(value)
+    return _number_epoch(value) if moment is None else _datetime_epoch(moment)
+
+
+def item_epoch(value: object) -> float:
+    """Convert an item's timestamp to epoch seconds UTC, checking the valid range
+    (`MIN_EPOCH` … `MAX_EPOCH`) after conversion, so the same instant gets the same verdict
+    whatever its form (a datetime or ISO string with an offset may fall outside it in UTC).
+
+    Args:
+        value: as `to_epoch`.
+
+    Returns:
+        Seconds since 1970-01-01T00:00:00Z, in the valid range.
+
+    Raises:
+        ValueError: as `to_epoch`, or an instant outside years 1..9999 UTC.
+    """
+    moment = _moment(value)
+    if moment is None:
+        return _number_epoch(value)
+    offset = moment - _EPOCH  # exact (timedelta), even where the float would round
+    if not _FIRST <= offset < _END:
+        raise ValueError(f"timestamp {show(value)} is {_utc_text(offset)} in UTC, out of range "
+                         "(years 1..9999)")
+    return min(offset / _SECOND, MAX_EPOCH)
+
+
+def _moment(value: object) -> dt.datetime | None:
+    """`value` as an aware datetime; ``None`` for epoch seconds."""
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value
+    if isinstance(value, bool):
+        raise ValueError(f"expected a timestamp, got a bool ({value!r})")
+    if isinstance(value, Real):
+        return None
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(f"cannot parse {show(value)} as an ISO-8601 timestamp") from None
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        value = dt.datetime(value.year, value.month, value.day)
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    raise ValueError(f"expected a datetime, ISO-8601 string or epoch seconds, got {show(value)}")
+
+
+def _number_epoch(value: Real) -> float:
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond float64
+        seconds = math.inf
+    if not math.isfinite(seconds) or not MIN_EPOCH <= seconds <= MAX_EPOCH:
+        raise ValueError(f"epoch seconds {show(value)} out of range (years 1..9999)")
+    return seconds
+
+
+def _datetime_epoch(value: dt.datetime) -> float:
+    try:
+        return value.timestamp()
+    except (OverflowError, ValueError) as exc:
+        raise ValueError(f"timestamp {value!r} out of range: {exc}") from None
+
+
+def _utc_text(offset: dt.timedelta) -> str:
+    """An offset from the epoch as UTC text, also just outside years 1..9999."""
+    if offset < _FIRST:
+        return f"{(_FIRST - offset) / _SECOND:g} s before 0001-01-01T00:00:00Z"
+    return f"10000-01-01T00:00:00Z + {(offset - _END) / _SECOND:g} s"
