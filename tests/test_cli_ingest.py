@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -54,6 +55,34 @@ def test_data_error_exits_1_and_keeps_earlier_batches(tmp_path):
         result.stderr)
     assert "2 items in 1 earlier batches were committed" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_changelogs_named_one_by_one_share_their_entries(tmp_path):
+    from test_loaders import DEBIAN
+
+    files = []
+    for package in ("libdemo1", "demo-utils"):
+        path = tmp_path / package / "changelog.Debian.gz"
+        path.parent.mkdir()
+        with gzip.open(path, "wt") as handle:
+            handle.write(DEBIAN)
+        files.append(str(path))
+    result = _ingest(*files, "--db", str(tmp_path / "deb.db"), "--embedder", "hash")
+    assert result.exit_code == 0, result.output
+    assert "ingested 2 items into docs" in result.stdout
+
+
+def test_a_failed_first_ingest_leaves_no_database_behind(tmp_path):
+    (tmp_path / "bad.jsonl").write_text('{"id": "a", "year": 1}\n')
+    db = tmp_path / "new.db"
+    result = _ingest(str(tmp_path / "bad.jsonl"), "--db", str(db), "--embedder", "hash")
+    assert result.exit_code == 1 and "unknown field" in result.stderr
+    assert not db.exists()
+    (tmp_path / "good.jsonl").write_text('{"id": "g"}\n')
+    assert _ingest(str(tmp_path / "good.jsonl"), "--db", str(db), "--embedder", "hash"
+                   ).exit_code == 0
+    result = _ingest(str(tmp_path / "bad.jsonl"), "--db", str(db), "--embedder", "hash")
+    assert result.exit_code == 1 and db.is_dir()  # a database it did not create stays
 
 
 @pytest.mark.parametrize(("line", "message"), [

@@ -116,6 +116,20 @@ def test_debian_changelog(tmp_path):
     assert first["authors"] == ["Jane Doe"] and [i["position"] for i in items] == [0, 1]
 
 
+def test_one_run_over_several_paths_yields_a_shared_entry_once(tmp_path):
+    """Binary packages of one source package ship the same changelog; `recallql ingest
+    /usr/share/doc/*/changelog.Debian.gz` names each file, and each entry goes in once."""
+    files = []
+    for package in ("libdemo1", "demo-utils"):
+        path = tmp_path / package / "changelog.Debian.gz"
+        path.parent.mkdir()
+        with gzip.open(path, "wt") as handle:
+            handle.write(DEBIAN)
+        files.append(path)
+    items = list(loaders.load_paths(files))
+    assert [i["id"] for i in items] == ["debian:demo:1.2-1", "debian:demo:1.1-1"]
+
+
 def test_debian_system_changelogs():
     files = sorted(Path("/usr/share/doc").glob("*/changelog.Debian.gz"))
     if not files:

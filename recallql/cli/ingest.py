@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import shutil
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -22,6 +24,23 @@ from recallql.cli.common import (
 )
 
 
+@dataclass
+class Tally:
+    """What the committed batches of one ``recallql ingest`` added."""
+
+    added: int = 0
+    replaced: int = 0
+    embedded: int = 0
+    batches: int = 0
+
+    def add(self, report) -> None:
+        """Count one committed batch's `IngestReport`."""
+        self.added += report.added
+        self.replaced += report.replaced
+        self.embedded += report.embedded
+        self.batches += 1
+
+
 def _batches(items: Iterable[dict], size: int) -> Iterator[list[dict]]:
     iterator = iter(items)
     while chunk := list(itertools.islice(iterator, size)):
@@ -33,10 +52,9 @@ def _items(paths: list[Path], fmt: str, drop: set[str], dropped: set[str]) -> It
     other unknown keys (e.g. from JSONL) stay and are reported as errors by ingest."""
     from recallql.index import loaders
 
-    for path in paths:
-        for item, gone in loaders.project(loaders.load_path(path, fmt), drop):
-            dropped |= gone
-            yield item
+    for item, gone in loaders.project(loaders.load_paths(paths, fmt), drop):
+        dropped |= gone
+        yield item
 
 
 def ingest(
@@ -64,43 +82,48 @@ def ingest(
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"use one of: {', '.join(FORMATS)}", param_hint="--format")
+    created, tally = not db.exists(), Tally()
     try:
         database = recallql.connect(db, embedder=embedder_for(embedder, db))
     except (recallql.StoreError, recallql.DatabaseLocked) as exc:
         raise fail(str(exc)) from None
-    with database:
-        info = next((c for c in database.collections() if c.name == collection), None)
-        if info is None:
-            raise fail(f"no collection {collection!r} in {db}")
-        drop = set(EXTRA_KEYS) - set(info.text_fields) - set(info.fields)
-        _run_ingest(database, collection, _items(paths, fmt, drop, dropped := set()),
-                    batch_size, dropped)
+    try:
+        with database:
+            info = next((c for c in database.collections() if c.name == collection), None)
+            if info is None:
+                raise fail(f"no collection {collection!r} in {db}")
+            drop = set(EXTRA_KEYS) - set(info.text_fields) - set(info.fields)
+            _run_ingest(database, collection, _items(paths, fmt, drop, dropped := set()),
+                        batch_size, dropped, tally)
+    except BaseException:
+        if created and not tally.batches:
+            shutil.rmtree(db, ignore_errors=True)  # nothing was committed: leave no empty database
+        raise
 
 
 def _run_ingest(database, collection: str, items: Iterable[dict], batch_size: int,
-                dropped: set[str]) -> None:
+                dropped: set[str], tally: Tally) -> None:
     import recallql
 
-    started, added, replaced, embedded, batches = time.perf_counter(), 0, 0, 0, 0
+    started = time.perf_counter()
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                MofNCompleteColumn())
     with Progress(*columns, console=err, transient=True) as progress:
         task = progress.add_task(f"ingesting into {collection}", total=None)
         try:
             for chunk in _batches(items, batch_size):
-                report = database.ingest(collection, chunk)
-                added, replaced = added + report.added, replaced + report.replaced
-                embedded, batches = embedded + report.embedded, batches + 1
+                tally.add(database.ingest(collection, chunk))
                 progress.advance(task, len(chunk))
         except (recallql.IngestError, recallql.StoreError, OSError) as exc:
             progress.stop()
-            note = f" ({added + replaced} items in {batches} earlier batches were committed)"
-            raise fail(f"{exc}{note if batches else ''}") from None
+            note = (f" ({tally.added + tally.replaced} items in {tally.batches} earlier batches "
+                    "were committed)")
+            raise fail(f"{exc}{note if tally.batches else ''}") from None
     if dropped:
         err.print(f"note: fields not declared in {collection!r} were not stored: "
                   f"{', '.join(sorted(dropped))}")
     seconds = time.perf_counter() - started
-    total = added + replaced
-    out.print(f"ingested {total} items into {collection} ({added} new, {replaced} replaced, "
-              f"{embedded} embedded) in {batches} batches, {seconds:.1f} s "
+    total = tally.added + tally.replaced
+    out.print(f"ingested {total} items into {collection} ({tally.added} new, {tally.replaced} "
+              f"replaced, {tally.embedded} embedded) in {tally.batches} batches, {seconds:.1f} s "
               f"({total / max(seconds, 1e-9):,.0f} items/s)", soft_wrap=True)

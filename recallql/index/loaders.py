@@ -171,11 +171,20 @@ def _debian_item(entry: dict, trailer: re.Match, position: int) -> dict:
 
 
 def load_debian(paths: Iterable[str | Path] | None = None,
-                doc_root: str | Path = "/usr/share/doc") -> Iterator[dict]:
+                doc_root: str | Path = "/usr/share/doc", seen: set[str] | None = None
+                ) -> Iterator[dict]:
     """Debian changelog entries from the given ``changelog.Debian.gz`` files (default: every
-    one under `doc_root`)."""
+    one under `doc_root`).
+
+    Args:
+        paths: the files (default: ``<doc_root>/*/changelog.Debian.gz``).
+        doc_root: where to look when `paths` is None.
+        seen: ids already yielded (updated); pass one set to several calls so that an entry
+            met again (binary packages of one source package ship the same changelog) is
+            yielded once.
+    """
     files = sorted(Path(doc_root).glob("*/changelog.Debian.gz")) if paths is None else paths
-    seen: set[str] = set()
+    seen = set() if seen is None else seen
     for path in files:
         try:
             with gzip.open(path, "rt", encoding="utf-8", errors="replace") as handle:
@@ -313,9 +322,27 @@ def detect(path: Path) -> str:
     return "text"
 
 
-def load_path(path: str | Path, fmt: str = "auto") -> Iterator[dict]:
+def load_paths(paths: Iterable[str | Path], fmt: str = "auto") -> Iterator[dict]:
+    """Items from several paths as one run (what ``recallql ingest PATH...`` reads): a Debian
+    changelog entry met in several files is yielded once.
+
+    Raises:
+        IngestError: as `load_path`.
+    """
+    seen: set[str] = set()
+    for path in paths:
+        yield from load_path(path, fmt, seen=seen)
+
+
+def load_path(path: str | Path, fmt: str = "auto", *, seen: set[str] | None = None
+              ) -> Iterator[dict]:
     """Items from one path in the given format (``auto`` detects it; a plain directory is
     walked for ``.jsonl`` and text files).
+
+    Args:
+        path: a file or directory.
+        fmt: one of `FORMATS`.
+        seen: Debian entry ids already yielded in this run (see `load_debian`).
 
     Raises:
         IngestError: unknown format, missing path, or a bad JSONL line.
@@ -328,7 +355,8 @@ def load_path(path: str | Path, fmt: str = "auto") -> Iterator[dict]:
         root = p if p.is_dir() else p.parent
         yield from (load_cacm(root) if kind == "cacm" else load_cranfield(root))
     elif kind == "debian":
-        yield from load_debian(sorted(p.rglob("changelog.Debian.gz")) if p.is_dir() else [p])
+        files = sorted(p.rglob("changelog.Debian.gz")) if p.is_dir() else [p]
+        yield from load_debian(files, seen=seen)
     elif kind in ("jsonl", "text") and p.is_file():
         yield from (load_jsonl(p) if kind == "jsonl" else load_text(p, p.parent))
     elif kind in ("tree", "jsonl", "text"):
