@@ -19,7 +19,8 @@ def _ingest(*args: str):
     return runner.invoke(app, ["ingest", *args])
 
 
-def test_ingest_jsonl_and_text(tmp_path):
+def test_ingest_jsonl_and_text(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     data = tmp_path / "data"
     data.mkdir()
     (data / "items.jsonl").write_text(
@@ -31,7 +32,7 @@ def test_ingest_jsonl_and_text(tmp_path):
     assert "ingested 2 items into docs (2 new, 0 replaced, 2 embedded) in 1 batches" in (
         result.stdout)
     with recallql.connect(db, embedder=HashEmbedder(), readonly=True) as conn:
-        assert sorted(conn.snapshot("docs").ids) == ["j1", "note.md#0"]
+        assert sorted(conn.snapshot("docs").ids) == ["data/note.md#0", "j1"]
 
 
 def test_ingest_cranfield_in_batches(tmp_path, index_shared_data):
@@ -55,6 +56,25 @@ def test_data_error_exits_1_and_keeps_earlier_batches(tmp_path):
         result.stderr)
     assert "2 items in 1 earlier batches were committed" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_same_named_files_are_two_documents_and_a_file_is_one_however_named(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("p1", "p2", "kb/sub"):
+        (tmp_path / name).mkdir(parents=True)
+    for name in ("p1", "p2"):
+        (tmp_path / name / "README.md").write_text(f"# {name}\n\nAbout {name}.\n")
+    (tmp_path / "kb" / "sub" / "kafka.md").write_text("# Kafka\n\nPartitions.\n")
+    args = ("--db", "db", "--embedder", "hash")
+    assert _ingest("p1/README.md", "p2/README.md", *args).exit_code == 0
+    assert _ingest("kb/", *args).exit_code == 0
+    again = _ingest("kb/sub/kafka.md", *args)
+    assert "(0 new, 1 replaced" in again.stdout, again.output
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
+        snap = conn.snapshot("docs")
+        assert {snap.ids[i] for i in snap.live.nonzero()[0]} == {
+            "kb/sub/kafka.md#0", "p1/README.md#0", "p2/README.md#0"}
 
 
 def test_changelogs_named_one_by_one_share_their_entries(tmp_path):
