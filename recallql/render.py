@@ -2,7 +2,7 @@
 
 - `result_table`: SEARCH / RETRIEVE rows as a table (rank, id, score, date, text, why).
 - `records_table`: SHOW / DESCRIBE records as a table.
-- `explain_view`: EXPLAIN as a plan tree plus each row's score arithmetic.
+- `explain_text`: EXPLAIN in its text format (`Explain.to_text()`), wrapped and coloured.
 - `render`: any of the above for a statement's outcome, in ``table`` or ``json`` format.
 
 User data never goes through rich markup: every cell is a `rich.text.Text`.
@@ -17,12 +17,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from rich.tree import Tree
 
-from recallql.engine.models import Explain, PlanNode, ReasonEntry, Result, Row
+from recallql.engine.models import Explain, ReasonEntry, Result, Row
 from recallql.engine.reasons import Reason
 
 FORMATS = ("table", "json")
@@ -165,42 +164,49 @@ def records_table(columns: Sequence[str], records: Sequence[Mapping[str, Any]],
     return table
 
 
-def _plan_label(node: PlanNode) -> Text:
-    label = Text(node.operator, style="bold cyan")
-    for key, value in node.properties.items():
-        shown = "[" + ", ".join(map(str, value)) + "]" if isinstance(value, list) else value
-        label.append(f" {key}=", style="dim").append(str(shown))
-    if node.rows_out is not None:
-        rows = f"{node.rows_in}→{node.rows_out}" if node.children else f"{node.rows_out}"
-        label.append(f"  rows={rows} time={node.time_ms:.3f}ms", style="yellow")
-    return label
+_ROW_HEAD = re.compile(r"#\d+ ")
+_REASON_BREAK = re.compile(r"  (?=[A-Z][A-Z_]+(?:\(| [+-]\d))")
+_EXPLAIN_STYLES = (  # (pattern, style) applied in order over EXPLAIN's text format
+    (re.compile(r"^ *[A-Za-z]+(?=:)", re.MULTILINE), "bold cyan"),
+    (re.compile(r"(?<= )[a-z_]+(?==)"), "dim"),
+    (re.compile(r"rows=\S+ time=\S+"), "yellow"),
+    (re.compile(r"^(?:warning|stats): .*$", re.MULTILINE), "yellow"),
+    (re.compile(r"^#\d+ \S+", re.MULTILINE), "bold"),
+    (re.compile(r"(?<= )\+0\.0*[1-9]\d*\b"), "green"),
+    (re.compile(r"(?<= )[+-]0\.0+\b"), "dim"),
+    (re.compile(r"^\(no rows\)$", re.MULTILINE), "dim"),
+)
 
 
-def plan_tree(node: PlanNode, tree: Tree | None = None) -> Tree:
-    """The plan as a rich `Tree`, root first."""
-    branch = Tree(_plan_label(node), guide_style="dim") if tree is None \
-        else tree.add(_plan_label(node))
-    for child in node.children:
-        plan_tree(child, branch)
-    return branch
+def wrap_reasons(line: str, width: int) -> list[str]:
+    """A row's reason line of EXPLAIN's text format, cut between reasons (never inside one) so
+    it fits `width` columns; continuation lines keep the line's indent."""
+    indent = line[:len(line) - len(line.lstrip(" "))]
+    parts = _REASON_BREAK.split(line.strip())
+    lines, current = [], indent + parts[0]
+    for part in parts[1:]:
+        if len(current) + 2 + len(part) > width:
+            lines.append(current)
+            current = indent + part
+        else:
+            current += "  " + part
+    return [*lines, current]
 
 
-def reasons_view(rows: Sequence[Row], width: int = 100) -> Text:
-    """Each row's score arithmetic: a header line, then one line per reason with its
-    contribution (the contributions sum to the score)."""
-    out = Text()
-    shown = [[f"{r.code.value}({r.detail})" if r.detail else r.code.value for r in row.reasons]
-             for row in rows]
-    pad = min(max([len(s) for codes in shown for s in codes] or [0]), max(20, width - 16))
-    for rank, (row, codes) in enumerate(zip(rows, shown, strict=True), start=1):
-        out.append(f"#{rank} ", style="dim").append(row.id, style="bold")
-        out.append(f"  score={row.score:.5f}\n")
-        for code, reason in zip(codes, row.reasons, strict=True):
-            out.append(f"   {shorten(code, pad):<{pad}} ")
-            out.append(f"{reason.contribution:+.5f}\n",
-                       style="green" if reason.contribution > 0 else "dim")
-    out.rstrip()
-    return out
+def explain_text(explain: Explain, width: int = 100) -> Text:
+    """EXPLAIN in its text format (`Explain.to_text()`: the plan root first, one
+    ``Operator: key=value`` line per operator, then each row's score arithmetic), with long
+    reason lines wrapped to `width` and colours that only show on a terminal."""
+    lines: list[str] = []
+    in_rows = False
+    for line in explain.to_text().splitlines():
+        in_rows = in_rows or bool(_ROW_HEAD.match(line))
+        reason = in_rows and line.startswith("   ") and not line.startswith("    ")
+        lines.extend(wrap_reasons(line, width) if reason and len(line) > width else [line])
+    text = Text("\n".join(lines), no_wrap=True, overflow="ignore")
+    for pattern, style in _EXPLAIN_STYLES:
+        text.highlight_regex(pattern, style)
+    return text
 
 
 def warnings_text(result: Result) -> Text | None:
@@ -209,19 +215,6 @@ def warnings_text(result: Result) -> Text | None:
     if result.truncated:
         lines.append("note: the result is a truncated (safe ranked) prefix")
     return Text("\n".join(lines), style="yellow") if lines else None
-
-
-def explain_view(explain: Explain, width: int = 100) -> Group:
-    """EXPLAIN as a plan tree, warnings, and every row's reasons."""
-    parts: list[RenderableType] = [plan_tree(explain.plan)]
-    notes = warnings_text(explain.result)
-    if notes is not None:
-        parts.append(notes)
-    if explain.rows:
-        parts.append(reasons_view(explain.rows, width))
-    else:
-        parts.append(Text("(no rows)", style="dim"))
-    return Group(*parts)
 
 
 def to_json(outcome: Result | Explain, indent: int | None = 2) -> str:
@@ -245,9 +238,12 @@ def summary(outcome: Result | Explain) -> Text:
 
 def render(outcome: Result | Explain, text_fields: Sequence[str] = (),
            width: int = 100) -> RenderableType:
-    """A statement's outcome for the terminal (`Explain`, catalog records or ranked rows)."""
+    """A statement's outcome for the terminal: EXPLAIN in the format it asked for (JSON for
+    ``EXPLAIN FORMAT JSON``, else `explain_text`), catalog records or ranked rows as tables."""
     if isinstance(outcome, Explain):
-        return explain_view(outcome, width)
+        if outcome.format == "json":
+            return Text(outcome.to_json(), no_wrap=True, overflow="ignore")
+        return explain_text(outcome, width)
     parts: list[RenderableType] = []
     if outcome.columns is not None:
         parts.append(records_table(outcome.columns, outcome.records or []))
@@ -260,6 +256,14 @@ def render(outcome: Result | Explain, text_fields: Sequence[str] = (),
     return Group(*parts)
 
 
-__all__ = ["FORMATS", "cell", "date_of", "explain_view", "json_list", "plan_tree",
-           "reasons_view", "records_table", "render", "result_table", "row_text", "shorten",
-           "summary", "to_json", "warnings_text", "why"]
+def print_outcome(console: Console, outcome: Result | Explain,
+                  text_fields: Sequence[str] = ()) -> None:
+    """Print `render(outcome)` on `console` at its width (EXPLAIN's text and JSON unwrapped and
+    uncropped: they wrap where they were laid out)."""
+    shown = render(outcome, text_fields, width=console.width)
+    console.print(shown, soft_wrap=isinstance(shown, Text))
+
+
+__all__ = ["FORMATS", "cell", "date_of", "explain_text", "json_list", "print_outcome",
+           "records_table", "render", "result_table", "row_text", "shorten", "summary", "to_json",
+           "warnings_text", "why", "wrap_reasons"]

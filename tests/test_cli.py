@@ -140,6 +140,24 @@ def test_explain_text_json_and_analyze(db):
     assert json.loads(as_json.stdout)["plan"]["operator"] == "TopK"
 
 
+def test_one_explain_format_in_query_and_explain(db):
+    statement = "SEARCH docs MATCHING 'rotate keys' WITH RECENCY LIMIT 2"
+    via_query = cli("query", f"EXPLAIN {statement}", "--db", str(db))
+    via_explain = cli("explain", statement, "--db", str(db))
+    assert via_query.returncode == 0 and via_explain.returncode == 0, via_query.stderr
+    assert via_query.stdout == via_explain.stdout
+    assert via_query.stdout.startswith("TopK: k=2 offset=0\n  RecencyBoost: ")
+
+
+@pytest.mark.parametrize("command", ["query", "explain"])
+def test_explain_format_json_prints_json(db, command):
+    done = cli(command, "EXPLAIN FORMAT JSON SEARCH docs MATCHING 'rotate' LIMIT 1",
+               "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["format"] == "json" and payload["plan"]["operator"] == "TopK"
+
+
 def test_explain_of_a_catalog_statement_exits_1(db):
     done = cli("explain", "SHOW COLLECTIONS", "--db", str(db))
     assert done.returncode == 1 and "EXPLAIN applies to SEARCH and RETRIEVE" in done.stderr

@@ -101,11 +101,32 @@ def test_an_error_stops_the_rest_of_the_input_but_not_the_shell(repl):
     assert "BM25 text" in text and repl.failed
 
 
-def test_explain_is_a_tree_with_reasons(repl):
-    repl.run_lines(["EXPLAIN SEARCH docs MATCHING 'rotate keys' LIMIT 1;\n"])
+def test_explain_prints_the_text_format(repl):
+    statement = "SEARCH docs MATCHING 'rotate keys' LIMIT 1"
+    repl.run_lines([f"EXPLAIN {statement};\n"])
     text = repl.output.getvalue()
-    assert "TopK" in text and "└── " in text and "RrfFusion" in text
+    assert text.rstrip("\n") == repl.db.explain(statement).to_text()
+    assert text.startswith("TopK: k=1 offset=0\n") and "    RrfFusion: k=60" in text
     assert "LEXICAL_MATCH(rank=1" in text and "#1 creds" in text
+
+
+def test_explain_format_json_prints_json(repl):
+    import json
+
+    repl.run_lines(["EXPLAIN FORMAT JSON SEARCH docs MATCHING 'rotate keys' LIMIT 1;\n"])
+    assert json.loads(repl.output.getvalue())["result"]["rows"][0]["id"] == "creds"
+
+
+def test_long_reason_lines_wrap_between_reasons():
+    from recallql.render import wrap_reasons
+
+    line = ("   SESSION_KEYWORDS(1/1) +0.30000  SESSION_VELOCITY(uniform, v=1.000) +0.10000  "
+            "SESSION_ENTITY(entity=a  b, e=1.000) +0.10000  RECENCY(age=0.00d) +0.00500")
+    assert wrap_reasons(line, 100) == [
+        "   SESSION_KEYWORDS(1/1) +0.30000  SESSION_VELOCITY(uniform, v=1.000) +0.10000",
+        "   SESSION_ENTITY(entity=a  b, e=1.000) +0.10000  RECENCY(age=0.00d) +0.00500"]
+    assert wrap_reasons(line, 200) == [line]
+    assert wrap_reasons("   RECENCY(age=0.00d) +0.00500", 10) == ["   RECENCY(age=0.00d) +0.00500"]
 
 
 def test_format_json_and_timing(repl):

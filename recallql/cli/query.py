@@ -50,7 +50,7 @@ def query(
       recallql query "SHOW COLLECTIONS; DESCRIBE docs"
     """
     from recallql.grammar import parse_script
-    from recallql.render import json_list, render
+    from recallql.render import json_list, print_outcome
 
     params = parse_params(param)
     with handled():
@@ -63,8 +63,8 @@ def query(
             outcome = bind_with_fallback(lambda values, s=stmt: database.execute(s, **values),
                                          used)
             if not as_json:
-                fields = text_fields(database, getattr(outcome, "collection", None))
-                out.print(render(outcome, fields, width=out.width))
+                print_outcome(out, outcome,
+                              text_fields(database, getattr(outcome, "collection", None)))
             outcomes.append(outcome)
     if as_json:
         out.print(json_list(outcomes), markup=False, soft_wrap=True)
@@ -89,10 +89,14 @@ def explain(
 
       recallql explain --analyze "SEARCH messages MATCHING :q GROUP BY CONVERSATION" -p q=deploy
     """
+    from recallql.render import print_outcome
+
     params = parse_params(param)
     with open_db(db) as database, handled():
         outcome = bind_with_fallback(
             lambda values: database.explain(_source(text), analyze=analyze, verbose=verbose,
                                             **values), params)
-    rendered = outcome.to_json() if as_json else outcome.to_text()
-    out.print(rendered, markup=False, soft_wrap=True, highlight=False)
+    if as_json:
+        out.print(outcome.to_json(), markup=False, soft_wrap=True, highlight=False)
+    else:
+        print_outcome(out, outcome)

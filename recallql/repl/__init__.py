@@ -146,13 +146,13 @@ class Repl:
 
     def show(self, outcome: Any) -> None:
         """Print a statement's outcome in the current format."""
-        from recallql.render import render, to_json
+        from recallql.render import print_outcome, to_json
 
         if self.fmt == "json":
             self.console.print(to_json(outcome), markup=False, soft_wrap=True)
             return
-        fields = self.text_fields(getattr(outcome, "collection", None))
-        self.console.print(render(outcome, fields, width=self.console.width))
+        print_outcome(self.console, outcome, self.text_fields(getattr(outcome, "collection",
+                                                                      None)))
 
     def report(self, exc: Exception) -> None:
         """Print an error: a query error's rendering (with the caret), a one-line message for
