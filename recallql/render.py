@@ -11,6 +11,7 @@ User data never goes through rich markup: every cell is a `rich.text.Text`.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -25,6 +26,8 @@ from recallql.engine.models import Explain, ReasonEntry, Result, Row
 from recallql.engine.reasons import Reason
 
 FORMATS = ("table", "json")
+#: Output width when stdout is not a terminal and ``COLUMNS`` is not set.
+PIPE_WIDTH = 120
 TEXT_WIDTH = 72
 _RANK = re.compile(r"rank=(\d+)")
 _SHORT = {Reason.SESSION_KEYWORDS: "keywords", Reason.SESSION_VELOCITY: "velocity",
@@ -78,11 +81,31 @@ def why(reasons: Sequence[ReasonEntry]) -> str:
     return " · ".join([" ".join(legs)] + boosts if legs else boosts)
 
 
+WHY_WIDTH = 34
+MIN_TEXT = 30
+
+
+def wrap_parts(text: str, width: int, sep: str = " · ") -> str:
+    """`text` made of `sep`-separated parts, broken into lines of at most `width` characters
+    between parts (a part longer than `width` gets a line of its own)."""
+    lines: list[str] = []
+    for part in text.split(sep):
+        if lines and len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
+def _widths(heads: list[str], rows: list[list[str]]) -> list[int]:
+    return [max([len(h), *(len(line) for r in rows for line in r[i].split("\n"))])
+            for i, h in enumerate(heads)]
+
+
 def _room(heads: list[str], rows: list[list[str]], width: int) -> int:
     """The width left for the text column once the others have theirs."""
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(heads)]
-    return width - 2 - 3 * (len(heads) - 1) - sum(
-        w for h, w in zip(heads, widths, strict=True) if h != "text")
+    return width - 3 * (len(heads) - 1) - sum(
+        w for h, w in zip(heads, _widths(heads, rows), strict=True) if h != "text")
 
 
 def _cells(result: Result, text_fields: Sequence[str]) -> tuple[list[str], list[list[str]]]:
@@ -98,16 +121,29 @@ def _cells(result: Result, text_fields: Sequence[str]) -> tuple[list[str], list[
             cells += [shorten(row.session_id or "", 24), str(row.fields.get("role") or "")]
         if grouped:
             cells.append(shorten(row.conversation_root or "", 24))
-        rows.append([*cells, row_text(row, text_fields), shorten(why(row.reasons), 34)])
+        rows.append([*cells, row_text(row, text_fields), why(row.reasons)])
     return heads, rows
+
+
+def _narrow_why(heads: list[str], rows: list[list[str]], width: int) -> list[list[str]]:
+    """Wrap the why column between its parts: at `WHY_WIDTH`, narrower (down to 16) while the
+    text column has less than `MIN_TEXT` columns."""
+    at = heads.index("why")
+    longest = max([3, *(len(r[at]) for r in rows)])
+    plain = [[*r[:at], "", *r[at + 1:]] for r in rows]
+    room = _room(heads, plain, width)
+    cap = max(16, min(WHY_WIDTH, room - MIN_TEXT, longest))
+    return [[*r[:at], wrap_parts(r[at], cap), *r[at + 1:]] for r in rows]
 
 
 def _fit(heads: list[str], rows: list[list[str]], width: int
          ) -> tuple[list[str], list[list[str]]]:
-    """Drop optional columns, then shorten ids, until the text column has some room; then cut
-    the text to the room left."""
-    for optional in ("why", "date", "role"):  # narrow terminals: the text matters more
-        if _room(heads, rows, width) >= 30 or optional not in heads:
+    """Wrap the why column, drop the date (then the role) column, then shorten ids, until the
+    text column has some room; then cut the text to the room left. The why column stays: it is
+    the point of the table."""
+    rows = _narrow_why(heads, rows, width)
+    for optional in ("date", "role"):  # narrow terminals: the text matters more
+        if _room(heads, rows, width) >= MIN_TEXT or optional not in heads:
             continue
         at = heads.index(optional)
         heads, rows = heads[:at] + heads[at + 1:], [r[:at] + r[at + 1:] for r in rows]
@@ -126,20 +162,26 @@ def _fit(heads: list[str], rows: list[list[str]], width: int
 def result_table(result: Result, text_fields: Sequence[str] = (), title: str | None = None,
                  width: int = 100) -> Table:
     """SEARCH / RETRIEVE rows as a table fitting `width` columns (the text column takes what the
-    others leave); message rows also show session, role and (when grouped) conversation."""
+    others leave; the why column wraps between its parts); message rows also show session,
+    role and (when grouped) conversation."""
     heads, rows = _fit(*_cells(result, text_fields), width)
-    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False,
+                  show_edge=False)
     for head in heads:
         table.add_column(head, justify="right" if head in ("#", "score") else "left",
                          style="dim" if head in ("#", "why") else None,
-                         no_wrap=head != "why", overflow="fold" if head == "why" else "ellipsis")
+                         no_wrap=True, overflow="ellipsis")
     for cells in rows:
         table.add_row(*(Text(c) for c in cells))
     return table
 
 
+_ISO_FRACTION = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\.\d+(Z|[+-]\d{2}:\d{2})?$")
+
+
 def cell(value: Any) -> str:
-    """A record value as table text: lists comma-joined, dicts as ``k=v``, None empty."""
+    """A record value as table text: lists comma-joined, dicts as ``k=v``, None empty,
+    timestamps to the second (``2025-01-06T09:00:00Z``; JSON output keeps the full value)."""
     if value is None:
         return ""
     if isinstance(value, list | tuple):
@@ -149,18 +191,61 @@ def cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.5g}"
     if isinstance(value, datetime):
-        return value.isoformat()
-    return str(value)
+        value = value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    text = str(value)
+    fraction = _ISO_FRACTION.match(text)
+    return fraction.group(1) + (fraction.group(2) or "") if fraction else text
+
+
+def _single_token(cells: Sequence[str]) -> bool:
+    return all(not any(ch.isspace() for ch in c) for c in cells)
+
+
+def _least_width(name: str, cells: Sequence[str]) -> int:
+    """The narrowest a records column can be without cutting a word: single-token columns (ids,
+    timestamps, statuses) need their longest value, others wrap between words."""
+    longest = max([len(name), *(len(c) for c in cells)])
+    if _single_token(cells):
+        return longest
+    longest_word = max([len(w) for c in cells for w in c.split()] or [0])
+    return max(len(name), min(longest, max(longest_word, 16)))
+
+
+def _add_column(table: Table, name: str, cells: Sequence[str]) -> None:
+    """A column that never splits a word: single-token values stay on one line, others wrap
+    between words; a word too long for the column ends in '…'."""
+    table.add_column(name, no_wrap=_single_token(cells), overflow="ellipsis")
 
 
 def records_table(columns: Sequence[str], records: Sequence[Mapping[str, Any]],
-                  title: str | None = None) -> Table:
-    """SHOW / DESCRIBE output (or any list of records) as a table."""
-    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False)
-    for name in columns:
-        table.add_column(name, overflow="fold")
-    for record in records:
-        table.add_row(*(Text(cell(record.get(c))) for c in columns))
+                  title: str | None = None, width: int | None = None) -> RenderableType:
+    """SHOW / DESCRIBE output (or any list of records) as a table; when it cannot fit `width`
+    columns without cutting values, each record vertically instead (like psql's expanded
+    display)."""
+    rows = [[cell(record.get(c)) for c in columns] for record in records]
+    least = sum(_least_width(n, [r[i] for r in rows]) for i, n in enumerate(columns))
+    if width is not None and len(columns) > 2 and least + 3 * (len(columns) - 1) > width:
+        return Group(*(record_view(dict(zip(columns, row, strict=True)), title=f"-[ {i} ]-")
+                       for i, row in enumerate(rows, start=1)))
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False,
+                  show_edge=False)
+    for i, name in enumerate(columns):
+        _add_column(table, name, [r[i] for r in rows])
+    for row in rows:
+        table.add_row(*(Text(c) for c in row))
+    return table
+
+
+def record_view(record: Mapping[str, Any], title: str | None = None) -> Table:
+    """One record vertically, a ``field  value`` line per field (``SHOW SESSION``,
+    ``recallql sessions show``; under a `title` and without the header in expanded display)."""
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False,
+                  show_edge=False, show_header=title is None, title_style="dim")
+    values = [cell(v) for v in record.values()]
+    table.add_column("field", no_wrap=True)
+    _add_column(table, "value", values)
+    for name, value in zip(record, values, strict=True):
+        table.add_row(Text(name), Text(value))
     return table
 
 
@@ -236,6 +321,12 @@ def summary(outcome: Result | Explain) -> Text:
     return Text(f"({count} {noun})", style="dim")
 
 
+def _is_one_session(outcome: Result) -> bool:
+    """Whether `outcome` is SHOW SESSION's: one session's snapshot as a record."""
+    return (outcome.session_snapshot is not None and outcome.columns is not None
+            and len(outcome.records or []) == 1)
+
+
 def render(outcome: Result | Explain, text_fields: Sequence[str] = (),
            width: int = 100) -> RenderableType:
     """A statement's outcome for the terminal: EXPLAIN in the format it asked for (JSON for
@@ -245,8 +336,10 @@ def render(outcome: Result | Explain, text_fields: Sequence[str] = (),
             return Text(outcome.to_json(), no_wrap=True, overflow="ignore")
         return explain_text(outcome, width)
     parts: list[RenderableType] = []
+    if _is_one_session(outcome):
+        return record_view({c: outcome.records[0].get(c) for c in outcome.columns})
     if outcome.columns is not None:
-        parts.append(records_table(outcome.columns, outcome.records or []))
+        parts.append(records_table(outcome.columns, outcome.records or [], width=width))
     elif outcome.rows:
         parts.append(result_table(outcome, text_fields, width=width))
     notes = warnings_text(outcome)
@@ -254,6 +347,15 @@ def render(outcome: Result | Explain, text_fields: Sequence[str] = (),
         parts.append(notes)
     parts.append(summary(outcome))
     return Group(*parts)
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console for tables and messages: the terminal's width on a terminal, else ``COLUMNS``
+    or `PIPE_WIDTH` (rich's 80 would squeeze tables written to a pipe or a file)."""
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").strip().isdigit():
+        console.width = PIPE_WIDTH
+    return console
 
 
 def print_outcome(console: Console, outcome: Result | Explain,
@@ -264,6 +366,6 @@ def print_outcome(console: Console, outcome: Result | Explain,
     console.print(shown, soft_wrap=isinstance(shown, Text))
 
 
-__all__ = ["FORMATS", "cell", "date_of", "explain_text", "json_list", "print_outcome",
-           "records_table", "render", "result_table", "row_text", "shorten", "summary", "to_json",
-           "warnings_text", "why", "wrap_reasons"]
+__all__ = ["FORMATS", "cell", "date_of", "explain_text", "json_list", "make_console",
+           "print_outcome", "record_view", "records_table", "render", "result_table", "row_text",
+           "shorten", "summary", "to_json", "warnings_text", "why", "wrap_parts", "wrap_reasons"]

@@ -22,11 +22,15 @@ DOCS = [
 ]
 
 
-def cli(*args: str, stdin: str | None = None, cwd: Path | None = None
-        ) -> subprocess.CompletedProcess:
-    """Run ``python -m recallql.cli ARGS`` and capture its output."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120", "NO_COLOR": "1"}
+def cli(*args: str, stdin: str | None = None, cwd: Path | None = None,
+        columns: str | None = "120") -> subprocess.CompletedProcess:
+    """Run ``python -m recallql.cli ARGS`` and capture its output (``COLUMNS`` unset when
+    `columns` is None)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
     env.pop("RECALLQL_DB", None)
+    env.pop("COLUMNS", None)
+    if columns is not None:
+        env["COLUMNS"] = columns
     return subprocess.run([sys.executable, "-m", "recallql.cli", *args], input=stdin,
                           capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
 
@@ -52,6 +56,28 @@ def test_query_prints_a_table(db):
     lines = done.stdout.splitlines()
     assert any(line.split()[:2] == ["1", "backup"] for line in lines if line.strip())
     assert "(2 rows)" in done.stdout
+
+
+def test_piped_tables_keep_the_why_column_and_whole_words(db):
+    done = cli("query", "SEARCH docs MATCHING 'backup retention' LIMIT 2", "--db", str(db),
+               columns=None)
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.splitlines()[0].split()
+    assert head == ["#", "id", "score", "date", "text", "why"]
+    assert "lex#1" in done.stdout and "2024-01-01" in done.stdout
+
+
+def test_show_session_is_the_vertical_view_of_sessions_show(db):
+    assert cli("sessions", "create", "s-view", "--agent", "a", "--db", str(db)).returncode == 0
+    shown = cli("sessions", "show", "s-view", "--db", str(db))
+    queried = cli("query", "SHOW SESSION 's-view'", "--db", str(db))
+    assert shown.returncode == 0 and queried.returncode == 0, queried.stderr
+    lines = [line.split() for line in shown.stdout.splitlines()]
+    assert lines[0] == ["field", "value"] and ["status", "open"] in lines
+    as_of = next(i for i, line in enumerate(lines) if line[0] == "as_of")
+    assert [a for i, a in enumerate(lines) if i != as_of] == [
+        a for i, a in enumerate(queried.stdout.splitlines()) for a in [a.split()]
+        if i != as_of]
 
 
 def test_query_json_parses(db):

@@ -117,6 +117,21 @@ def test_explain_format_json_prints_json(repl):
     assert json.loads(repl.output.getvalue())["result"]["rows"][0]["id"] == "creds"
 
 
+@pytest.mark.parametrize("width", [40, 60, 80])
+def test_narrow_tables_never_split_a_word_or_a_timestamp(width):
+    from recallql.render import records_table
+
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None)
+    records = [{"session_id": "s-2", "edge": "continuation", "end_reason": "compression",
+                "started_at": "2025-01-06T09:00:00.123456Z", "note": "a few words to wrap"}]
+    console.print(records_table(list(records[0]), records * 2, width=width))
+    text = out.getvalue()
+    for word in ("continuation", "compression", "2025-01-06T09:00:00Z", "a few words"):
+        assert text.count(word) == 2, text  # too narrow for a table: each record vertically
+    assert ".123456" not in text
+
+
 def test_long_reason_lines_wrap_between_reasons():
     from recallql.render import wrap_reasons
 

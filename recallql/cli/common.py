@@ -14,14 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.text import Text
+
+from recallql.render import make_console
 
 if TYPE_CHECKING:
     from recallql.api import Database
 
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
+err = make_console(stderr=True)
+out = make_console()
 
 DEFAULT_DB = Path("recallql.db")
 EMBEDDERS = ("auto", "default", "none", "hash")

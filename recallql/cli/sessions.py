@@ -17,26 +17,12 @@ SessionArg = Annotated[str, typer.Argument(metavar="SESSION", help="Session id."
 
 
 def _print(outcome, as_json: bool) -> None:
-    from recallql.render import json_list, render
+    from recallql.render import json_list, print_outcome
 
     if as_json:
         out.print(json_list([outcome]), markup=False, soft_wrap=True)
     else:
-        out.print(render(outcome))
-
-
-def _snapshot(snapshot, as_json: bool, message: str) -> None:
-    from rich.text import Text
-
-    from recallql.render import records_table
-
-    if as_json:
-        out.print(snapshot.model_dump_json(indent=2), markup=False, soft_wrap=True)
-        return
-    out.print(Text(message))
-    record = snapshot.model_dump(mode="json")
-    out.print(records_table(["field", "value"],
-                            [{"field": k, "value": v} for k, v in record.items()]))
+        print_outcome(out, outcome)
 
 
 @app.command("list")
@@ -58,10 +44,16 @@ def list_(
 
 @app.command()
 def show(session: SessionArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-    """Show a session's snapshot: status, keywords, signal sums, entities."""
+    """Show a session's snapshot: status, keywords, signal sums, entities (as SHOW SESSION)."""
     with open_db(db) as database, handled():
-        snap = database.sessions.snapshot(session)
-    _snapshot(snap, as_json, f"session {session}")
+        if as_json:
+            snap = database.sessions.snapshot(session)
+        else:
+            outcome = database.execute("SHOW SESSION :s", s=session)
+    if as_json:
+        out.print(snap.model_dump_json(indent=2), markup=False, soft_wrap=True)
+    else:
+        _print(outcome, False)
 
 
 @app.command()
@@ -101,7 +93,7 @@ def create(
                                         delegate_from=delegate_from, metadata=metadata,
                                         title=title)
     if as_json:
-        _snapshot(snap, as_json, "")
+        out.print(snap.model_dump_json(indent=2), markup=False, soft_wrap=True)
     else:
         parent_note = f", parent {parent}" if parent else ""
         out.print(f"created session {session} (agent {agent}{parent_note}, open)", markup=False)

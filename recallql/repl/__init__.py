@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.text import Text
 
+from recallql.render import make_console
 from recallql.repl.commands import COMMANDS, HELP, Command, parse_command
 from recallql.repl.input import is_complete
 
@@ -46,7 +47,7 @@ class Repl:
         self.fmt = fmt
         self.debug = debug
         self.timing = False
-        self.console = console or Console(highlight=False)
+        self.console = console or make_console()
         self.failed = False
 
     # -- loops ---------------------------------------------------------------------------------
