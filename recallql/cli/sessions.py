@@ -5,6 +5,7 @@ Reads (list, show, lineage) open the database read-only; writes take the writer 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -109,18 +110,24 @@ def annotate(session: SessionArg,
     out.print(f"annotated session {session}", markup=False)
 
 
-@app.command()
+@app.command(context_settings={"ignore_unknown_options": True})
 def signal(
     session: SessionArg,
     name: Annotated[str, typer.Argument(help="Signal name, e.g. reward.")],
-    value: Annotated[float, typer.Argument(help="Signal value, e.g. 1.0.")],
+    value: Annotated[float, typer.Argument(help="Signal value, e.g. 1.0 or -1 (a negative "
+                                                "number is a value, not an option).")],
     entity: Annotated[str | None, typer.Option(help="The entity it is about, e.g. doc:42.")
                       ] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Record a signal (validated by the signal policy; a rejected one names the rule).
+    """Record a signal (validated by the signal policy: by default `reward` in [-1, 1]; a
+    rejected one names the rule).
 
-    Example: recallql sessions signal s-42 reward 1.0 --entity debian:openssl
+    Examples:
+
+      recallql sessions signal s-42 reward 1.0 --entity debian:openssl
+
+      recallql sessions signal s-42 reward -1 --entity notes/postgres.md
     """
     with open_db(db, write=True) as database, handled():
         database.sessions.signal(session, name, value, entity=entity)
@@ -128,14 +135,49 @@ def signal(
     out.print(f"recorded {name} {value:g}{about} in session {session}", markup=False)
 
 
+#: The end reasons agents record (Hermes Agent's, plus recallql's `cli_close` and `archived`).
+END_REASONS = ("compression", "branched", "new_session", "session_reset", "session_switch",
+               "resumed_other", "cli_close", "agent_close", "cron_complete", "idle", "daily",
+               "suspended", "resume_pending_expired", "user_exit", "archived")
+
+
+def check_reason(reason: str, any_reason: bool) -> str:
+    """`reason` when it is a known end reason (or `any_reason`).
+
+    Raises:
+        typer.BadParameter: (exit 2) an unknown reason, with a did-you-mean.
+    """
+    import difflib
+
+    if any_reason or reason in END_REASONS:
+        return reason
+    close = difflib.get_close_matches(reason, END_REASONS, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    raise typer.BadParameter(
+        f"unknown end reason {reason!r}; {guess}known: {', '.join(END_REASONS)} "
+        "(--any-reason records another)", param_hint="--reason")
+
+
 @app.command()
 def close(
     session: SessionArg,
-    reason: Annotated[str, typer.Option("--reason", help="end_reason: user_exit, compression, "
-                                        "branched, new_session, ...")] = "user_exit",
+    reason: Annotated[str, typer.Option(
+        "--reason", help="Why it ended: compression (context rotated: the next session "
+        "continues the conversation), branched, new_session, session_reset, user_exit, ... "
+        "(the full list is checked; see --any-reason).")] = "user_exit",
+    any_reason: Annotated[bool, typer.Option(
+        "--any-reason", help="Accept an end reason that is not in the known list.")] = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Close an open session."""
+    """Close an open session.
+
+    Examples:
+
+      recallql sessions close s-42
+
+      recallql sessions close s-41 --reason compression
+    """
+    reason = check_reason(reason, any_reason)
     with open_db(db, write=True) as database, handled():
         database.sessions.close(session, end_reason=reason)
     out.print(f"closed session {session} ({reason})", markup=False)
@@ -143,20 +185,59 @@ def close(
 
 @app.command()
 def archive(session: SessionArg, db: DbOption = DEFAULT_DB) -> None:
-    """Archive a session (closing it first if open); its snapshot is frozen."""
+    """Archive a session (closing it first if open); its snapshot is frozen.
+
+    Example:
+
+      recallql sessions archive s-42
+    """
     with open_db(db, write=True) as database, handled():
         database.sessions.archive(session)
     out.print(f"archived session {session}", markup=False)
 
 
+#: The sessions `Sessions.sweep` removes: last activity (the end; for open sessions the latest
+#: of start, signal and annotation) before the cutoff.
+_SWEPT = ("SELECT COUNT(*) FROM sessions s WHERE COALESCE(s.ended_at, MAX(s.started_at, "
+          "COALESCE((SELECT MAX(at) FROM signals WHERE session_id = s.id), 0), "
+          "COALESCE((SELECT MAX(at) FROM annotations WHERE session_id = s.id), 0))) < ?")
+
+
+def _sweep_count(db: Path, days: float) -> int:
+    """How many sessions a sweep of `days` would remove now (read-only)."""
+    import time
+
+    with open_db(db) as database, handled(), database.read_transaction() as conn:
+        return conn.execute(_SWEPT, (time.time() - days * 86400,)).fetchone()[0]
+
+
 @app.command()
 def sweep(
     older_than: Annotated[float, typer.Option("--older-than", min=0, metavar="DAYS",
-                                              help="Remove sessions that ended (open ones: "
-                                                   "started) more than DAYS ago.")],
+                                              help="Remove sessions whose last activity (their "
+                                                   "end; for open ones the latest start, signal "
+                                                   "or annotation) is more than DAYS ago.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")
+                   ] = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Remove old sessions with their annotations and signals."""
+    """Remove old sessions with their annotations, signals and messages (asks first).
+
+    Examples:
+
+      recallql sessions sweep --older-than 90
+
+      recallql sessions sweep --older-than 30 --yes
+    """
+    if not yes:
+        count = _sweep_count(db, older_than)
+        if not count:
+            out.print(f"no session's last activity is more than {older_than:g} days ago; "
+                      "nothing to remove", markup=False)
+            return
+        noun = "session" if count == 1 else "sessions"
+        typer.confirm(f"remove {count} {noun} (last active more than {older_than:g} days ago) "
+                      "with their annotations, signals and messages?", abort=True, err=True)
     with open_db(db, write=True) as database, handled():
         removed = database.sessions.sweep(older_than)
     out.print(f"removed {removed} session{'s' if removed != 1 else ''}", markup=False)
