@@ -154,6 +154,29 @@ def test_missing_database_is_a_clear_error(tmp_path):
     assert "no recallql database at" in done.stderr and "recallql ingest" in done.stderr
 
 
+def test_shell_refuses_a_missing_database_unless_asked_to_create_it(tmp_path):
+    missing = tmp_path / "none"
+    done = cli("shell", "--db", str(missing), stdin="SHOW COLLECTIONS;\n")
+    assert done.returncode == 1 and not missing.exists()
+    assert "--create" in done.stderr and "recallql ingest" in done.stderr
+    created = cli("shell", "--db", str(missing), "--create", stdin="SHOW COLLECTIONS;\n")
+    assert created.returncode == 0 and "messages" in created.stdout
+    assert "created an empty database" in created.stderr
+
+
+@pytest.mark.parametrize("command", [["query", "SHOW COLLECTIONS"], ["shell"]])
+def test_a_file_as_database_gets_a_hint_that_works(tmp_path, command):
+    (tmp_path / "notes.txt").write_text("x")
+    done = cli(*command, "--db", str(tmp_path / "notes.txt"), stdin="")
+    assert done.returncode == 1 and "is a file, not a recallql database" in done.stderr
+    assert "recallql ingest" not in done.stderr and "--create" not in done.stderr
+
+
+def test_debug_is_accepted_after_the_subcommand(db):
+    done = cli("query", "SHOW COLLECTIONS", "--debug", "--db", str(db))
+    assert done.returncode == 0 and "messages" in done.stdout
+
+
 def test_explain_text_json_and_analyze(db):
     text = cli("explain", "SEARCH docs MATCHING 'rotate' WITH RECENCY LIMIT 2", "--analyze",
                "--db", str(db))

@@ -214,6 +214,8 @@ def test_locked_database_is_a_clean_error(tmp_path):
         result = _ingest(str(tmp_path / "a.jsonl"), "--db", str(tmp_path / "db"),
                          "--embedder", "hash")
     assert result.exit_code == 1 and "locked by another writer" in result.stderr
+    assert "wait for the other writer" in result.stderr and "`recallql query`" in result.stderr
+    assert "readonly=True" not in result.stderr
 
 
 def test_no_arguments_shows_help():

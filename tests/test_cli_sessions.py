@@ -125,7 +125,8 @@ def test_locked_database_is_a_clean_error(db):
     with recallql.connect(db, embedder=HashEmbedder()):
         done = cli("sessions", "create", "s-9", "--agent", "a", "--db", str(db))
         reader = cli("sessions", "list", "--db", str(db))
-    assert done.returncode == 1 and "locked" in done.stderr
+    assert done.returncode == 1 and "locked by another writer" in done.stderr
+    assert "wait for the other writer" in done.stderr and "readonly=True" not in done.stderr
     assert reader.returncode == 0  # readers never wait for the writer
 
 

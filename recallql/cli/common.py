@@ -117,6 +117,33 @@ def embedder_for(name: str, path: Path) -> Any:
     return {"default": "default", "none": None, "hash": HashEmbedder()}[name]
 
 
+def no_database(path: Path, create: str | None = None) -> str:
+    """Why there is no database at `path`, with a hint that works there.
+
+    Args:
+        path: the ``--db`` path.
+        create: how to create one, for a path where one can be created (default: ingest or
+            the demo).
+    """
+    if path.is_file() or (path.exists() and not path.is_dir()):
+        return (f"{path} is a file, not a recallql database (a database is a directory); "
+                "pass --db a database directory, or a new path to create one there")
+    if path.is_dir() and any(path.iterdir()):
+        return (f"{path} is a directory but not a recallql database; pass --db a database "
+                "directory, or a new path to create one there")
+    create = create or (f"create one with `recallql ingest FILES --db {path}` or "
+                        f"`recallql demo --db {path}`")
+    return f"no recallql database at {path} ({create})"
+
+
+def locked_message(path: Path) -> str:
+    """The CLI's account of `DatabaseLocked`: who holds the lock and what to do meanwhile."""
+    return (f"the database {path} is locked by another writer (a running `recallql ingest`, "
+            "`recallql sessions` command, `recallql import` or a program that opened it for "
+            "writing); wait for the other writer to finish, or run read-only commands such as "
+            "`recallql query`, `recallql explain` or `recallql shell` meanwhile")
+
+
 def open_db(path: Path, *, write: bool = False, embedder: str = "auto") -> Database:
     """Open the database at `path`.
 
@@ -129,11 +156,15 @@ def open_db(path: Path, *, write: bool = False, embedder: str = "auto") -> Datab
     import recallql
 
     if not write and not is_database(path):
-        hint = (f"create one with `recallql ingest FILES --db {path}` or "
-                f"`recallql demo --db {path}`")
-        raise fail(f"no recallql database at {path} ({hint})")
+        raise fail(no_database(path))
     with handled():
-        return recallql.connect(path, embedder=embedder_for(embedder, path), readonly=not write)
+        try:
+            return recallql.connect(path, embedder=embedder_for(embedder, path),
+                                    readonly=not write)
+        except recallql.DatabaseLocked:
+            if State.debug:
+                raise
+            raise fail(locked_message(path)) from None
 
 
 def text_fields(db: Database, collection: str | None) -> tuple[str, ...]:
@@ -144,12 +175,21 @@ def text_fields(db: Database, collection: str | None) -> tuple[str, ...]:
     return ()
 
 
+def take_debug(argv: list[str]) -> tuple[list[str], bool]:
+    """`argv` without ``--debug`` (a global flag, accepted before or after the subcommand;
+    arguments after ``--`` are left alone), and whether it was there."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    kept = [a for a in argv[:end] if a != "--debug"] + argv[end:]
+    return kept, len(kept) != len(argv)
+
+
 def run_main(app: typer.Typer) -> None:
     """Run the typer app; an unexpected exception prints one line (the traceback with
     ``--debug`` or ``RECALLQL_DEBUG=1``) and exits 1."""
-    State.debug = State.debug or os.environ.get("RECALLQL_DEBUG", "") not in ("", "0")
+    args, debug = take_debug(sys.argv[1:])
+    State.debug = debug or os.environ.get("RECALLQL_DEBUG", "") not in ("", "0")
     try:
-        app()
+        app(args=args, prog_name="recallql")
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)

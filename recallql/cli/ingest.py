@@ -32,6 +32,7 @@ from recallql.cli.common import (
     embedder_for,
     err,
     fail,
+    locked_message,
     out,
 )
 
@@ -187,7 +188,9 @@ def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder:
     embed = ProgressEmbedder(inner) if inner is not None else None
     try:
         database = recallql.connect(db, embedder=embed)
-    except (recallql.StoreError, recallql.DatabaseLocked) as exc:
+    except recallql.DatabaseLocked:
+        raise fail(locked_message(db)) from None
+    except recallql.StoreError as exc:
         raise fail(str(exc)) from None
     with database:
         info = next((c for c in database.collections() if c.name == collection), None)

@@ -19,6 +19,7 @@ from recallql.cli.common import (
     fail,
     handled,
     is_database,
+    no_database,
     open_db,
     out,
 )
@@ -31,11 +32,13 @@ def shell(
     history: Annotated[Path | None, typer.Option(
         envvar="RECALLQL_HISTORY", help="History file (default ~/.recallql_history).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    create: Annotated[bool, typer.Option("--create", help="Create an empty database when "
+                                         "there is none at --db.")] = False,
 ) -> None:
     """Interactive shell: statements end with ';', \\help lists the commands.
 
-    Opens the database read-only (it never blocks a writer); a missing database is created
-    empty. With input from a pipe it runs the statements and exits.
+    Opens the database read-only (it never blocks a writer). With input from a pipe it runs
+    the statements and exits (1 if one failed).
     """
     from recallql.render import FORMATS
     from recallql.repl import Repl
@@ -43,11 +46,25 @@ def shell(
     if fmt not in FORMATS:
         raise typer.BadParameter("use table or json", param_hint="--format")
     if not is_database(db):
-        open_db(db, write=True).close()
-        err.print(f"created an empty database at {db}", markup=False)
+        _create_empty(db, create)
     with open_db(db) as database:
         code = Repl(database, history=history, fmt=fmt, debug=State.debug).run()
     raise typer.Exit(code)
+
+
+def _create_empty(db: Path, create: bool) -> None:
+    """Create an empty database at `db` for ``shell --create``.
+
+    Raises:
+        typer.Exit: (code 1) without --create, or where no database can be created.
+    """
+    occupied = (db.exists() and not db.is_dir()) or (db.is_dir() and any(db.iterdir()))
+    if not create or occupied:
+        raise fail(no_database(db, f"start an empty one with `recallql shell --db {db} "
+                                   f"--create`, or ingest first: `recallql ingest FILES --db "
+                                   f"{db}`"))
+    open_db(db, write=True).close()
+    err.print(f"created an empty database at {db}", markup=False)
 
 
 def demo(
