@@ -93,12 +93,37 @@ def test_several_statements_on_one_line_run_in_order(repl):
     assert text.index("BM25 text") < text.index("messages")
 
 
-def test_an_error_stops_the_rest_of_the_input_but_not_the_shell(repl):
+def test_a_script_stops_at_the_first_error(repl):
     repl.run_lines(["SEARCH dcos MATCHING 'x'; SHOW COLLECTIONS;\n", "DESCRIBE docs;\n"])
     text = repl.output.getvalue()
     assert "did you mean 'docs'?" in text and "^^^^" in text
-    assert "messages" not in text.split("did you mean")[1].split("BM25")[0]
-    assert "BM25 text" in text and repl.failed
+    assert "messages" not in text and "BM25 text" not in text and repl.failed
+
+
+def test_statements_before_a_syntax_error_on_the_same_line_run(repl):
+    repl.run_lines(["DESCRIBE docs; SEARCH docs MATCHING 'x' LIMIT ten; SHOW COLLECTIONS;\n"])
+    text = repl.output.getvalue()
+    assert text.index("BM25 text") < text.index("QuerySyntaxError")
+    assert "(line 1, column 32)" in text and "messages" not in text and repl.failed
+
+
+def test_an_error_in_the_interactive_shell_does_not_end_it(repl):
+    assert repl.handle("SEARCH dcos MATCHING 'x';") is True
+    assert repl.handle("SHOW COLLECTIONS;") is True
+    assert "messages" in repl.output.getvalue()
+
+
+@pytest.mark.parametrize(("text", "pieces"), [
+    ("A; B;", ["A", " B"]),
+    ("A 'x;y'; B", ["A 'x;y'", " B"]),
+    ('A "a;b"; B -- c;\n', ['A "a;b"', " B -- c;\n"]),
+    ("A 'it''s;'; ;", ["A 'it''s;'"]),
+    ("", []),
+], ids=["two", "string", "identifier-and-comment", "escaped-quote", "empty"])
+def test_split_statements(text, pieces):
+    from recallql.repl.input import split_statements
+
+    assert split_statements(text) == pieces
 
 
 def test_explain_prints_the_text_format(repl):

@@ -4,8 +4,8 @@ EXPLAIN as a tree.
 
     >>> Repl(recallql.connect("mem.db", readonly=True)).run()    # doctest: +SKIP
 
-With input that is not a terminal (a pipe, a file) it reads statements and backslash commands
-from it and exits with 1 if any failed.
+With input that is not a terminal (a pipe, a file) it runs the statements and backslash commands
+it reads in order, stops at the first error and exits with 1 (0 when all ran).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rich.text import Text
 
 from recallql.render import make_console
 from recallql.repl.commands import COMMANDS, HELP, Command, parse_command
-from recallql.repl.input import is_complete
+from recallql.repl.input import is_complete, split_statements
 
 __all__ = ["Repl", "is_complete"]
 
@@ -80,13 +80,15 @@ class Repl:
                 return
 
     def run_lines(self, lines: Iterable[str]) -> None:
-        """Run statements and commands read line by line (a statement may span lines)."""
+        """Run a script read line by line (a statement may span lines, a line may hold several):
+        statements and commands in order, stopping at the first error (`failed` is then
+        True)."""
         buffer = ""
         for line in lines:
             buffer += line if line.endswith("\n") else line + "\n"
             if is_complete(buffer):
                 text, buffer = buffer, ""
-                if not self.handle(text):
+                if not self.handle(text) or self.failed:
                     return
         if buffer.strip():
             self.handle(buffer)
@@ -130,20 +132,26 @@ class Repl:
         return True
 
     def execute(self, text: str) -> None:
-        """Parse `text` as ';'-separated statements and run them in order; stop at an error."""
+        """Run the ';'-separated statements of `text` in order, each parsed when its turn comes
+        (so those before a syntax error run); stop at the first error. Error positions are
+        within the failing statement."""
         from recallql.grammar import parse_script
 
         try:
-            statements = parse_script(text)
-            for stmt in statements:
-                started = time.perf_counter()
-                outcome = self.db.execute(stmt)
-                self.show(outcome)
-                if self.timing:
-                    ms = (time.perf_counter() - started) * 1000
-                    self.console.print(Text(f"Time: {ms:.3f} ms", style="dim"))
+            for piece in split_statements(text):
+                for stmt in parse_script(piece.strip()):
+                    self.run_statement(stmt)
         except Exception as exc:  # noqa: BLE001 - the shell reports every error and goes on
             self.report(exc)
+
+    def run_statement(self, stmt: Any) -> None:
+        """Execute one parsed statement and print its outcome (and time with \\timing)."""
+        started = time.perf_counter()
+        outcome = self.db.execute(stmt)
+        self.show(outcome)
+        if self.timing:
+            ms = (time.perf_counter() - started) * 1000
+            self.console.print(Text(f"Time: {ms:.3f} ms", style="dim"))
 
     def show(self, outcome: Any) -> None:
         """Print a statement's outcome in the current format."""
