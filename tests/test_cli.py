@@ -226,6 +226,40 @@ def test_help_has_examples():
         assert command in top.stdout
 
 
+COMMANDS = [["ingest"], ["query"], ["explain"], ["shell"], ["demo"], ["bench"],
+            ["import", "hermes"], *(["sessions", c] for c in (
+                "list", "show", "lineage", "create", "annotate", "signal", "close", "archive",
+                "sweep"))]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_command_has_examples_and_plain_placeholders(command):
+    from typer.testing import CliRunner
+
+    from recallql.cli import app
+
+    done = CliRunner().invoke(app, [*command, "--help"], terminal_width=100)
+    assert done.exit_code == 0, done.output
+    text = done.output
+    assert "Examples:\n    recallql " + " ".join(command) in text
+    for odd in ("<bool>", "<str>", "<path>", "<int", "<float>", "{", "SPEC", "issue "):
+        assert odd not in text, odd
+    usage = text.splitlines()[0]
+    assert usage.startswith("Usage: ") and usage == usage.rstrip()
+
+
+def test_help_paragraphs_are_rewrapped_not_ragged():
+    from typer.testing import CliRunner
+
+    from recallql.cli import app
+
+    text = CliRunner().invoke(app, ["ingest", "--help"], terminal_width=100).output
+    paragraphs = text.split("Examples:")[0].split("\n\n")[1:]
+    for paragraph in paragraphs:
+        lines = paragraph.splitlines()
+        assert all(len(line) > 60 for line in lines[:-1]), text  # no docstring line breaks
+
+
 def test_bench_outside_a_checkout_or_help():
     done = cli("bench", "--help")
     assert done.returncode == 0 and "benchmarks" in done.stdout

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
+from typer.core import TyperCommand
 
 from recallql.render import make_console
 
@@ -27,12 +28,48 @@ out = make_console()
 DEFAULT_DB = Path("recallql.db")
 EMBEDDERS = ("auto", "default", "none", "hash")
 DbOption = Annotated[Path, typer.Option(
-    "--db", envvar="RECALLQL_DB", show_default=True,
-    help="Database directory (env RECALLQL_DB).")]
+    "--db", envvar="RECALLQL_DB", show_default=True, metavar="PATH",
+    help="Database directory.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 EmbedderOption = Annotated[str, typer.Option(
+    metavar="NAME",
     help="auto (what the database was built with; 'default' for a new one), default "
          "(all-MiniLM-L6-v2), none (vectors from the caller), hash (a tiny test embedder).")]
+
+
+def _argument_name(param: Any, usage: bool = False) -> str:
+    """An argument as click writes it: ``NAME`` (its metavar), ``NAME...`` for several,
+    ``[NAME]`` in the usage line when optional."""
+    name = param.metavar or (param.name or "").upper()
+    name += "..." if param.nargs != 1 else ""
+    return f"[{name}]" if usage and not param.required else name
+
+
+class Command(TyperCommand):
+    """A typer command whose help names arguments the classic way (``STATEMENTS``, not
+    ``{STATEMENTS}`` or ``STATEMENTS <str>``); options show their metavar."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                pieces.append(_argument_name(param, usage=True))
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        args, opts = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                args.append((_argument_name(param), record[1]))
+            else:
+                opts.append(record)
+        for title, rows in (("Arguments", args), ("Options", opts)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
 
 class State:

@@ -138,27 +138,27 @@ def _batches(items: Iterable[dict], size: int) -> Iterator[list[dict]]:
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Files or directories to ingest.")],
     db: DbOption = DEFAULT_DB,
-    collection: Annotated[str, typer.Option(help="Target collection.")] = "docs",
+    collection: Annotated[str, typer.Option(metavar="NAME", help="Target collection.")
+                          ] = "docs",
     fmt: Annotated[str, typer.Option("--format", metavar="FORMAT",
                                      help="auto (by file name), jsonl, text, cacm, cranfield or "
                                           "debian.")] = "auto",
     embedder: EmbedderOption = "auto",
-    batch_size: Annotated[int, typer.Option(min=1, help="Items per all-or-nothing batch.")
-                          ] = 2000,
+    batch_size: Annotated[int, typer.Option(min=1, metavar="N",
+                                            help="Items per all-or-nothing batch.")] = 2000,
 ) -> None:
     """Ingest files and directories into a collection, with a progress bar.
 
     Formats: JSONL (one item per line), text and Markdown (.txt .md .markdown .rst .text,
     chunked by paragraph; doc_id is the file's path relative to the current directory), CACM,
-    Cranfield, Debian changelogs (changelog.Debian.gz). Each batch is committed all-or-nothing;
-    Ctrl-C keeps the committed batches and exits 130.
+    Cranfield, Debian changelogs (changelog.Debian.gz). Directories are searched for .jsonl and
+    text files. An item whose id exists replaces it. Each batch is committed all-or-nothing;
+    Ctrl-C keeps the committed batches and exits 130. Creates the database when missing.
 
+    \b
     Examples:
-
       recallql ingest notes/ --db mem.db
-
       recallql ingest /usr/share/doc/*/changelog.Debian.gz --db deb.db
-
       recallql ingest items.jsonl --collection docs --batch-size 500
     """
     from recallql.index.loaders import FORMATS

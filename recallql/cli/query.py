@@ -12,9 +12,9 @@ from recallql.cli.params import bind_with_fallback, parse_params, used_by
 
 ParamOption = Annotated[list[str] | None, typer.Option(
     "--param", "-p", metavar="NAME=VALUE",
-    help="A statement parameter, bound by name, never put into the text. name=value infers "
-         "numbers, true/false, null and ISO dates (falling back to a string where the "
-         "statement wants one); name:=json takes a JSON value, e.g. v:=[0.1,0.2].")]
+    help="A statement parameter (repeatable), bound by name, never put into the text. "
+         "name=value infers numbers, true/false, null and ISO dates (falling back to a string "
+         "where the statement wants one); name:=json takes a JSON value, e.g. v:=[0.1,0.2].")]
 TextArgument = Annotated[str, typer.Argument(
     metavar="STATEMENTS", help="One or more ';'-separated statements, or '-' to read stdin.")]
 
@@ -37,17 +37,20 @@ def query(
     param: ParamOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Run statements and print their results (a table, or JSON with --json).
+    """Run statements and print their results as tables.
 
+    Statements run in order; the first error stops the rest (exit 1). SEARCH and RETRIEVE
+    return 10 rows unless they say LIMIT n. EXPLAIN prints the plan and each row's score
+    arithmetic (JSON with EXPLAIN FORMAT JSON).
+
+    \b
     Examples:
-
       recallql query "SEARCH docs MATCHING 'backup policy' LIMIT 5"
-
-      recallql query "SEARCH docs MATCHING :q WHERE tags CONTAINS :tag" -p q='disk full' -p tag=ops
-
+      recallql query "SEARCH docs MATCHING :q WHERE tags CONTAINS :tag" \\
+          -p q='disk full' -p tag=ops
       recallql query "RETRIEVE 5 FROM docs FOR SESSION :s" -p s=agent-7 --json
-
       recallql query "SHOW COLLECTIONS; DESCRIBE docs"
+      echo "SHOW SESSIONS;" | recallql query -
     """
     from recallql.grammar import parse_script
     from recallql.render import json_list, print_outcome
@@ -81,13 +84,17 @@ def explain(
     param: ParamOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show the plan and every row's score arithmetic (reason codes with contributions).
+    """Show a statement's plan and every row's score arithmetic.
 
+    The plan comes root first, one operator a line; then each row with its reason codes and
+    their contributions, which add up to the score.
+
+    \b
     Examples:
-
       recallql explain "SEARCH docs MATCHING 'rotate credentials' WITH RECENCY LIMIT 3"
-
-      recallql explain --analyze "SEARCH messages MATCHING :q GROUP BY CONVERSATION" -p q=deploy
+      recallql explain --analyze "SEARCH messages MATCHING :q GROUP BY CONVERSATION" \\
+          -p q=deploy
+      recallql explain "RETRIEVE 5 FROM docs FOR SESSION 's-42'" --json
     """
     from recallql.render import print_outcome
 

@@ -10,10 +10,19 @@ from typing import Annotated
 
 import typer
 
-from recallql.cli.common import DEFAULT_DB, DbOption, JsonOption, handled, open_db, out
+from recallql.cli.common import (
+    DEFAULT_DB,
+    Command,
+    DbOption,
+    JsonOption,
+    handled,
+    open_db,
+    out,
+)
 from recallql.cli.params import infer
 
-app = typer.Typer(no_args_is_help=True, help="List, inspect and change agent sessions.")
+app = typer.Typer(no_args_is_help=True, help="List, inspect and change agent sessions.",
+                  epilog="Each command has --help with examples.")
 SessionArg = Annotated[str, typer.Argument(metavar="SESSION", help="Session id.")]
 
 
@@ -26,15 +35,24 @@ def _print(outcome, as_json: bool) -> None:
         print_outcome(out, outcome)
 
 
-@app.command("list")
+@app.command("list", cls=Command, short_help="List sessions, oldest first.")
 def list_(
     db: DbOption = DEFAULT_DB,
-    status: Annotated[str | None, typer.Option(help="open, closed or archived.")] = None,
-    agent: Annotated[str | None, typer.Option(help="Only this agent's sessions.")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="At most this many.")] = None,
+    status: Annotated[str | None, typer.Option(metavar="STATUS",
+                                               help="open, closed or archived.")] = None,
+    agent: Annotated[str | None, typer.Option(metavar="AGENT",
+                                              help="Only this agent's sessions.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, metavar="N", help="At most this many.")
+                     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List sessions, oldest first (runs SHOW SESSIONS with parameters)."""
+    """List sessions, oldest first (SHOW SESSIONS with a WHERE from the options).
+
+    \b
+    Examples:
+      recallql sessions list --status open
+      recallql sessions list --agent ops-bot --limit 20 --json
+    """
     where = [c for c, v in (("status = :status", status), ("agent_id = :agent", agent)) if v]
     text = "SHOW SESSIONS" + (" WHERE " + " AND ".join(where) if where else "") \
         + (" LIMIT :limit" if limit else "")
@@ -43,9 +61,17 @@ def list_(
         _print(database.execute(text, **params), as_json)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Show a session's snapshot.")
 def show(session: SessionArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-    """Show a session's snapshot: status, keywords, signal sums, entities (as SHOW SESSION)."""
+    """Show a session's snapshot: status, keywords, signal sums, entities.
+
+    The same view as the statement SHOW SESSION 'id'.
+
+    \b
+    Examples:
+      recallql sessions show s-42
+      recallql sessions show s-42 --json
+    """
     with open_db(db) as database, handled():
         if as_json:
             snap = database.sessions.snapshot(session)
@@ -57,30 +83,46 @@ def show(session: SessionArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = F
         _print(outcome, False)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Show a session's chain of parents.")
 def lineage(session: SessionArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-    """Show the session's chain of parents and which links are compression continuations."""
+    """Show a session's chain of parents, and which links continue one conversation.
+
+    A parent that ended with end_reason compression is the same conversation (edge
+    continuation); branches, delegations and resets start new ones.
+
+    \b
+    Examples:
+      recallql sessions lineage s-42
+      recallql sessions lineage s-42 --json
+    """
     with open_db(db) as database, handled():
         _print(database.execute("SHOW LINEAGE :s", s=session), as_json)
 
 
-@app.command()
+@app.command(cls=Command)
 def create(
     session: SessionArg,
-    agent: Annotated[str, typer.Option(help="The agent's id.")],
+    agent: Annotated[str, typer.Option(metavar="AGENT", help="The agent's id.")],
     db: DbOption = DEFAULT_DB,
-    parent: Annotated[str | None, typer.Option(help="Parent session id.")] = None,
-    source: Annotated[str, typer.Option(help="cli, tool, subagent, ...")] = "cli",
-    branched_from: Annotated[str | None, typer.Option(help="Marker: branched from.")] = None,
-    delegate_from: Annotated[str | None, typer.Option(help="Marker: delegated from.")] = None,
-    title: Annotated[str | None, typer.Option(help="A title.")] = None,
+    parent: Annotated[str | None, typer.Option(metavar="SESSION", help="Parent session id.")
+                      ] = None,
+    source: Annotated[str, typer.Option(metavar="SOURCE", help="cli, tool, subagent, ...")
+                      ] = "cli",
+    branched_from: Annotated[str | None, typer.Option(
+        metavar="SESSION", help="The session this one branched from.")] = None,
+    delegate_from: Annotated[str | None, typer.Option(
+        metavar="SESSION", help="The session that delegated to this one.")] = None,
+    title: Annotated[str | None, typer.Option(metavar="TEXT", help="A title.")] = None,
     meta: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE",
                                                    help="Metadata entry (repeatable).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create an open session.
 
-    Example: recallql sessions create s-42 --agent ops-bot --parent s-41
+    \b
+    Examples:
+      recallql sessions create s-42 --agent ops-bot
+      recallql sessions create s-43 --agent ops-bot --parent s-42 --meta team=infra
     """
     metadata = {}
     for entry in meta or ():
@@ -100,33 +142,41 @@ def create(
         out.print(f"created session {session} (agent {agent}{parent_note}, open)", markup=False)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Add an annotation (keywords for FOR SESSION).")
 def annotate(session: SessionArg,
              text: Annotated[str, typer.Argument(help="Annotation; its words become keywords.")],
              db: DbOption = DEFAULT_DB) -> None:
-    """Add an annotation (its words become the session's keywords for FOR SESSION)."""
+    """Add an annotation; its words become the session's keywords for FOR SESSION.
+
+    \b
+    Examples:
+      recallql sessions annotate s-42 "postgres upgrade"
+    """
     with open_db(db, write=True) as database, handled():
         database.sessions.annotate(session, text)
     out.print(f"annotated session {session}", markup=False)
 
 
-@app.command(context_settings={"ignore_unknown_options": True})
+@app.command(cls=Command, short_help="Record a signal, e.g. a reward on an entity.",
+             context_settings={"ignore_unknown_options": True})
 def signal(
     session: SessionArg,
     name: Annotated[str, typer.Argument(help="Signal name, e.g. reward.")],
     value: Annotated[float, typer.Argument(help="Signal value, e.g. 1.0 or -1 (a negative "
                                                 "number is a value, not an option).")],
-    entity: Annotated[str | None, typer.Option(help="The entity it is about, e.g. doc:42.")
-                      ] = None,
+    entity: Annotated[str | None, typer.Option(
+        metavar="ENTITY", help="What it is about: an item's entity, or its doc_id (e.g. "
+        "notes/postgres.md).")] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Record a signal (validated by the signal policy: by default `reward` in [-1, 1]; a
-    rejected one names the rule).
+    """Record a signal, e.g. a reward on an entity.
 
+    Signals are checked by the signal policy (by default: reward in [-1, 1]); a rejected one
+    names the rule.
+
+    \b
     Examples:
-
       recallql sessions signal s-42 reward 1.0 --entity debian:openssl
-
       recallql sessions signal s-42 reward -1 --entity notes/postgres.md
     """
     with open_db(db, write=True) as database, handled():
@@ -158,23 +208,23 @@ def check_reason(reason: str, any_reason: bool) -> str:
         "(--any-reason records another)", param_hint="--reason")
 
 
-@app.command()
+@app.command(cls=Command)
 def close(
     session: SessionArg,
     reason: Annotated[str, typer.Option(
-        "--reason", help="Why it ended: compression (context rotated: the next session "
-        "continues the conversation), branched, new_session, session_reset, user_exit, ... "
-        "(the full list is checked; see --any-reason).")] = "user_exit",
+        "--reason", metavar="REASON",
+        help="Why it ended: compression (context rotated: the next session continues the "
+             "conversation), branched, new_session, session_reset, user_exit, ... (the full "
+             "list is checked; see --any-reason).")] = "user_exit",
     any_reason: Annotated[bool, typer.Option(
         "--any-reason", help="Accept an end reason that is not in the known list.")] = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Close an open session.
 
+    \b
     Examples:
-
       recallql sessions close s-42
-
       recallql sessions close s-41 --reason compression
     """
     reason = check_reason(reason, any_reason)
@@ -183,12 +233,12 @@ def close(
     out.print(f"closed session {session} ({reason})", markup=False)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Archive a session (its snapshot is frozen).")
 def archive(session: SessionArg, db: DbOption = DEFAULT_DB) -> None:
     """Archive a session (closing it first if open); its snapshot is frozen.
 
-    Example:
-
+    \b
+    Examples:
       recallql sessions archive s-42
     """
     with open_db(db, write=True) as database, handled():
@@ -211,7 +261,7 @@ def _sweep_count(db: Path, days: float) -> int:
         return conn.execute(_SWEPT, (time.time() - days * 86400,)).fetchone()[0]
 
 
-@app.command()
+@app.command(cls=Command, short_help="Remove old sessions (shows how many, asks first).")
 def sweep(
     older_than: Annotated[float, typer.Option("--older-than", min=0, metavar="DAYS",
                                               help="Remove sessions whose last activity (their "
@@ -221,12 +271,13 @@ def sweep(
                    ] = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Remove old sessions with their annotations, signals and messages (asks first).
+    """Remove old sessions with their annotations, signals and messages.
 
+    Shows how many sessions would go and asks first (--yes does not ask).
+
+    \b
     Examples:
-
       recallql sessions sweep --older-than 90
-
       recallql sessions sweep --older-than 30 --yes
     """
     if not yes:

@@ -100,7 +100,7 @@ def plan_conversations(long: list[Chat], short: list[Chat]) -> dict[str, list[Se
 
 
 def conversation_roots(plans: Iterable[SessionPlan]) -> dict[str, str]:
-    """Each planned session's conversation (its root session), by SPEC §6's rule: a session
+    """Each planned session's conversation (its root session), by the lineage rule: a session
     continues its parent's conversation only when the parent ended by compression and the
     session is not a branch of it. `plans` must list parents first."""
     ended = {}
