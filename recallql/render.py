@@ -11,9 +11,11 @@ User data never goes through rich markup: every cell is a `rich.text.Text`.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +35,38 @@ _RANK = re.compile(r"rank=(\d+)")
 _SHORT = {Reason.SESSION_KEYWORDS: "keywords", Reason.SESSION_VELOCITY: "velocity",
           Reason.SESSION_ENTITY: "entity", Reason.SIGNAL_BOOST: "signal",
           Reason.RECENCY: "recency", Reason.RECENCY_FUTURE_CLAMPED: "recency(future)"}
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What rendering needs to know of the collections (`Catalog.of(db)`).
+
+    Attributes:
+        text_fields: each collection's text fields (the text column of result tables).
+        timestamps: each collection's timestamp fields besides ``created_at`` (ISO strings in
+            JSON output).
+    """
+
+    text_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    timestamps: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, db: Any) -> Catalog:
+        """The catalog of a `Database`."""
+        from recallql.index.schema import FieldType
+
+        infos = db.collections()
+        return cls({i.name: tuple(i.text_fields) for i in infos},
+                   {i.name: frozenset(n for n, t in i.fields.items() if t == FieldType.TIMESTAMP)
+                    for i in infos})
+
+    def fields_of(self, collection: str | None) -> tuple[str, ...]:
+        """The text fields of `collection` (empty when unknown)."""
+        return self.text_fields.get(collection or "", ())
+
+    def timestamp_fields(self, collection: str | None) -> frozenset[str]:
+        """``created_at`` and the declared timestamp fields of `collection`."""
+        return self.timestamps.get(collection or "", frozenset()) | {"created_at"}
 
 
 def shorten(text: str, width: int = TEXT_WIDTH) -> str:
@@ -302,15 +336,36 @@ def warnings_text(result: Result) -> Text | None:
     return Text("\n".join(lines), style="yellow") if lines else None
 
 
-def to_json(outcome: Result | Explain, indent: int | None = 2) -> str:
-    """The outcome as JSON (the pydantic model dump: rows with reasons, warnings, snapshot...)."""
-    return outcome.model_dump_json(indent=indent)
+def iso_utc(epoch: float) -> str:
+    """Epoch seconds as ISO-8601 UTC with microseconds: ``2025-01-06T09:00:00.000000Z``."""
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def json_list(outcomes: Sequence[Result | Explain], indent: int | None = 2) -> str:
-    """Several outcomes as one JSON value: the object itself for one, else an array."""
-    dumps = [o.model_dump(mode="json") for o in outcomes]
-    return json.dumps(dumps[0] if len(dumps) == 1 else dumps, indent=indent, ensure_ascii=False)
+def json_data(outcome: Result | Explain, catalog: Catalog | None = None) -> dict[str, Any]:
+    """The outcome as JSON data (the pydantic dump: rows with reasons, warnings, snapshot,
+    stats), with row fields that are timestamps (``created_at`` and the collection's declared
+    timestamp fields) as ISO-8601 UTC strings instead of epoch seconds."""
+    data = outcome.model_dump(mode="json")
+    result = data["result"] if isinstance(outcome, Explain) else data
+    for row in result["rows"]:
+        fields = row["fields"]
+        for name in (catalog or Catalog()).timestamp_fields(row["collection"]):
+            value = fields.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool) \
+                    and math.isfinite(value):
+                fields[name] = iso_utc(value)
+    return data
+
+
+def to_json(outcome: Result | Explain, catalog: Catalog | None = None,
+            indent: int | None = 2) -> str:
+    """The outcome as JSON text (see `json_data`); one line when `indent` is None."""
+    return json.dumps(json_data(outcome, catalog), indent=indent, ensure_ascii=False)
+
+
+def json_lines(outcomes: Sequence[Result | Explain], catalog: Catalog | None = None) -> str:
+    """``--json`` output: one JSON object per statement, one per line (JSON Lines)."""
+    return "\n".join(to_json(o, catalog, indent=None) for o in outcomes)
 
 
 def summary(outcome: Result | Explain) -> Text:
@@ -327,13 +382,14 @@ def _is_one_session(outcome: Result) -> bool:
             and len(outcome.records or []) == 1)
 
 
-def render(outcome: Result | Explain, text_fields: Sequence[str] = (),
+def render(outcome: Result | Explain, catalog: Catalog | None = None,
            width: int = 100) -> RenderableType:
     """A statement's outcome for the terminal: EXPLAIN in the format it asked for (JSON for
     ``EXPLAIN FORMAT JSON``, else `explain_text`), catalog records or ranked rows as tables."""
+    catalog = catalog or Catalog()
     if isinstance(outcome, Explain):
         if outcome.format == "json":
-            return Text(outcome.to_json(), no_wrap=True, overflow="ignore")
+            return Text(to_json(outcome, catalog), no_wrap=True, overflow="ignore")
         return explain_text(outcome, width)
     parts: list[RenderableType] = []
     if _is_one_session(outcome):
@@ -341,7 +397,7 @@ def render(outcome: Result | Explain, text_fields: Sequence[str] = (),
     if outcome.columns is not None:
         parts.append(records_table(outcome.columns, outcome.records or [], width=width))
     elif outcome.rows:
-        parts.append(result_table(outcome, text_fields, width=width))
+        parts.append(result_table(outcome, catalog.fields_of(outcome.collection), width=width))
     notes = warnings_text(outcome)
     if notes is not None:
         parts.append(notes)
@@ -359,13 +415,14 @@ def make_console(stderr: bool = False) -> Console:
 
 
 def print_outcome(console: Console, outcome: Result | Explain,
-                  text_fields: Sequence[str] = ()) -> None:
+                  catalog: Catalog | None = None) -> None:
     """Print `render(outcome)` on `console` at its width (EXPLAIN's text and JSON unwrapped and
     uncropped: they wrap where they were laid out)."""
-    shown = render(outcome, text_fields, width=console.width)
+    shown = render(outcome, catalog, width=console.width)
     console.print(shown, soft_wrap=isinstance(shown, Text))
 
 
-__all__ = ["FORMATS", "cell", "date_of", "explain_text", "json_list", "make_console",
+__all__ = ["FORMATS", "Catalog", "cell", "date_of", "explain_text", "iso_utc", "json_data",
+           "json_lines", "make_console",
            "print_outcome", "record_view", "records_table", "render", "result_table", "row_text",
            "shorten", "summary", "to_json", "warnings_text", "why", "wrap_parts", "wrap_reasons"]

@@ -90,12 +90,43 @@ def test_query_json_parses(db):
     assert sum(r["contribution"] for r in reasons) == pytest.approx(result["rows"][0]["score"])
 
 
-def test_several_statements_give_a_json_array(db):
+def test_json_is_one_object_per_statement_per_line(db):
     done = cli("query", "SHOW COLLECTIONS; DESCRIBE docs", "--json", "--db", str(db))
     assert done.returncode == 0, done.stderr
-    first, second = json.loads(done.stdout)
+    first, second = (json.loads(line) for line in done.stdout.splitlines())
     assert {r["name"] for r in first["records"]} == {"docs", "messages"}
     assert "title" in {r["field"] for r in second["records"]}
+    single = cli("query", "SHOW COLLECTIONS", "--json", "--db", str(db))
+    assert single.stdout.count("\n") == 1 and json.loads(single.stdout)["columns"]
+
+
+def test_json_timestamps_are_iso_utc_strings(db):
+    for command in ("query", "explain"):
+        done = cli(command, "SEARCH docs MATCHING 'backup retention' LIMIT 1", "--json",
+                   "--db", str(db))
+        payload = json.loads(done.stdout)
+        row = (payload["result"] if command == "explain" else payload)["rows"][0]
+        assert row["fields"]["created_at"] == "2024-01-01T00:00:00.000000Z"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["query", "SEARCH docs MATCHING 'x' LIMIT ten"],
+     {"type": "QuerySyntaxError", "line": 1, "column": 32}),
+    (["explain", "SEARCH dcos MATCHING 'x'"],
+     {"type": "QuerySemanticError", "line": 1, "column": 8, "hint": "did you mean 'docs'?"}),
+    (["sessions", "show", "nope"], {"type": "SessionNotFound", "line": None}),
+], ids=["syntax", "semantic", "data"])
+def test_errors_under_json_are_a_json_object_on_stderr(db, args, expected):
+    done = cli(*args, "--json", "--db", str(db))
+    assert done.returncode == 1 and done.stdout == ""
+    error = json.loads(done.stderr)
+    assert error["error"] and expected.items() <= error.items(), error
+
+
+def test_missing_database_under_json(tmp_path):
+    done = cli("query", "SHOW COLLECTIONS", "--json", "--db", str(tmp_path / "none"))
+    assert done.returncode == 1
+    assert json.loads(done.stderr)["error"].startswith("no recallql database at")
 
 
 def test_values_with_quotes_travel_as_parameters(db):

@@ -30,7 +30,15 @@ EMBEDDERS = ("auto", "default", "none", "hash")
 DbOption = Annotated[Path, typer.Option(
     "--db", envvar="RECALLQL_DB", show_default=True, metavar="PATH",
     help="Database directory.")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+def _json_mode(value: bool) -> bool:
+    State.json = value
+    return value
+
+
+JsonOption = Annotated[bool, typer.Option(
+    "--json", callback=_json_mode, is_eager=True,
+    help="Print JSON: one object per statement, one per line; errors as a JSON object on "
+         "stderr.")]
 EmbedderOption = Annotated[str, typer.Option(
     metavar="NAME",
     help="auto (what the database was built with; 'default' for a new one), default "
@@ -73,13 +81,36 @@ class Command(TyperCommand):
 
 
 class State:
-    """Process-wide CLI flags set by the root callback."""
+    """Process-wide CLI flags: `debug` (root callback, ``--debug``), `json` (a command's
+    ``--json``: errors become JSON objects on stderr)."""
 
     debug: bool = False
+    json: bool = False
+
+
+def error_json(error: BaseException | str) -> str:
+    """An error as one line of JSON: ``{"error": message, "type": class name, "line": n,
+    "column": n, "hint": text}`` (line, column and hint null when the error has none)."""
+    import json
+
+    from recallql.grammar.errors import QueryError
+
+    data: dict[str, Any] = {"error": str(error), "type": "error", "line": None,
+                            "column": None, "hint": None}
+    if isinstance(error, QueryError):
+        data.update(error=error.message, type=type(error).__name__, line=error.line,
+                    column=error.column, hint=error.hint)
+    elif isinstance(error, BaseException):
+        data["type"] = type(error).__name__
+    return json.dumps(data, ensure_ascii=False)
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print ``error: message`` on stderr (verbatim, no markup) and return the Exit to raise."""
+    """Print ``error: message`` on stderr (verbatim, no markup; a JSON object under ``--json``)
+    and return the Exit to raise."""
+    if State.json:
+        err.print(error_json(message), markup=False, soft_wrap=True)
+        return typer.Exit(code)
     text = Text("error: ", style="bold red")
     text.append(message)
     err.print(text, soft_wrap=True)
@@ -87,10 +118,13 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def print_error(exc: BaseException) -> None:
-    """Print a query error as its full rendering (caret included), others as ``error: ...``."""
+    """Print a query error as its full rendering (caret included), others as ``error: ...``;
+    under ``--json`` a JSON object (see `error_json`)."""
     from recallql.grammar.errors import QueryError
 
-    if isinstance(exc, QueryError):
+    if State.json:
+        err.print(error_json(exc), markup=False, soft_wrap=True)
+    elif isinstance(exc, QueryError):
         err.print(Text(str(exc)), soft_wrap=True)
     else:
         fail(str(exc))
@@ -202,14 +236,6 @@ def open_db(path: Path, *, write: bool = False, embedder: str = "auto") -> Datab
             if State.debug:
                 raise
             raise fail(locked_message(path)) from None
-
-
-def text_fields(db: Database, collection: str | None) -> tuple[str, ...]:
-    """The text fields of `collection` (empty when unknown)."""
-    for info in db.collections():
-        if info.name == collection:
-            return tuple(info.text_fields)
-    return ()
 
 
 def take_debug(argv: list[str]) -> tuple[list[str], bool]:

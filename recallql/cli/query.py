@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from recallql.cli.common import DEFAULT_DB, DbOption, JsonOption, handled, open_db, out, text_fields
+from recallql.cli.common import DEFAULT_DB, DbOption, JsonOption, handled, open_db, out
 from recallql.cli.params import bind_with_fallback, parse_params, used_by
 
 ParamOption = Annotated[list[str] | None, typer.Option(
@@ -53,24 +53,22 @@ def query(
       echo "SHOW SESSIONS;" | recallql query -
     """
     from recallql.grammar import parse_script
-    from recallql.render import json_list, print_outcome
+    from recallql.render import Catalog, print_outcome, to_json
 
     params = parse_params(param)
     with handled():
         statements = parse_script(_source(text))
     _check_unused(statements, set(params))
-    outcomes = []
     with open_db(db) as database, handled():
+        catalog = Catalog.of(database)
         for stmt in statements:
             used = used_by(stmt, params)
             outcome = bind_with_fallback(lambda values, s=stmt: database.execute(s, **values),
                                          used)
-            if not as_json:
-                print_outcome(out, outcome,
-                              text_fields(database, getattr(outcome, "collection", None)))
-            outcomes.append(outcome)
-    if as_json:
-        out.print(json_list(outcomes), markup=False, soft_wrap=True)
+            if as_json:
+                out.print(to_json(outcome, catalog, indent=None), markup=False, soft_wrap=True)
+            else:
+                print_outcome(out, outcome, catalog)
 
 
 def explain(
@@ -96,14 +94,15 @@ def explain(
           -p q=deploy
       recallql explain "RETRIEVE 5 FROM docs FOR SESSION 's-42'" --json
     """
-    from recallql.render import print_outcome
+    from recallql.render import Catalog, print_outcome, to_json
 
     params = parse_params(param)
     with open_db(db) as database, handled():
+        catalog = Catalog.of(database)
         outcome = bind_with_fallback(
             lambda values: database.explain(_source(text), analyze=analyze, verbose=verbose,
                                             **values), params)
     if as_json:
-        out.print(outcome.to_json(), markup=False, soft_wrap=True, highlight=False)
+        out.print(to_json(outcome, catalog, indent=None), markup=False, soft_wrap=True)
     else:
-        print_outcome(out, outcome)
+        print_outcome(out, outcome, catalog)

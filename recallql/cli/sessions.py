@@ -27,10 +27,10 @@ SessionArg = Annotated[str, typer.Argument(metavar="SESSION", help="Session id."
 
 
 def _print(outcome, as_json: bool) -> None:
-    from recallql.render import json_list, print_outcome
+    from recallql.render import print_outcome, to_json
 
     if as_json:
-        out.print(json_list([outcome]), markup=False, soft_wrap=True)
+        out.print(to_json(outcome, indent=None), markup=False, soft_wrap=True)
     else:
         print_outcome(out, outcome)
 
@@ -78,7 +78,7 @@ def show(session: SessionArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = F
         else:
             outcome = database.execute("SHOW SESSION :s", s=session)
     if as_json:
-        out.print(snap.model_dump_json(indent=2), markup=False, soft_wrap=True)
+        out.print(snap.model_dump_json(), markup=False, soft_wrap=True)
     else:
         _print(outcome, False)
 
@@ -136,7 +136,7 @@ def create(
                                         delegate_from=delegate_from, metadata=metadata,
                                         title=title)
     if as_json:
-        out.print(snap.model_dump_json(indent=2), markup=False, soft_wrap=True)
+        out.print(snap.model_dump_json(), markup=False, soft_wrap=True)
     else:
         parent_note = f", parent {parent}" if parent else ""
         out.print(f"created session {session} (agent {agent}{parent_note}, open)", markup=False)

@@ -179,7 +179,7 @@ def import_hermes(
     with open_db(db, write=True, embedder=embedder) as database, handled():
         report = _import_with_progress(database, store)
     if as_json:
-        out.print(report.model_dump_json(indent=2), markup=False, soft_wrap=True)
+        out.print(report.model_dump_json(), markup=False, soft_wrap=True)
         return
     out.print(f"imported {store} into {db}", markup=False)
     rows = [{"what": k, "value": cell(v)} for k, v in report.model_dump(mode="json").items()]

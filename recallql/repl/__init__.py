@@ -155,13 +155,13 @@ class Repl:
 
     def show(self, outcome: Any) -> None:
         """Print a statement's outcome in the current format."""
-        from recallql.render import print_outcome, to_json
+        from recallql.render import Catalog, print_outcome, to_json
 
+        catalog = Catalog.of(self.db)
         if self.fmt == "json":
-            self.console.print(to_json(outcome), markup=False, soft_wrap=True)
+            self.console.print(to_json(outcome, catalog), markup=False, soft_wrap=True)
             return
-        print_outcome(self.console, outcome, self.text_fields(getattr(outcome, "collection",
-                                                                      None)))
+        print_outcome(self.console, outcome, catalog)
 
     def report(self, exc: Exception) -> None:
         """Print an error: a query error's rendering (with the caret), a one-line message for
@@ -192,8 +192,3 @@ class Repl:
 
         return {c.name: [*c.text_fields, *c.fields, *BUILTIN_FIELDS]
                 for c in self.db.collections()}
-
-    def text_fields(self, collection: str | None) -> tuple[str, ...]:
-        """The text fields of `collection` (for the table's text column)."""
-        return next((tuple(c.text_fields) for c in self.db.collections()
-                     if c.name == collection), ())
