@@ -38,6 +38,17 @@ def test_example_runs(script, tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def test_agent_memory_runs_twice_on_one_directory(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    script = str(REPO / "examples" / "agent_memory.py")
+    runs = [subprocess.run([sys.executable, script, str(tmp_path / "memory.db")],
+                           capture_output=True, text=True, env=env, timeout=300)
+            for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[1].stderr[-2000:]
+    assert "earlier run" in runs[1].stdout
+    assert runs[1].stdout.split("\n", 1)[1] == runs[0].stdout
+
+
 def _doc_statements() -> list[str]:
     """The ```sql block under "Statements by example" in docs/language.md, as one script."""
     text = (REPO / "docs" / "language.md").read_text()
