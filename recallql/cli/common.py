@@ -27,14 +27,17 @@ out = make_console()
 
 DEFAULT_DB = Path("recallql.db")
 EMBEDDERS = ("auto", "default", "none", "hash")
-DbOption = Annotated[Path, typer.Option(
-    "--db", envvar="RECALLQL_DB", show_default=True, metavar="PATH",
-    help="Database directory.")]
+
+
 def _json_mode(value: bool) -> bool:
+    """``--json``'s callback: errors of this command print as JSON objects."""
     State.json = value
     return value
 
 
+DbOption = Annotated[Path, typer.Option(
+    "--db", envvar="RECALLQL_DB", show_default=True, metavar="PATH",
+    help="Database directory.")]
 JsonOption = Annotated[bool, typer.Option(
     "--json", callback=_json_mode, is_eager=True,
     help="Print JSON: one object per statement, one per line; errors as a JSON object on "
