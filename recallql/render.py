@@ -2,7 +2,7 @@
 
 - `result_table`: SEARCH / RETRIEVE rows as a table (rank, id, score, date, text, why).
 - `records_table`: SHOW / DESCRIBE records as a table.
-- `explain_view`: EXPLAIN as a plan tree plus each row's score arithmetic.
+- `explain_text`: EXPLAIN in its text format (`Explain.to_text()`), wrapped and coloured.
 - `render`: any of the above for a statement's outcome, in ``table`` or ``json`` format.
 
 User data never goes through rich markup: every cell is a `rich.text.Text`.
@@ -11,26 +11,62 @@ User data never goes through rich markup: every cell is a `rich.text.Text`.
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from rich.tree import Tree
 
-from recallql.engine.models import Explain, PlanNode, ReasonEntry, Result, Row
+from recallql.engine.models import Explain, ReasonEntry, Result, Row
 from recallql.engine.reasons import Reason
 
 FORMATS = ("table", "json")
+#: Output width when stdout is not a terminal and ``COLUMNS`` is not set.
+PIPE_WIDTH = 120
 TEXT_WIDTH = 72
 _RANK = re.compile(r"rank=(\d+)")
 _SHORT = {Reason.SESSION_KEYWORDS: "keywords", Reason.SESSION_VELOCITY: "velocity",
           Reason.SESSION_ENTITY: "entity", Reason.SIGNAL_BOOST: "signal",
           Reason.RECENCY: "recency", Reason.RECENCY_FUTURE_CLAMPED: "recency(future)"}
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What rendering needs to know of the collections (`Catalog.of(db)`).
+
+    Attributes:
+        text_fields: each collection's text fields (the text column of result tables).
+        timestamps: each collection's timestamp fields besides ``created_at`` (ISO strings in
+            JSON output).
+    """
+
+    text_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    timestamps: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, db: Any) -> Catalog:
+        """The catalog of a `Database`."""
+        from recallql.index.schema import FieldType
+
+        infos = db.collections()
+        return cls({i.name: tuple(i.text_fields) for i in infos},
+                   {i.name: frozenset(n for n, t in i.fields.items() if t == FieldType.TIMESTAMP)
+                    for i in infos})
+
+    def fields_of(self, collection: str | None) -> tuple[str, ...]:
+        """The text fields of `collection` (empty when unknown)."""
+        return self.text_fields.get(collection or "", ())
+
+    def timestamp_fields(self, collection: str | None) -> frozenset[str]:
+        """``created_at`` and the declared timestamp fields of `collection`."""
+        return self.timestamps.get(collection or "", frozenset()) | {"created_at"}
 
 
 def shorten(text: str, width: int = TEXT_WIDTH) -> str:
@@ -79,11 +115,31 @@ def why(reasons: Sequence[ReasonEntry]) -> str:
     return " · ".join([" ".join(legs)] + boosts if legs else boosts)
 
 
+WHY_WIDTH = 34
+MIN_TEXT = 30
+
+
+def wrap_parts(text: str, width: int, sep: str = " · ") -> str:
+    """`text` made of `sep`-separated parts, broken into lines of at most `width` characters
+    between parts (a part longer than `width` gets a line of its own)."""
+    lines: list[str] = []
+    for part in text.split(sep):
+        if lines and len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
+def _widths(heads: list[str], rows: list[list[str]]) -> list[int]:
+    return [max([len(h), *(len(line) for r in rows for line in r[i].split("\n"))])
+            for i, h in enumerate(heads)]
+
+
 def _room(heads: list[str], rows: list[list[str]], width: int) -> int:
     """The width left for the text column once the others have theirs."""
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(heads)]
-    return width - 2 - 3 * (len(heads) - 1) - sum(
-        w for h, w in zip(heads, widths, strict=True) if h != "text")
+    return width - 3 * (len(heads) - 1) - sum(
+        w for h, w in zip(heads, _widths(heads, rows), strict=True) if h != "text")
 
 
 def _cells(result: Result, text_fields: Sequence[str]) -> tuple[list[str], list[list[str]]]:
@@ -99,16 +155,29 @@ def _cells(result: Result, text_fields: Sequence[str]) -> tuple[list[str], list[
             cells += [shorten(row.session_id or "", 24), str(row.fields.get("role") or "")]
         if grouped:
             cells.append(shorten(row.conversation_root or "", 24))
-        rows.append([*cells, row_text(row, text_fields), shorten(why(row.reasons), 34)])
+        rows.append([*cells, row_text(row, text_fields), why(row.reasons)])
     return heads, rows
+
+
+def _narrow_why(heads: list[str], rows: list[list[str]], width: int) -> list[list[str]]:
+    """Wrap the why column between its parts: at `WHY_WIDTH`, narrower (down to 16) while the
+    text column has less than `MIN_TEXT` columns."""
+    at = heads.index("why")
+    longest = max([3, *(len(r[at]) for r in rows)])
+    plain = [[*r[:at], "", *r[at + 1:]] for r in rows]
+    room = _room(heads, plain, width)
+    cap = max(16, min(WHY_WIDTH, room - MIN_TEXT, longest))
+    return [[*r[:at], wrap_parts(r[at], cap), *r[at + 1:]] for r in rows]
 
 
 def _fit(heads: list[str], rows: list[list[str]], width: int
          ) -> tuple[list[str], list[list[str]]]:
-    """Drop optional columns, then shorten ids, until the text column has some room; then cut
-    the text to the room left."""
-    for optional in ("why", "date", "role"):  # narrow terminals: the text matters more
-        if _room(heads, rows, width) >= 30 or optional not in heads:
+    """Wrap the why column, drop the date (then the role) column, then shorten ids, until the
+    text column has some room; then cut the text to the room left. The why column stays: it is
+    the point of the table."""
+    rows = _narrow_why(heads, rows, width)
+    for optional in ("date", "role"):  # narrow terminals: the text matters more
+        if _room(heads, rows, width) >= MIN_TEXT or optional not in heads:
             continue
         at = heads.index(optional)
         heads, rows = heads[:at] + heads[at + 1:], [r[:at] + r[at + 1:] for r in rows]
@@ -127,20 +196,26 @@ def _fit(heads: list[str], rows: list[list[str]], width: int
 def result_table(result: Result, text_fields: Sequence[str] = (), title: str | None = None,
                  width: int = 100) -> Table:
     """SEARCH / RETRIEVE rows as a table fitting `width` columns (the text column takes what the
-    others leave); message rows also show session, role and (when grouped) conversation."""
+    others leave; the why column wraps between its parts); message rows also show session,
+    role and (when grouped) conversation."""
     heads, rows = _fit(*_cells(result, text_fields), width)
-    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False,
+                  show_edge=False)
     for head in heads:
         table.add_column(head, justify="right" if head in ("#", "score") else "left",
                          style="dim" if head in ("#", "why") else None,
-                         no_wrap=head != "why", overflow="fold" if head == "why" else "ellipsis")
+                         no_wrap=True, overflow="ellipsis")
     for cells in rows:
         table.add_row(*(Text(c) for c in cells))
     return table
 
 
+_ISO_FRACTION = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\.\d+(Z|[+-]\d{2}:\d{2})?$")
+
+
 def cell(value: Any) -> str:
-    """A record value as table text: lists comma-joined, dicts as ``k=v``, None empty."""
+    """A record value as table text: lists comma-joined, dicts as ``k=v``, None empty,
+    timestamps to the second (``2025-01-06T09:00:00Z``; JSON output keeps the full value)."""
     if value is None:
         return ""
     if isinstance(value, list | tuple):
@@ -150,57 +225,107 @@ def cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.5g}"
     if isinstance(value, datetime):
-        return value.isoformat()
-    return str(value)
+        value = value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    text = str(value)
+    fraction = _ISO_FRACTION.match(text)
+    return fraction.group(1) + (fraction.group(2) or "") if fraction else text
+
+
+def _single_token(cells: Sequence[str]) -> bool:
+    return all(not any(ch.isspace() for ch in c) for c in cells)
+
+
+def _least_width(name: str, cells: Sequence[str]) -> int:
+    """The narrowest a records column can be without cutting a word: single-token columns (ids,
+    timestamps, statuses) need their longest value, others wrap between words."""
+    longest = max([len(name), *(len(c) for c in cells)])
+    if _single_token(cells):
+        return longest
+    longest_word = max([len(w) for c in cells for w in c.split()] or [0])
+    return max(len(name), min(longest, max(longest_word, 16)))
+
+
+def _add_column(table: Table, name: str, cells: Sequence[str]) -> None:
+    """A column that never splits a word: single-token values stay on one line, others wrap
+    between words; a word too long for the column ends in '…'."""
+    table.add_column(name, no_wrap=_single_token(cells), overflow="ellipsis")
 
 
 def records_table(columns: Sequence[str], records: Sequence[Mapping[str, Any]],
-                  title: str | None = None) -> Table:
-    """SHOW / DESCRIBE output (or any list of records) as a table."""
-    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False)
-    for name in columns:
-        table.add_column(name, overflow="fold")
-    for record in records:
-        table.add_row(*(Text(cell(record.get(c))) for c in columns))
+                  title: str | None = None, width: int | None = None) -> RenderableType:
+    """SHOW / DESCRIBE output (or any list of records) as a table; when it cannot fit `width`
+    columns without cutting values, each record vertically instead (like psql's expanded
+    display)."""
+    rows = [[cell(record.get(c)) for c in columns] for record in records]
+    least = sum(_least_width(n, [r[i] for r in rows]) for i, n in enumerate(columns))
+    if width is not None and len(columns) > 2 and least + 3 * (len(columns) - 1) > width:
+        return Group(*(record_view(dict(zip(columns, row, strict=True)), title=f"-[ {i} ]-")
+                       for i, row in enumerate(rows, start=1)))
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False,
+                  show_edge=False)
+    for i, name in enumerate(columns):
+        _add_column(table, name, [r[i] for r in rows])
+    for row in rows:
+        table.add_row(*(Text(c) for c in row))
     return table
 
 
-def _plan_label(node: PlanNode) -> Text:
-    label = Text(node.operator, style="bold cyan")
-    for key, value in node.properties.items():
-        shown = "[" + ", ".join(map(str, value)) + "]" if isinstance(value, list) else value
-        label.append(f" {key}=", style="dim").append(str(shown))
-    if node.rows_out is not None:
-        rows = f"{node.rows_in}→{node.rows_out}" if node.children else f"{node.rows_out}"
-        label.append(f"  rows={rows} time={node.time_ms:.3f}ms", style="yellow")
-    return label
+def record_view(record: Mapping[str, Any], title: str | None = None) -> Table:
+    """One record vertically, a ``field  value`` line per field (``SHOW SESSION``,
+    ``recallql sessions show``; under a `title` and without the header in expanded display)."""
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False,
+                  show_edge=False, show_header=title is None, title_style="dim")
+    values = [cell(v) for v in record.values()]
+    table.add_column("field", no_wrap=True)
+    _add_column(table, "value", values)
+    for name, value in zip(record, values, strict=True):
+        table.add_row(Text(name), Text(value))
+    return table
 
 
-def plan_tree(node: PlanNode, tree: Tree | None = None) -> Tree:
-    """The plan as a rich `Tree`, root first."""
-    branch = Tree(_plan_label(node), guide_style="dim") if tree is None \
-        else tree.add(_plan_label(node))
-    for child in node.children:
-        plan_tree(child, branch)
-    return branch
+_ROW_HEAD = re.compile(r"#\d+ ")
+_REASON_BREAK = re.compile(r"  (?=[A-Z][A-Z_]+(?:\(| [+-]\d))")
+_EXPLAIN_STYLES = (  # (pattern, style) applied in order over EXPLAIN's text format
+    (re.compile(r"^ *[A-Za-z]+(?=:)", re.MULTILINE), "bold cyan"),
+    (re.compile(r"(?<= )[a-z_]+(?==)"), "dim"),
+    (re.compile(r"rows=\S+ time=\S+"), "yellow"),
+    (re.compile(r"^(?:warning|stats): .*$", re.MULTILINE), "yellow"),
+    (re.compile(r"^#\d+ \S+", re.MULTILINE), "bold"),
+    (re.compile(r"(?<= )\+0\.0*[1-9]\d*\b"), "green"),
+    (re.compile(r"(?<= )[+-]0\.0+\b"), "dim"),
+    (re.compile(r"^\(no rows\)$", re.MULTILINE), "dim"),
+)
 
 
-def reasons_view(rows: Sequence[Row], width: int = 100) -> Text:
-    """Each row's score arithmetic: a header line, then one line per reason with its
-    contribution (the contributions sum to the score)."""
-    out = Text()
-    shown = [[f"{r.code.value}({r.detail})" if r.detail else r.code.value for r in row.reasons]
-             for row in rows]
-    pad = min(max([len(s) for codes in shown for s in codes] or [0]), max(20, width - 16))
-    for rank, (row, codes) in enumerate(zip(rows, shown, strict=True), start=1):
-        out.append(f"#{rank} ", style="dim").append(row.id, style="bold")
-        out.append(f"  score={row.score:.5f}\n")
-        for code, reason in zip(codes, row.reasons, strict=True):
-            out.append(f"   {shorten(code, pad):<{pad}} ")
-            out.append(f"{reason.contribution:+.5f}\n",
-                       style="green" if reason.contribution > 0 else "dim")
-    out.rstrip()
-    return out
+def wrap_reasons(line: str, width: int) -> list[str]:
+    """A row's reason line of EXPLAIN's text format, cut between reasons (never inside one) so
+    it fits `width` columns; continuation lines keep the line's indent."""
+    indent = line[:len(line) - len(line.lstrip(" "))]
+    parts = _REASON_BREAK.split(line.strip())
+    lines, current = [], indent + parts[0]
+    for part in parts[1:]:
+        if len(current) + 2 + len(part) > width:
+            lines.append(current)
+            current = indent + part
+        else:
+            current += "  " + part
+    return [*lines, current]
+
+
+def explain_text(explain: Explain, width: int = 100) -> Text:
+    """EXPLAIN in its text format (`Explain.to_text()`: the plan root first, one
+    ``Operator: key=value`` line per operator, then each row's score arithmetic), with long
+    reason lines wrapped to `width` and colours that only show on a terminal."""
+    lines: list[str] = []
+    in_rows = False
+    for line in explain.to_text().splitlines():
+        in_rows = in_rows or bool(_ROW_HEAD.match(line))
+        reason = in_rows and line.startswith("   ") and not line.startswith("    ")
+        lines.extend(wrap_reasons(line, width) if reason and len(line) > width else [line])
+    text = Text("\n".join(lines), no_wrap=True, overflow="ignore")
+    for pattern, style in _EXPLAIN_STYLES:
+        text.highlight_regex(pattern, style)
+    return text
 
 
 def warnings_text(result: Result) -> Text | None:
@@ -211,28 +336,36 @@ def warnings_text(result: Result) -> Text | None:
     return Text("\n".join(lines), style="yellow") if lines else None
 
 
-def explain_view(explain: Explain, width: int = 100) -> Group:
-    """EXPLAIN as a plan tree, warnings, and every row's reasons."""
-    parts: list[RenderableType] = [plan_tree(explain.plan)]
-    notes = warnings_text(explain.result)
-    if notes is not None:
-        parts.append(notes)
-    if explain.rows:
-        parts.append(reasons_view(explain.rows, width))
-    else:
-        parts.append(Text("(no rows)", style="dim"))
-    return Group(*parts)
+def iso_utc(epoch: float) -> str:
+    """Epoch seconds as ISO-8601 UTC with microseconds: ``2025-01-06T09:00:00.000000Z``."""
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def to_json(outcome: Result | Explain, indent: int | None = 2) -> str:
-    """The outcome as JSON (the pydantic model dump: rows with reasons, warnings, snapshot...)."""
-    return outcome.model_dump_json(indent=indent)
+def json_data(outcome: Result | Explain, catalog: Catalog | None = None) -> dict[str, Any]:
+    """The outcome as JSON data (the pydantic dump: rows with reasons, warnings, snapshot,
+    stats), with row fields that are timestamps (``created_at`` and the collection's declared
+    timestamp fields) as ISO-8601 UTC strings instead of epoch seconds."""
+    data = outcome.model_dump(mode="json")
+    result = data["result"] if isinstance(outcome, Explain) else data
+    for row in result["rows"]:
+        fields = row["fields"]
+        for name in (catalog or Catalog()).timestamp_fields(row["collection"]):
+            value = fields.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool) \
+                    and math.isfinite(value):
+                fields[name] = iso_utc(value)
+    return data
 
 
-def json_list(outcomes: Sequence[Result | Explain], indent: int | None = 2) -> str:
-    """Several outcomes as one JSON value: the object itself for one, else an array."""
-    dumps = [o.model_dump(mode="json") for o in outcomes]
-    return json.dumps(dumps[0] if len(dumps) == 1 else dumps, indent=indent, ensure_ascii=False)
+def to_json(outcome: Result | Explain, catalog: Catalog | None = None,
+            indent: int | None = 2) -> str:
+    """The outcome as JSON text (see `json_data`); one line when `indent` is None."""
+    return json.dumps(json_data(outcome, catalog), indent=indent, ensure_ascii=False)
+
+
+def json_lines(outcomes: Sequence[Result | Explain], catalog: Catalog | None = None) -> str:
+    """``--json`` output: one JSON object per statement, one per line (JSON Lines)."""
+    return "\n".join(to_json(o, catalog, indent=None) for o in outcomes)
 
 
 def summary(outcome: Result | Explain) -> Text:
@@ -243,16 +376,28 @@ def summary(outcome: Result | Explain) -> Text:
     return Text(f"({count} {noun})", style="dim")
 
 
-def render(outcome: Result | Explain, text_fields: Sequence[str] = (),
+def _is_one_session(outcome: Result) -> bool:
+    """Whether `outcome` is SHOW SESSION's: one session's snapshot as a record."""
+    return (outcome.session_snapshot is not None and outcome.columns is not None
+            and len(outcome.records or []) == 1)
+
+
+def render(outcome: Result | Explain, catalog: Catalog | None = None,
            width: int = 100) -> RenderableType:
-    """A statement's outcome for the terminal (`Explain`, catalog records or ranked rows)."""
+    """A statement's outcome for the terminal: EXPLAIN in the format it asked for (JSON for
+    ``EXPLAIN FORMAT JSON``, else `explain_text`), catalog records or ranked rows as tables."""
+    catalog = catalog or Catalog()
     if isinstance(outcome, Explain):
-        return explain_view(outcome, width)
+        if outcome.format == "json":
+            return Text(to_json(outcome, catalog), no_wrap=True, overflow="ignore")
+        return explain_text(outcome, width)
     parts: list[RenderableType] = []
+    if _is_one_session(outcome):
+        return record_view({c: outcome.records[0].get(c) for c in outcome.columns})
     if outcome.columns is not None:
-        parts.append(records_table(outcome.columns, outcome.records or []))
+        parts.append(records_table(outcome.columns, outcome.records or [], width=width))
     elif outcome.rows:
-        parts.append(result_table(outcome, text_fields, width=width))
+        parts.append(result_table(outcome, catalog.fields_of(outcome.collection), width=width))
     notes = warnings_text(outcome)
     if notes is not None:
         parts.append(notes)
@@ -260,6 +405,24 @@ def render(outcome: Result | Explain, text_fields: Sequence[str] = (),
     return Group(*parts)
 
 
-__all__ = ["FORMATS", "cell", "date_of", "explain_view", "json_list", "plan_tree",
-           "reasons_view", "records_table", "render", "result_table", "row_text", "shorten",
-           "summary", "to_json", "warnings_text", "why"]
+def make_console(stderr: bool = False) -> Console:
+    """A console for tables and messages: the terminal's width on a terminal, else ``COLUMNS``
+    or `PIPE_WIDTH` (rich's 80 would squeeze tables written to a pipe or a file)."""
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").strip().isdigit():
+        console.width = PIPE_WIDTH
+    return console
+
+
+def print_outcome(console: Console, outcome: Result | Explain,
+                  catalog: Catalog | None = None) -> None:
+    """Print `render(outcome)` on `console` at its width (EXPLAIN's text and JSON unwrapped and
+    uncropped: they wrap where they were laid out)."""
+    shown = render(outcome, catalog, width=console.width)
+    console.print(shown, soft_wrap=isinstance(shown, Text))
+
+
+__all__ = ["FORMATS", "Catalog", "cell", "date_of", "explain_text", "iso_utc", "json_data",
+           "json_lines", "make_console",
+           "print_outcome", "record_view", "records_table", "render", "result_table", "row_text",
+           "shorten", "summary", "to_json", "warnings_text", "why", "wrap_parts", "wrap_reasons"]

@@ -22,11 +22,15 @@ DOCS = [
 ]
 
 
-def cli(*args: str, stdin: str | None = None, cwd: Path | None = None
-        ) -> subprocess.CompletedProcess:
-    """Run ``python -m recallql.cli ARGS`` and capture its output."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120", "NO_COLOR": "1"}
+def cli(*args: str, stdin: str | None = None, cwd: Path | None = None,
+        columns: str | None = "120") -> subprocess.CompletedProcess:
+    """Run ``python -m recallql.cli ARGS`` and capture its output (``COLUMNS`` unset when
+    `columns` is None)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
     env.pop("RECALLQL_DB", None)
+    env.pop("COLUMNS", None)
+    if columns is not None:
+        env["COLUMNS"] = columns
     return subprocess.run([sys.executable, "-m", "recallql.cli", *args], input=stdin,
                           capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
 
@@ -54,6 +58,28 @@ def test_query_prints_a_table(db):
     assert "(2 rows)" in done.stdout
 
 
+def test_piped_tables_keep_the_why_column_and_whole_words(db):
+    done = cli("query", "SEARCH docs MATCHING 'backup retention' LIMIT 2", "--db", str(db),
+               columns=None)
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.splitlines()[0].split()
+    assert head == ["#", "id", "score", "date", "text", "why"]
+    assert "lex#1" in done.stdout and "2024-01-01" in done.stdout
+
+
+def test_show_session_is_the_vertical_view_of_sessions_show(db):
+    assert cli("sessions", "create", "s-view", "--agent", "a", "--db", str(db)).returncode == 0
+    shown = cli("sessions", "show", "s-view", "--db", str(db))
+    queried = cli("query", "SHOW SESSION 's-view'", "--db", str(db))
+    assert shown.returncode == 0 and queried.returncode == 0, queried.stderr
+    lines = [line.split() for line in shown.stdout.splitlines()]
+    assert lines[0] == ["field", "value"] and ["status", "open"] in lines
+    as_of = next(i for i, line in enumerate(lines) if line[0] == "as_of")
+    assert [a for i, a in enumerate(lines) if i != as_of] == [
+        a for i, a in enumerate(queried.stdout.splitlines()) for a in [a.split()]
+        if i != as_of]
+
+
 def test_query_json_parses(db):
     done = cli("query", "SEARCH docs MATCHING :q LIMIT :n", "-p", "q=rotate keys", "-p", "n=1",
                "--json", "--db", str(db))
@@ -64,12 +90,43 @@ def test_query_json_parses(db):
     assert sum(r["contribution"] for r in reasons) == pytest.approx(result["rows"][0]["score"])
 
 
-def test_several_statements_give_a_json_array(db):
+def test_json_is_one_object_per_statement_per_line(db):
     done = cli("query", "SHOW COLLECTIONS; DESCRIBE docs", "--json", "--db", str(db))
     assert done.returncode == 0, done.stderr
-    first, second = json.loads(done.stdout)
+    first, second = (json.loads(line) for line in done.stdout.splitlines())
     assert {r["name"] for r in first["records"]} == {"docs", "messages"}
     assert "title" in {r["field"] for r in second["records"]}
+    single = cli("query", "SHOW COLLECTIONS", "--json", "--db", str(db))
+    assert single.stdout.count("\n") == 1 and json.loads(single.stdout)["columns"]
+
+
+def test_json_timestamps_are_iso_utc_strings(db):
+    for command in ("query", "explain"):
+        done = cli(command, "SEARCH docs MATCHING 'backup retention' LIMIT 1", "--json",
+                   "--db", str(db))
+        payload = json.loads(done.stdout)
+        row = (payload["result"] if command == "explain" else payload)["rows"][0]
+        assert row["fields"]["created_at"] == "2024-01-01T00:00:00.000000Z"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["query", "SEARCH docs MATCHING 'x' LIMIT ten"],
+     {"type": "QuerySyntaxError", "line": 1, "column": 32}),
+    (["explain", "SEARCH dcos MATCHING 'x'"],
+     {"type": "QuerySemanticError", "line": 1, "column": 8, "hint": "did you mean 'docs'?"}),
+    (["sessions", "show", "nope"], {"type": "SessionNotFound", "line": None}),
+], ids=["syntax", "semantic", "data"])
+def test_errors_under_json_are_a_json_object_on_stderr(db, args, expected):
+    done = cli(*args, "--json", "--db", str(db))
+    assert done.returncode == 1 and done.stdout == ""
+    error = json.loads(done.stderr)
+    assert error["error"] and expected.items() <= error.items(), error
+
+
+def test_missing_database_under_json(tmp_path):
+    done = cli("query", "SHOW COLLECTIONS", "--json", "--db", str(tmp_path / "none"))
+    assert done.returncode == 1
+    assert json.loads(done.stderr)["error"].startswith("no recallql database at")
 
 
 def test_values_with_quotes_travel_as_parameters(db):
@@ -128,6 +185,29 @@ def test_missing_database_is_a_clear_error(tmp_path):
     assert "no recallql database at" in done.stderr and "recallql ingest" in done.stderr
 
 
+def test_shell_refuses_a_missing_database_unless_asked_to_create_it(tmp_path):
+    missing = tmp_path / "none"
+    done = cli("shell", "--db", str(missing), stdin="SHOW COLLECTIONS;\n")
+    assert done.returncode == 1 and not missing.exists()
+    assert "--create" in done.stderr and "recallql ingest" in done.stderr
+    created = cli("shell", "--db", str(missing), "--create", stdin="SHOW COLLECTIONS;\n")
+    assert created.returncode == 0 and "messages" in created.stdout
+    assert "created an empty database" in created.stderr
+
+
+@pytest.mark.parametrize("command", [["query", "SHOW COLLECTIONS"], ["shell"]])
+def test_a_file_as_database_gets_a_hint_that_works(tmp_path, command):
+    (tmp_path / "notes.txt").write_text("x")
+    done = cli(*command, "--db", str(tmp_path / "notes.txt"), stdin="")
+    assert done.returncode == 1 and "is a file, not a recallql database" in done.stderr
+    assert "recallql ingest" not in done.stderr and "--create" not in done.stderr
+
+
+def test_debug_is_accepted_after_the_subcommand(db):
+    done = cli("query", "SHOW COLLECTIONS", "--debug", "--db", str(db))
+    assert done.returncode == 0 and "messages" in done.stdout
+
+
 def test_explain_text_json_and_analyze(db):
     text = cli("explain", "SEARCH docs MATCHING 'rotate' WITH RECENCY LIMIT 2", "--analyze",
                "--db", str(db))
@@ -138,6 +218,24 @@ def test_explain_text_json_and_analyze(db):
                   "--db", str(db))
     assert as_json.returncode == 0, as_json.stderr
     assert json.loads(as_json.stdout)["plan"]["operator"] == "TopK"
+
+
+def test_one_explain_format_in_query_and_explain(db):
+    statement = "SEARCH docs MATCHING 'rotate keys' WITH RECENCY LIMIT 2"
+    via_query = cli("query", f"EXPLAIN {statement}", "--db", str(db))
+    via_explain = cli("explain", statement, "--db", str(db))
+    assert via_query.returncode == 0 and via_explain.returncode == 0, via_query.stderr
+    assert via_query.stdout == via_explain.stdout
+    assert via_query.stdout.startswith("TopK: k=2 offset=0\n  RecencyBoost: ")
+
+
+@pytest.mark.parametrize("command", ["query", "explain"])
+def test_explain_format_json_prints_json(db, command):
+    done = cli(command, "EXPLAIN FORMAT JSON SEARCH docs MATCHING 'rotate' LIMIT 1",
+               "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["format"] == "json" and payload["plan"]["operator"] == "TopK"
 
 
 def test_explain_of_a_catalog_statement_exits_1(db):
@@ -157,6 +255,40 @@ def test_help_has_examples():
     top = cli("--help")
     for command in ("ingest", "query", "explain", "shell", "sessions", "import", "demo", "bench"):
         assert command in top.stdout
+
+
+COMMANDS = [["ingest"], ["query"], ["explain"], ["shell"], ["demo"], ["bench"],
+            ["import", "hermes"], *(["sessions", c] for c in (
+                "list", "show", "lineage", "create", "annotate", "signal", "close", "archive",
+                "sweep"))]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_command_has_examples_and_plain_placeholders(command):
+    from typer.testing import CliRunner
+
+    from recallql.cli import app
+
+    done = CliRunner().invoke(app, [*command, "--help"], terminal_width=100)
+    assert done.exit_code == 0, done.output
+    text = done.output
+    assert "Examples:\n    recallql " + " ".join(command) in text
+    for odd in ("<bool>", "<str>", "<path>", "<int", "<float>", "{", "SPEC", "issue "):
+        assert odd not in text, odd
+    usage = text.splitlines()[0]
+    assert usage.startswith("Usage: ") and usage == usage.rstrip()
+
+
+def test_help_paragraphs_are_rewrapped_not_ragged():
+    from typer.testing import CliRunner
+
+    from recallql.cli import app
+
+    text = CliRunner().invoke(app, ["ingest", "--help"], terminal_width=100).output
+    paragraphs = text.split("Examples:")[0].split("\n\n")[1:]
+    for paragraph in paragraphs:
+        lines = paragraph.splitlines()
+        assert all(len(line) > 60 for line in lines[:-1]), text  # no docstring line breaks
 
 
 def test_bench_outside_a_checkout_or_help():

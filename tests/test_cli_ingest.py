@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -18,7 +19,8 @@ def _ingest(*args: str):
     return runner.invoke(app, ["ingest", *args])
 
 
-def test_ingest_jsonl_and_text(tmp_path):
+def test_ingest_jsonl_and_text(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     data = tmp_path / "data"
     data.mkdir()
     (data / "items.jsonl").write_text(
@@ -30,7 +32,7 @@ def test_ingest_jsonl_and_text(tmp_path):
     assert "ingested 2 items into docs (2 new, 0 replaced, 2 embedded) in 1 batches" in (
         result.stdout)
     with recallql.connect(db, embedder=HashEmbedder(), readonly=True) as conn:
-        assert sorted(conn.snapshot("docs").ids) == ["j1", "note.md#0"]
+        assert sorted(conn.snapshot("docs").ids) == ["data/note.md#0", "j1"]
 
 
 def test_ingest_cranfield_in_batches(tmp_path, index_shared_data):
@@ -39,7 +41,7 @@ def test_ingest_cranfield_in_batches(tmp_path, index_shared_data):
                      "--embedder", "hash", "--batch-size", "500")
     assert result.exit_code == 0, result.output
     assert "ingested 1400 items into docs" in result.stdout and "in 3 batches" in result.stdout
-    assert "not stored: authors, citation" in result.stderr
+    assert "not stored" not in result.stderr  # the loaders' extra keys go silently
     with recallql.connect(db, embedder=HashEmbedder(), readonly=True) as conn:
         assert conn.snapshot("docs").size == 1400
 
@@ -54,6 +56,121 @@ def test_data_error_exits_1_and_keeps_earlier_batches(tmp_path):
         result.stderr)
     assert "2 items in 1 earlier batches were committed" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_same_named_files_are_two_documents_and_a_file_is_one_however_named(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("p1", "p2", "kb/sub"):
+        (tmp_path / name).mkdir(parents=True)
+    for name in ("p1", "p2"):
+        (tmp_path / name / "README.md").write_text(f"# {name}\n\nAbout {name}.\n")
+    (tmp_path / "kb" / "sub" / "kafka.md").write_text("# Kafka\n\nPartitions.\n")
+    args = ("--db", "db", "--embedder", "hash")
+    assert _ingest("p1/README.md", "p2/README.md", *args).exit_code == 0
+    assert _ingest("kb/", *args).exit_code == 0
+    again = _ingest("kb/sub/kafka.md", *args)
+    assert "(0 new, 1 replaced" in again.stdout, again.output
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
+        snap = conn.snapshot("docs")
+        assert {snap.ids[i] for i in snap.live.nonzero()[0]} == {
+            "kb/sub/kafka.md#0", "p1/README.md#0", "p2/README.md#0"}
+
+
+def test_ctrl_c_keeps_the_committed_batches_and_exits_130(tmp_path, monkeypatch):
+    path = tmp_path / "items.jsonl"
+    path.write_text("".join(json.dumps({"id": f"i{n}"}) + "\n" for n in range(5)))
+    real, calls = recallql.Database.ingest, []
+
+    def interrupted_second_batch(self, collection, items):
+        calls.append(len(items))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, collection, items)
+
+    monkeypatch.setattr(recallql.Database, "ingest", interrupted_second_batch)
+    result = _ingest(str(path), "--db", str(tmp_path / "db"), "--embedder", "hash",
+                     "--batch-size", "2")
+    assert result.exit_code == 130
+    assert ("interrupted: 2 items committed in 1 batches; the current batch was discarded"
+            in result.stderr)
+    monkeypatch.setattr(recallql.Database, "ingest", real)
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
+        assert sorted(conn.snapshot("docs").ids) == ["i0", "i1"]
+
+
+def test_nothing_to_ingest_says_where_it_looked(tmp_path):
+    (tmp_path / "papers").mkdir()
+    (tmp_path / "papers" / "a.pdf").write_bytes(b"%PDF-1.4")
+    result = _ingest(str(tmp_path / "papers"), "--db", str(tmp_path / "db"), "--embedder",
+                     "hash")
+    assert result.exit_code == 0
+    assert "ingested 0 items into docs: nothing to read in" in result.stdout
+    assert ".md" in result.stderr and ".jsonl" in result.stderr and "--format" in result.stderr
+
+
+def test_missing_path_is_an_error_before_anything_is_created(tmp_path):
+    result = _ingest(str(tmp_path / "nope"), "--db", str(tmp_path / "db"), "--embedder", "hash")
+    assert result.exit_code == 1 and "nope: no such file or directory" in result.stderr
+    assert not (tmp_path / "db").exists()
+
+
+def test_loader_extras_go_silently_but_jsonl_keys_are_the_users(tmp_path):
+    from test_loaders import DEBIAN
+
+    path = tmp_path / "demo" / "changelog.Debian.gz"
+    path.parent.mkdir()
+    with gzip.open(path, "wt") as handle:
+        handle.write(DEBIAN)
+    result = _ingest(str(path), "--db", str(tmp_path / "db"), "--embedder", "hash")
+    assert result.exit_code == 0 and result.stderr == ""
+    (tmp_path / "a.jsonl").write_text('{"id": "a", "authors": ["x"]}\n')
+    result = _ingest(str(tmp_path / "a.jsonl"), "--db", str(tmp_path / "db"), "--embedder",
+                     "hash")
+    assert result.exit_code == 1 and "field 'authors': unknown field" in result.stderr
+
+
+def test_items_are_counted_first_and_progress_moves_per_embedded_chunk(tmp_path):
+    from recallql.cli.ingest import count, find_sources, read
+    from recallql.cli.progress import ProgressEmbedder
+
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"id": n}) + "\n" for n in range(7)))
+    (tmp_path / "b.md").write_text("one\n\n" + "two " * 400 + "\n\nthree\n")
+    sources = find_sources([tmp_path], "auto")
+    assert count(sources) == 7 + 3 == len(list(read(sources, set())))
+    reports: list[int] = []
+    embed = ProgressEmbedder(HashEmbedder(), chunk=128)
+    embed.on_progress = reports.append
+    embed(["x"] * 300)
+    assert reports == [128, 128, 44]
+
+
+def test_changelogs_named_one_by_one_share_their_entries(tmp_path):
+    from test_loaders import DEBIAN
+
+    files = []
+    for package in ("libdemo1", "demo-utils"):
+        path = tmp_path / package / "changelog.Debian.gz"
+        path.parent.mkdir()
+        with gzip.open(path, "wt") as handle:
+            handle.write(DEBIAN)
+        files.append(str(path))
+    result = _ingest(*files, "--db", str(tmp_path / "deb.db"), "--embedder", "hash")
+    assert result.exit_code == 0, result.output
+    assert "ingested 2 items into docs" in result.stdout
+
+
+def test_a_failed_first_ingest_leaves_no_database_behind(tmp_path):
+    (tmp_path / "bad.jsonl").write_text('{"id": "a", "year": 1}\n')
+    db = tmp_path / "new.db"
+    result = _ingest(str(tmp_path / "bad.jsonl"), "--db", str(db), "--embedder", "hash")
+    assert result.exit_code == 1 and "unknown field" in result.stderr
+    assert not db.exists()
+    (tmp_path / "good.jsonl").write_text('{"id": "g"}\n')
+    assert _ingest(str(tmp_path / "good.jsonl"), "--db", str(db), "--embedder", "hash"
+                   ).exit_code == 0
+    result = _ingest(str(tmp_path / "bad.jsonl"), "--db", str(db), "--embedder", "hash")
+    assert result.exit_code == 1 and db.is_dir()  # a database it did not create stays
 
 
 @pytest.mark.parametrize(("line", "message"), [
@@ -97,6 +214,8 @@ def test_locked_database_is_a_clean_error(tmp_path):
         result = _ingest(str(tmp_path / "a.jsonl"), "--db", str(tmp_path / "db"),
                          "--embedder", "hash")
     assert result.exit_code == 1 and "locked by another writer" in result.stderr
+    assert "wait for the other writer" in result.stderr and "`recallql query`" in result.stderr
+    assert "readonly=True" not in result.stderr
 
 
 def test_no_arguments_shows_help():

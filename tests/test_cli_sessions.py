@@ -72,8 +72,50 @@ def test_session_errors_exit_1(db, args, message):
 
 def test_sweep_removes_nothing_recent(db):
     done = cli("sessions", "sweep", "--older-than", "30", "--db", str(db))
-    assert done.returncode == 0 and "removed 0 sessions" in done.stdout
+    assert done.returncode == 0 and "nothing to remove" in done.stdout
     assert cli("sessions", "sweep", "--db", str(db)).returncode == 2  # --older-than required
+
+
+def _fresh(tmp_path: Path, *sessions: str) -> Path:
+    path = tmp_path / "db"
+    for session in sessions:
+        assert cli("sessions", "create", session, "--agent", "a", "--db", str(path)
+                   ).returncode == 0
+    return path
+
+
+def test_sweep_asks_first_showing_how_many(tmp_path):
+    path = _fresh(tmp_path, "old-1", "old-2")
+    declined = cli("sessions", "sweep", "--older-than", "0", "--db", str(path), stdin="n\n")
+    assert declined.returncode == 1
+    assert "remove 2 sessions" in declined.stderr and "messages?" in declined.stderr
+    listed = cli("sessions", "list", "--json", "--db", str(path))
+    assert len(json.loads(listed.stdout)["records"]) == 2
+    agreed = cli("sessions", "sweep", "--older-than", "0", "--db", str(path), stdin="y\n")
+    assert agreed.returncode == 0 and "removed 2 sessions" in agreed.stdout
+
+
+def test_sweep_yes_does_not_ask(tmp_path):
+    path = _fresh(tmp_path, "old-1")
+    done = cli("sessions", "sweep", "--older-than", "0", "--yes", "--db", str(path))
+    assert done.returncode == 0 and "removed 1 session" in done.stdout and done.stderr == ""
+
+
+def test_negative_signal_values_are_values(db):
+    cli("sessions", "create", "s-neg", "--agent", "a", "--db", str(db))
+    done = cli("sessions", "signal", "s-neg", "reward", "-1", "--entity", "creds",
+               "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert "recorded reward -1 on creds in session s-neg" in done.stdout
+
+
+def test_close_checks_the_end_reason(db):
+    cli("sessions", "create", "s-close", "--agent", "a", "--db", str(db))
+    typo = cli("sessions", "close", "s-close", "--reason", "compresion", "--db", str(db))
+    assert typo.returncode == 2 and "did you mean 'compression'?" in typo.stderr
+    other = cli("sessions", "close", "s-close", "--reason", "handoff", "--any-reason",
+                "--db", str(db))
+    assert other.returncode == 0 and "closed session s-close (handoff)" in other.stdout
 
 
 def test_locked_database_is_a_clean_error(db):
@@ -83,7 +125,8 @@ def test_locked_database_is_a_clean_error(db):
     with recallql.connect(db, embedder=HashEmbedder()):
         done = cli("sessions", "create", "s-9", "--agent", "a", "--db", str(db))
         reader = cli("sessions", "list", "--db", str(db))
-    assert done.returncode == 1 and "locked" in done.stderr
+    assert done.returncode == 1 and "locked by another writer" in done.stderr
+    assert "wait for the other writer" in done.stderr and "readonly=True" not in done.stderr
     assert reader.returncode == 0  # readers never wait for the writer
 
 

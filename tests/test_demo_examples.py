@@ -38,6 +38,50 @@ def test_example_runs(script, tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def test_agent_memory_runs_twice_on_one_directory(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    script = str(REPO / "examples" / "agent_memory.py")
+    runs = [subprocess.run([sys.executable, script, str(tmp_path / "memory.db")],
+                           capture_output=True, text=True, env=env, timeout=300)
+            for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[1].stderr[-2000:]
+    assert "earlier run" in runs[1].stdout
+    assert runs[1].stdout.split("\n", 1)[1] == runs[0].stdout
+
+
+def _tour_blocks() -> list[tuple[str, str]]:
+    """The README tour as (kind, text) code blocks in order: kind ``sh`` or ``out``."""
+    text = (REPO / "README.md").read_text()
+    tour = text.split("## A five-minute tour", 1)[1].split("**GROUP BY CONVERSATION**", 1)[0]
+    blocks = []
+    for chunk in tour.split("```")[1::2]:
+        kind, _, body = chunk.partition("\n")
+        blocks.append(("sh" if kind == "sh" else "out", body))
+    return blocks
+
+
+def test_readme_tour_outputs_follow_the_commands_that_print_them(tmp_path):
+    """Runs the tour (hash embedder, so scores differ) and checks each output block against
+    what the command before it prints: first line, and the row count."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "100", "NO_COLOR": "1"}
+    shim = f'recallql() {{ "{sys.executable}" -m recallql.cli "$@"; }}\n'
+    blocks = _tour_blocks()
+    assert [k for k, _ in blocks[:2]] == ["sh", "out"]
+    for (kind, body), after in zip(blocks, [*blocks[1:], ("sh", "")], strict=True):
+        if kind != "sh":
+            continue
+        script = body.replace("recallql ingest notes/", "recallql ingest --embedder hash notes/")
+        done = subprocess.run(["bash", "-ec", shim + script], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=300)
+        assert done.returncode == 0, body + done.stderr
+        if after[0] == "out":
+            expected, got = after[1].splitlines(), done.stdout.splitlines()
+            assert got[0].split()[:4] == expected[0].split()[:4], (body, done.stdout)
+            assert got[-1].startswith("(") == expected[-1].startswith("(")
+            if expected[-1].startswith("("):
+                assert got[-1] == expected[-1], (body, done.stdout)
+
+
 def _doc_statements() -> list[str]:
     """The ```sql block under "Statements by example" in docs/language.md, as one script."""
     text = (REPO / "docs" / "language.md").read_text()

@@ -116,6 +116,20 @@ def test_debian_changelog(tmp_path):
     assert first["authors"] == ["Jane Doe"] and [i["position"] for i in items] == [0, 1]
 
 
+def test_one_run_over_several_paths_yields_a_shared_entry_once(tmp_path):
+    """Binary packages of one source package ship the same changelog; `recallql ingest
+    /usr/share/doc/*/changelog.Debian.gz` names each file, and each entry goes in once."""
+    files = []
+    for package in ("libdemo1", "demo-utils"):
+        path = tmp_path / package / "changelog.Debian.gz"
+        path.parent.mkdir()
+        with gzip.open(path, "wt") as handle:
+            handle.write(DEBIAN)
+        files.append(path)
+    items = list(loaders.load_paths(files))
+    assert [i["id"] for i in items] == ["debian:demo:1.2-1", "debian:demo:1.1-1"]
+
+
 def test_debian_system_changelogs():
     files = sorted(Path("/usr/share/doc").glob("*/changelog.Debian.gz"))
     if not files:
@@ -164,7 +178,8 @@ def test_jsonl_accepts_a_bom_and_valid_surrogate_pairs(tmp_path):
     assert list(loaders.load_path(path)) == [{"id": "a", "title": "\U0001F600 \u00e9"}]
 
 
-def test_text_chunks(tmp_path):
+def test_text_chunks(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "notes").mkdir()
     doc = tmp_path / "notes" / "ops.md"
     doc.write_text("# Operations\n\nFirst paragraph.\n\n" + ("long " * 300) + "\n\n\nLast one.\n")
@@ -178,6 +193,29 @@ def test_text_chunks(tmp_path):
     assert {i["created_at"] for i in items} == {dt.datetime.fromtimestamp(1700000000, dt.UTC)}
     assert [i["position"] for i in items] == [0, 1, 2]
     assert Counter(i["doc_id"] for i in items) == {"notes/ops.md": 3}
+
+
+@pytest.mark.parametrize("named", [
+    ["notes/ops.md"], ["./notes/../notes/ops.md"], ["notes"], ["notes/"], ["."], ["{abs}"],
+    ["notes", "notes/ops.md"],
+], ids=["file", "unnormalised", "dir", "dir-slash", "cwd", "absolute", "dir-and-file"])
+def test_text_doc_id_does_not_depend_on_how_the_file_was_named(tmp_path, monkeypatch, named):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "ops.md").write_text("# Ops\n\nOne paragraph.\n")
+    paths = [p.format(abs=tmp_path / "notes" / "ops.md") for p in named]
+    assert [i["id"] for i in loaders.load_paths(paths)] == ["notes/ops.md#0"]
+
+
+def test_text_doc_id_outside_the_current_directory_is_absolute(tmp_path, monkeypatch):
+    for name in ("p1", "p2", "cwd"):
+        (tmp_path / name).mkdir()
+    for name in ("p1", "p2"):
+        (tmp_path / name / "README.md").write_text(f"# {name}\n\nAbout {name}.\n")
+    monkeypatch.chdir(tmp_path / "cwd")
+    items = list(loaders.load_paths(["../p1/README.md", tmp_path / "p2"]))
+    assert [i["doc_id"] for i in items] == [(tmp_path / n / "README.md").as_posix()
+                                            for n in ("p1", "p2")]
 
 
 def test_missing_path_and_unknown_format(tmp_path):

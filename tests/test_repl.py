@@ -93,19 +93,80 @@ def test_several_statements_on_one_line_run_in_order(repl):
     assert text.index("BM25 text") < text.index("messages")
 
 
-def test_an_error_stops_the_rest_of_the_input_but_not_the_shell(repl):
+def test_a_script_stops_at_the_first_error(repl):
     repl.run_lines(["SEARCH dcos MATCHING 'x'; SHOW COLLECTIONS;\n", "DESCRIBE docs;\n"])
     text = repl.output.getvalue()
     assert "did you mean 'docs'?" in text and "^^^^" in text
-    assert "messages" not in text.split("did you mean")[1].split("BM25")[0]
-    assert "BM25 text" in text and repl.failed
+    assert "messages" not in text and "BM25 text" not in text and repl.failed
 
 
-def test_explain_is_a_tree_with_reasons(repl):
-    repl.run_lines(["EXPLAIN SEARCH docs MATCHING 'rotate keys' LIMIT 1;\n"])
+def test_statements_before_a_syntax_error_on_the_same_line_run(repl):
+    repl.run_lines(["DESCRIBE docs; SEARCH docs MATCHING 'x' LIMIT ten; SHOW COLLECTIONS;\n"])
     text = repl.output.getvalue()
-    assert "TopK" in text and "└── " in text and "RrfFusion" in text
+    assert text.index("BM25 text") < text.index("QuerySyntaxError")
+    assert "(line 1, column 32)" in text and "messages" not in text and repl.failed
+
+
+def test_an_error_in_the_interactive_shell_does_not_end_it(repl):
+    assert repl.handle("SEARCH dcos MATCHING 'x';") is True
+    assert repl.handle("SHOW COLLECTIONS;") is True
+    assert "messages" in repl.output.getvalue()
+
+
+@pytest.mark.parametrize(("text", "pieces"), [
+    ("A; B;", ["A", " B"]),
+    ("A 'x;y'; B", ["A 'x;y'", " B"]),
+    ('A "a;b"; B -- c;\n', ['A "a;b"', " B -- c;\n"]),
+    ("A 'it''s;'; ;", ["A 'it''s;'"]),
+    ("", []),
+], ids=["two", "string", "identifier-and-comment", "escaped-quote", "empty"])
+def test_split_statements(text, pieces):
+    from recallql.repl.input import split_statements
+
+    assert split_statements(text) == pieces
+
+
+def test_explain_prints_the_text_format(repl):
+    statement = "SEARCH docs MATCHING 'rotate keys' LIMIT 1"
+    repl.run_lines([f"EXPLAIN {statement};\n"])
+    text = repl.output.getvalue()
+    assert text.rstrip("\n") == repl.db.explain(statement).to_text()
+    assert text.startswith("TopK: k=1 offset=0\n") and "    RrfFusion: k=60" in text
     assert "LEXICAL_MATCH(rank=1" in text and "#1 creds" in text
+
+
+def test_explain_format_json_prints_json(repl):
+    import json
+
+    repl.run_lines(["EXPLAIN FORMAT JSON SEARCH docs MATCHING 'rotate keys' LIMIT 1;\n"])
+    assert json.loads(repl.output.getvalue())["result"]["rows"][0]["id"] == "creds"
+
+
+@pytest.mark.parametrize("width", [40, 60, 80])
+def test_narrow_tables_never_split_a_word_or_a_timestamp(width):
+    from recallql.render import records_table
+
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None)
+    records = [{"session_id": "s-2", "edge": "continuation", "end_reason": "compression",
+                "started_at": "2025-01-06T09:00:00.123456Z", "note": "a few words to wrap"}]
+    console.print(records_table(list(records[0]), records * 2, width=width))
+    text = out.getvalue()
+    for word in ("continuation", "compression", "2025-01-06T09:00:00Z", "a few words"):
+        assert text.count(word) == 2, text  # too narrow for a table: each record vertically
+    assert ".123456" not in text
+
+
+def test_long_reason_lines_wrap_between_reasons():
+    from recallql.render import wrap_reasons
+
+    line = ("   SESSION_KEYWORDS(1/1) +0.30000  SESSION_VELOCITY(uniform, v=1.000) +0.10000  "
+            "SESSION_ENTITY(entity=a  b, e=1.000) +0.10000  RECENCY(age=0.00d) +0.00500")
+    assert wrap_reasons(line, 100) == [
+        "   SESSION_KEYWORDS(1/1) +0.30000  SESSION_VELOCITY(uniform, v=1.000) +0.10000",
+        "   SESSION_ENTITY(entity=a  b, e=1.000) +0.10000  RECENCY(age=0.00d) +0.00500"]
+    assert wrap_reasons(line, 200) == [line]
+    assert wrap_reasons("   RECENCY(age=0.00d) +0.00500", 10) == ["   RECENCY(age=0.00d) +0.00500"]
 
 
 def test_format_json_and_timing(repl):

@@ -23,14 +23,22 @@ from recallql.cli import ingest as _ingest
 from recallql.cli import query as _query
 from recallql.cli import sessions as _sessions
 from recallql.cli import tools as _tools
-from recallql.cli.common import EMBEDDERS, State, run_main
+from recallql.cli.common import EMBEDDERS, Command, State, run_main
+
+EPILOG = """\b
+Examples:
+  recallql demo
+  recallql ingest notes/ --db mem.db
+  recallql query "SEARCH docs MATCHING 'backup policy' LIMIT 5" --db mem.db
+  recallql shell --db mem.db
+
+Exit codes: 0 ok, 1 query or data error (message on stderr), 2 usage. The language:
+docs/language.md; every command has --help with examples."""
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    epilog="Examples: recallql demo | recallql ingest notes/ | recallql query \"SEARCH docs "
-           "MATCHING 'backup policy' LIMIT 5\" | recallql shell. Exit codes: 0 ok, 1 query or "
-           "data error, 2 usage.",
+    rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EPILOG,
 )
 
 
@@ -49,19 +57,27 @@ def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
 ) -> None:
-    """recallql: an embedded query engine for AI-agent memory (hybrid BM25 + vector search,
-    sessions, conversation lineage, EXPLAIN)."""
+    """recallql: an embedded query engine for AI-agent memory.
+
+    Hybrid BM25 + vector search over documents and conversations, agent sessions and their
+    signals, conversation lineage, and EXPLAIN for every score. A database is a directory
+    (--db, default ./recallql.db or $RECALLQL_DB).
+    """
     State.debug = State.debug or debug
 
 
-app.command()(_ingest.ingest)
-app.command()(_query.query)
-app.command()(_query.explain)
-app.command()(_tools.shell)
+app.command(cls=Command, short_help="Ingest files and directories into a collection."
+            )(_ingest.ingest)
+app.command(cls=Command, short_help="Run statements and print their results.")(_query.query)
+app.command(cls=Command, short_help="Show a statement's plan and each row's score arithmetic."
+            )(_query.explain)
+app.command(cls=Command, short_help="Interactive shell (or run a piped script).")(_tools.shell)
 app.add_typer(_sessions.app, name="sessions")
 app.add_typer(_tools.import_app, name="import")
-app.command()(_tools.demo)
-app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+app.command(cls=Command, short_help="Build a demo database from real data and tour it."
+            )(_tools.demo)
+app.command(cls=Command, short_help="Run the benchmarks (source checkout).",
+            context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
             )(_tools.bench)
 
 

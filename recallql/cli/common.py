@@ -14,34 +14,106 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.text import Text
+from typer.core import TyperCommand
+
+from recallql.render import make_console
 
 if TYPE_CHECKING:
     from recallql.api import Database
 
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
+err = make_console(stderr=True)
+out = make_console()
 
 DEFAULT_DB = Path("recallql.db")
 EMBEDDERS = ("auto", "default", "none", "hash")
+
+
+def _json_mode(value: bool) -> bool:
+    """``--json``'s callback: errors of this command print as JSON objects."""
+    State.json = value
+    return value
+
+
 DbOption = Annotated[Path, typer.Option(
-    "--db", envvar="RECALLQL_DB", show_default=True,
-    help="Database directory (env RECALLQL_DB).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+    "--db", envvar="RECALLQL_DB", show_default=True, metavar="PATH",
+    help="Database directory.")]
+JsonOption = Annotated[bool, typer.Option(
+    "--json", callback=_json_mode, is_eager=True,
+    help="Print JSON: one object per statement, one per line; errors as a JSON object on "
+         "stderr.")]
 EmbedderOption = Annotated[str, typer.Option(
+    metavar="NAME",
     help="auto (what the database was built with; 'default' for a new one), default "
          "(all-MiniLM-L6-v2), none (vectors from the caller), hash (a tiny test embedder).")]
 
 
+def _argument_name(param: Any, usage: bool = False) -> str:
+    """An argument as click writes it: ``NAME`` (its metavar), ``NAME...`` for several,
+    ``[NAME]`` in the usage line when optional."""
+    name = param.metavar or (param.name or "").upper()
+    name += "..." if param.nargs != 1 else ""
+    return f"[{name}]" if usage and not param.required else name
+
+
+class Command(TyperCommand):
+    """A typer command whose help names arguments the classic way (``STATEMENTS``, not
+    ``{STATEMENTS}`` or ``STATEMENTS <str>``); options show their metavar."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                pieces.append(_argument_name(param, usage=True))
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        args, opts = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                args.append((_argument_name(param), record[1]))
+            else:
+                opts.append(record)
+        for title, rows in (("Arguments", args), ("Options", opts)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
 class State:
-    """Process-wide CLI flags set by the root callback."""
+    """Process-wide CLI flags: `debug` (root callback, ``--debug``), `json` (a command's
+    ``--json``: errors become JSON objects on stderr)."""
 
     debug: bool = False
+    json: bool = False
+
+
+def error_json(error: BaseException | str) -> str:
+    """An error as one line of JSON: ``{"error": message, "type": class name, "line": n,
+    "column": n, "hint": text}`` (line, column and hint null when the error has none)."""
+    import json
+
+    from recallql.grammar.errors import QueryError
+
+    data: dict[str, Any] = {"error": str(error), "type": "error", "line": None,
+                            "column": None, "hint": None}
+    if isinstance(error, QueryError):
+        data.update(error=error.message, type=type(error).__name__, line=error.line,
+                    column=error.column, hint=error.hint)
+    elif isinstance(error, BaseException):
+        data["type"] = type(error).__name__
+    return json.dumps(data, ensure_ascii=False)
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print ``error: message`` on stderr (verbatim, no markup) and return the Exit to raise."""
+    """Print ``error: message`` on stderr (verbatim, no markup; a JSON object under ``--json``)
+    and return the Exit to raise."""
+    if State.json:
+        err.print(error_json(message), markup=False, soft_wrap=True)
+        return typer.Exit(code)
     text = Text("error: ", style="bold red")
     text.append(message)
     err.print(text, soft_wrap=True)
@@ -49,10 +121,13 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def print_error(exc: BaseException) -> None:
-    """Print a query error as its full rendering (caret included), others as ``error: ...``."""
+    """Print a query error as its full rendering (caret included), others as ``error: ...``;
+    under ``--json`` a JSON object (see `error_json`)."""
     from recallql.grammar.errors import QueryError
 
-    if isinstance(exc, QueryError):
+    if State.json:
+        err.print(error_json(exc), markup=False, soft_wrap=True)
+    elif isinstance(exc, QueryError):
         err.print(Text(str(exc)), soft_wrap=True)
     else:
         fail(str(exc))
@@ -116,6 +191,33 @@ def embedder_for(name: str, path: Path) -> Any:
     return {"default": "default", "none": None, "hash": HashEmbedder()}[name]
 
 
+def no_database(path: Path, create: str | None = None) -> str:
+    """Why there is no database at `path`, with a hint that works there.
+
+    Args:
+        path: the ``--db`` path.
+        create: how to create one, for a path where one can be created (default: ingest or
+            the demo).
+    """
+    if path.is_file() or (path.exists() and not path.is_dir()):
+        return (f"{path} is a file, not a recallql database (a database is a directory); "
+                "pass --db a database directory, or a new path to create one there")
+    if path.is_dir() and any(path.iterdir()):
+        return (f"{path} is a directory but not a recallql database; pass --db a database "
+                "directory, or a new path to create one there")
+    create = create or (f"create one with `recallql ingest FILES --db {path}` or "
+                        f"`recallql demo --db {path}`")
+    return f"no recallql database at {path} ({create})"
+
+
+def locked_message(path: Path) -> str:
+    """The CLI's account of `DatabaseLocked`: who holds the lock and what to do meanwhile."""
+    return (f"the database {path} is locked by another writer (a running `recallql ingest`, "
+            "`recallql sessions` command, `recallql import` or a program that opened it for "
+            "writing); wait for the other writer to finish, or run read-only commands such as "
+            "`recallql query`, `recallql explain` or `recallql shell` meanwhile")
+
+
 def open_db(path: Path, *, write: bool = False, embedder: str = "auto") -> Database:
     """Open the database at `path`.
 
@@ -128,27 +230,32 @@ def open_db(path: Path, *, write: bool = False, embedder: str = "auto") -> Datab
     import recallql
 
     if not write and not is_database(path):
-        hint = (f"create one with `recallql ingest FILES --db {path}` or "
-                f"`recallql demo --db {path}`")
-        raise fail(f"no recallql database at {path} ({hint})")
+        raise fail(no_database(path))
     with handled():
-        return recallql.connect(path, embedder=embedder_for(embedder, path), readonly=not write)
+        try:
+            return recallql.connect(path, embedder=embedder_for(embedder, path),
+                                    readonly=not write)
+        except recallql.DatabaseLocked:
+            if State.debug:
+                raise
+            raise fail(locked_message(path)) from None
 
 
-def text_fields(db: Database, collection: str | None) -> tuple[str, ...]:
-    """The text fields of `collection` (empty when unknown)."""
-    for info in db.collections():
-        if info.name == collection:
-            return tuple(info.text_fields)
-    return ()
+def take_debug(argv: list[str]) -> tuple[list[str], bool]:
+    """`argv` without ``--debug`` (a global flag, accepted before or after the subcommand;
+    arguments after ``--`` are left alone), and whether it was there."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    kept = [a for a in argv[:end] if a != "--debug"] + argv[end:]
+    return kept, len(kept) != len(argv)
 
 
 def run_main(app: typer.Typer) -> None:
     """Run the typer app; an unexpected exception prints one line (the traceback with
     ``--debug`` or ``RECALLQL_DEBUG=1``) and exits 1."""
-    State.debug = State.debug or os.environ.get("RECALLQL_DEBUG", "") not in ("", "0")
+    args, debug = take_debug(sys.argv[1:])
+    State.debug = debug or os.environ.get("RECALLQL_DEBUG", "") not in ("", "0")
     try:
-        app()
+        app(args=args, prog_name="recallql")
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)

@@ -7,14 +7,14 @@ from typing import Annotated, Any
 
 import typer
 
-from recallql.cli.common import DEFAULT_DB, DbOption, JsonOption, handled, open_db, out, text_fields
+from recallql.cli.common import DEFAULT_DB, DbOption, JsonOption, handled, open_db, out
 from recallql.cli.params import bind_with_fallback, parse_params, used_by
 
 ParamOption = Annotated[list[str] | None, typer.Option(
     "--param", "-p", metavar="NAME=VALUE",
-    help="A statement parameter, bound by name, never put into the text. name=value infers "
-         "numbers, true/false, null and ISO dates (falling back to a string where the "
-         "statement wants one); name:=json takes a JSON value, e.g. v:=[0.1,0.2].")]
+    help="A statement parameter (repeatable), bound by name, never put into the text. "
+         "name=value infers numbers, true/false, null and ISO dates (falling back to a string "
+         "where the statement wants one); name:=json takes a JSON value, e.g. v:=[0.1,0.2].")]
 TextArgument = Annotated[str, typer.Argument(
     metavar="STATEMENTS", help="One or more ';'-separated statements, or '-' to read stdin.")]
 
@@ -37,37 +37,38 @@ def query(
     param: ParamOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Run statements and print their results (a table, or JSON with --json).
+    """Run statements and print their results as tables.
 
+    Statements run in order; the first error stops the rest (exit 1). SEARCH and RETRIEVE
+    return 10 rows unless they say LIMIT n. EXPLAIN prints the plan and each row's score
+    arithmetic (JSON with EXPLAIN FORMAT JSON).
+
+    \b
     Examples:
-
       recallql query "SEARCH docs MATCHING 'backup policy' LIMIT 5"
-
-      recallql query "SEARCH docs MATCHING :q WHERE tags CONTAINS :tag" -p q='disk full' -p tag=ops
-
+      recallql query "SEARCH docs MATCHING :q WHERE tags CONTAINS :tag" \\
+          -p q='disk full' -p tag=ops
       recallql query "RETRIEVE 5 FROM docs FOR SESSION :s" -p s=agent-7 --json
-
       recallql query "SHOW COLLECTIONS; DESCRIBE docs"
+      echo "SHOW SESSIONS;" | recallql query -
     """
     from recallql.grammar import parse_script
-    from recallql.render import json_list, render
+    from recallql.render import Catalog, print_outcome, to_json
 
     params = parse_params(param)
     with handled():
         statements = parse_script(_source(text))
     _check_unused(statements, set(params))
-    outcomes = []
     with open_db(db) as database, handled():
+        catalog = Catalog.of(database)
         for stmt in statements:
             used = used_by(stmt, params)
             outcome = bind_with_fallback(lambda values, s=stmt: database.execute(s, **values),
                                          used)
-            if not as_json:
-                fields = text_fields(database, getattr(outcome, "collection", None))
-                out.print(render(outcome, fields, width=out.width))
-            outcomes.append(outcome)
-    if as_json:
-        out.print(json_list(outcomes), markup=False, soft_wrap=True)
+            if as_json:
+                out.print(to_json(outcome, catalog, indent=None), markup=False, soft_wrap=True)
+            else:
+                print_outcome(out, outcome, catalog)
 
 
 def explain(
@@ -81,18 +82,27 @@ def explain(
     param: ParamOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show the plan and every row's score arithmetic (reason codes with contributions).
+    """Show a statement's plan and every row's score arithmetic.
 
+    The plan comes root first, one operator a line; then each row with its reason codes and
+    their contributions, which add up to the score.
+
+    \b
     Examples:
-
       recallql explain "SEARCH docs MATCHING 'rotate credentials' WITH RECENCY LIMIT 3"
-
-      recallql explain --analyze "SEARCH messages MATCHING :q GROUP BY CONVERSATION" -p q=deploy
+      recallql explain --analyze "SEARCH messages MATCHING :q GROUP BY CONVERSATION" \\
+          -p q=deploy
+      recallql explain "RETRIEVE 5 FROM docs FOR SESSION 's-42'" --json
     """
+    from recallql.render import Catalog, print_outcome, to_json
+
     params = parse_params(param)
     with open_db(db) as database, handled():
+        catalog = Catalog.of(database)
         outcome = bind_with_fallback(
             lambda values: database.explain(_source(text), analyze=analyze, verbose=verbose,
                                             **values), params)
-    rendered = outcome.to_json() if as_json else outcome.to_text()
-    out.print(rendered, markup=False, soft_wrap=True, highlight=False)
+    if as_json:
+        out.print(to_json(outcome, catalog, indent=None), markup=False, soft_wrap=True)
+    else:
+        print_outcome(out, outcome, catalog)

@@ -5,49 +5,54 @@ Reads (list, show, lineage) open the database read-only; writes take the writer 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from recallql.cli.common import DEFAULT_DB, DbOption, JsonOption, handled, open_db, out
+from recallql.cli.common import (
+    DEFAULT_DB,
+    Command,
+    DbOption,
+    JsonOption,
+    handled,
+    open_db,
+    out,
+)
 from recallql.cli.params import infer
 
-app = typer.Typer(no_args_is_help=True, help="List, inspect and change agent sessions.")
+app = typer.Typer(no_args_is_help=True, help="List, inspect and change agent sessions.",
+                  epilog="Each command has --help with examples.")
 SessionArg = Annotated[str, typer.Argument(metavar="SESSION", help="Session id.")]
 
 
 def _print(outcome, as_json: bool) -> None:
-    from recallql.render import json_list, render
+    from recallql.render import print_outcome, to_json
 
     if as_json:
-        out.print(json_list([outcome]), markup=False, soft_wrap=True)
+        out.print(to_json(outcome, indent=None), markup=False, soft_wrap=True)
     else:
-        out.print(render(outcome))
+        print_outcome(out, outcome)
 
 
-def _snapshot(snapshot, as_json: bool, message: str) -> None:
-    from rich.text import Text
-
-    from recallql.render import records_table
-
-    if as_json:
-        out.print(snapshot.model_dump_json(indent=2), markup=False, soft_wrap=True)
-        return
-    out.print(Text(message))
-    record = snapshot.model_dump(mode="json")
-    out.print(records_table(["field", "value"],
-                            [{"field": k, "value": v} for k, v in record.items()]))
-
-
-@app.command("list")
+@app.command("list", cls=Command, short_help="List sessions, oldest first.")
 def list_(
     db: DbOption = DEFAULT_DB,
-    status: Annotated[str | None, typer.Option(help="open, closed or archived.")] = None,
-    agent: Annotated[str | None, typer.Option(help="Only this agent's sessions.")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="At most this many.")] = None,
+    status: Annotated[str | None, typer.Option(metavar="STATUS",
+                                               help="open, closed or archived.")] = None,
+    agent: Annotated[str | None, typer.Option(metavar="AGENT",
+                                              help="Only this agent's sessions.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, metavar="N", help="At most this many.")
+                     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List sessions, oldest first (runs SHOW SESSIONS with parameters)."""
+    """List sessions, oldest first (SHOW SESSIONS with a WHERE from the options).
+
+    \b
+    Examples:
+      recallql sessions list --status open
+      recallql sessions list --agent ops-bot --limit 20 --json
+    """
     where = [c for c, v in (("status = :status", status), ("agent_id = :agent", agent)) if v]
     text = "SHOW SESSIONS" + (" WHERE " + " AND ".join(where) if where else "") \
         + (" LIMIT :limit" if limit else "")
@@ -56,38 +61,68 @@ def list_(
         _print(database.execute(text, **params), as_json)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Show a session's snapshot.")
 def show(session: SessionArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-    """Show a session's snapshot: status, keywords, signal sums, entities."""
+    """Show a session's snapshot: status, keywords, signal sums, entities.
+
+    The same view as the statement SHOW SESSION 'id'.
+
+    \b
+    Examples:
+      recallql sessions show s-42
+      recallql sessions show s-42 --json
+    """
     with open_db(db) as database, handled():
-        snap = database.sessions.snapshot(session)
-    _snapshot(snap, as_json, f"session {session}")
+        if as_json:
+            snap = database.sessions.snapshot(session)
+        else:
+            outcome = database.execute("SHOW SESSION :s", s=session)
+    if as_json:
+        out.print(snap.model_dump_json(), markup=False, soft_wrap=True)
+    else:
+        _print(outcome, False)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Show a session's chain of parents.")
 def lineage(session: SessionArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-    """Show the session's chain of parents and which links are compression continuations."""
+    """Show a session's chain of parents, and which links continue one conversation.
+
+    A parent that ended with end_reason compression is the same conversation (edge
+    continuation); branches, delegations and resets start new ones.
+
+    \b
+    Examples:
+      recallql sessions lineage s-42
+      recallql sessions lineage s-42 --json
+    """
     with open_db(db) as database, handled():
         _print(database.execute("SHOW LINEAGE :s", s=session), as_json)
 
 
-@app.command()
+@app.command(cls=Command)
 def create(
     session: SessionArg,
-    agent: Annotated[str, typer.Option(help="The agent's id.")],
+    agent: Annotated[str, typer.Option(metavar="AGENT", help="The agent's id.")],
     db: DbOption = DEFAULT_DB,
-    parent: Annotated[str | None, typer.Option(help="Parent session id.")] = None,
-    source: Annotated[str, typer.Option(help="cli, tool, subagent, ...")] = "cli",
-    branched_from: Annotated[str | None, typer.Option(help="Marker: branched from.")] = None,
-    delegate_from: Annotated[str | None, typer.Option(help="Marker: delegated from.")] = None,
-    title: Annotated[str | None, typer.Option(help="A title.")] = None,
+    parent: Annotated[str | None, typer.Option(metavar="SESSION", help="Parent session id.")
+                      ] = None,
+    source: Annotated[str, typer.Option(metavar="SOURCE", help="cli, tool, subagent, ...")
+                      ] = "cli",
+    branched_from: Annotated[str | None, typer.Option(
+        metavar="SESSION", help="The session this one branched from.")] = None,
+    delegate_from: Annotated[str | None, typer.Option(
+        metavar="SESSION", help="The session that delegated to this one.")] = None,
+    title: Annotated[str | None, typer.Option(metavar="TEXT", help="A title.")] = None,
     meta: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE",
                                                    help="Metadata entry (repeatable).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create an open session.
 
-    Example: recallql sessions create s-42 --agent ops-bot --parent s-41
+    \b
+    Examples:
+      recallql sessions create s-42 --agent ops-bot
+      recallql sessions create s-43 --agent ops-bot --parent s-42 --meta team=infra
     """
     metadata = {}
     for entry in meta or ():
@@ -101,34 +136,48 @@ def create(
                                         delegate_from=delegate_from, metadata=metadata,
                                         title=title)
     if as_json:
-        _snapshot(snap, as_json, "")
+        out.print(snap.model_dump_json(), markup=False, soft_wrap=True)
     else:
         parent_note = f", parent {parent}" if parent else ""
         out.print(f"created session {session} (agent {agent}{parent_note}, open)", markup=False)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Add an annotation (keywords for FOR SESSION).")
 def annotate(session: SessionArg,
              text: Annotated[str, typer.Argument(help="Annotation; its words become keywords.")],
              db: DbOption = DEFAULT_DB) -> None:
-    """Add an annotation (its words become the session's keywords for FOR SESSION)."""
+    """Add an annotation; its words become the session's keywords for FOR SESSION.
+
+    \b
+    Examples:
+      recallql sessions annotate s-42 "postgres upgrade"
+    """
     with open_db(db, write=True) as database, handled():
         database.sessions.annotate(session, text)
     out.print(f"annotated session {session}", markup=False)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Record a signal, e.g. a reward on an entity.",
+             context_settings={"ignore_unknown_options": True})
 def signal(
     session: SessionArg,
     name: Annotated[str, typer.Argument(help="Signal name, e.g. reward.")],
-    value: Annotated[float, typer.Argument(help="Signal value, e.g. 1.0.")],
-    entity: Annotated[str | None, typer.Option(help="The entity it is about, e.g. doc:42.")
-                      ] = None,
+    value: Annotated[float, typer.Argument(help="Signal value, e.g. 1.0 or -1 (a negative "
+                                                "number is a value, not an option).")],
+    entity: Annotated[str | None, typer.Option(
+        metavar="ENTITY", help="What it is about: an item's entity, or its doc_id (e.g. "
+        "notes/postgres.md).")] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Record a signal (validated by the signal policy; a rejected one names the rule).
+    """Record a signal, e.g. a reward on an entity.
 
-    Example: recallql sessions signal s-42 reward 1.0 --entity debian:openssl
+    Signals are checked by the signal policy (by default: reward in [-1, 1]); a rejected one
+    names the rule.
+
+    \b
+    Examples:
+      recallql sessions signal s-42 reward 1.0 --entity debian:openssl
+      recallql sessions signal s-42 reward -1 --entity notes/postgres.md
     """
     with open_db(db, write=True) as database, handled():
         database.sessions.signal(session, name, value, entity=entity)
@@ -136,35 +185,110 @@ def signal(
     out.print(f"recorded {name} {value:g}{about} in session {session}", markup=False)
 
 
-@app.command()
+#: The end reasons agents record (Hermes Agent's, plus recallql's `cli_close` and `archived`).
+END_REASONS = ("compression", "branched", "new_session", "session_reset", "session_switch",
+               "resumed_other", "cli_close", "agent_close", "cron_complete", "idle", "daily",
+               "suspended", "resume_pending_expired", "user_exit", "archived")
+
+
+def check_reason(reason: str, any_reason: bool) -> str:
+    """`reason` when it is a known end reason (or `any_reason`).
+
+    Raises:
+        typer.BadParameter: (exit 2) an unknown reason, with a did-you-mean.
+    """
+    import difflib
+
+    if any_reason or reason in END_REASONS:
+        return reason
+    close = difflib.get_close_matches(reason, END_REASONS, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    raise typer.BadParameter(
+        f"unknown end reason {reason!r}; {guess}known: {', '.join(END_REASONS)} "
+        "(--any-reason records another)", param_hint="--reason")
+
+
+@app.command(cls=Command)
 def close(
     session: SessionArg,
-    reason: Annotated[str, typer.Option("--reason", help="end_reason: user_exit, compression, "
-                                        "branched, new_session, ...")] = "user_exit",
+    reason: Annotated[str, typer.Option(
+        "--reason", metavar="REASON",
+        help="Why it ended: compression (context rotated: the next session continues the "
+             "conversation), branched, new_session, session_reset, user_exit, ... (the full "
+             "list is checked; see --any-reason).")] = "user_exit",
+    any_reason: Annotated[bool, typer.Option(
+        "--any-reason", help="Accept an end reason that is not in the known list.")] = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Close an open session."""
+    """Close an open session.
+
+    \b
+    Examples:
+      recallql sessions close s-42
+      recallql sessions close s-41 --reason compression
+    """
+    reason = check_reason(reason, any_reason)
     with open_db(db, write=True) as database, handled():
         database.sessions.close(session, end_reason=reason)
     out.print(f"closed session {session} ({reason})", markup=False)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Archive a session (its snapshot is frozen).")
 def archive(session: SessionArg, db: DbOption = DEFAULT_DB) -> None:
-    """Archive a session (closing it first if open); its snapshot is frozen."""
+    """Archive a session (closing it first if open); its snapshot is frozen.
+
+    \b
+    Examples:
+      recallql sessions archive s-42
+    """
     with open_db(db, write=True) as database, handled():
         database.sessions.archive(session)
     out.print(f"archived session {session}", markup=False)
 
 
-@app.command()
+#: The sessions `Sessions.sweep` removes: last activity (the end; for open sessions the latest
+#: of start, signal and annotation) before the cutoff.
+_SWEPT = ("SELECT COUNT(*) FROM sessions s WHERE COALESCE(s.ended_at, MAX(s.started_at, "
+          "COALESCE((SELECT MAX(at) FROM signals WHERE session_id = s.id), 0), "
+          "COALESCE((SELECT MAX(at) FROM annotations WHERE session_id = s.id), 0))) < ?")
+
+
+def _sweep_count(db: Path, days: float) -> int:
+    """How many sessions a sweep of `days` would remove now (read-only)."""
+    import time
+
+    with open_db(db) as database, handled(), database.read_transaction() as conn:
+        return conn.execute(_SWEPT, (time.time() - days * 86400,)).fetchone()[0]
+
+
+@app.command(cls=Command, short_help="Remove old sessions (shows how many, asks first).")
 def sweep(
     older_than: Annotated[float, typer.Option("--older-than", min=0, metavar="DAYS",
-                                              help="Remove sessions that ended (open ones: "
-                                                   "started) more than DAYS ago.")],
+                                              help="Remove sessions whose last activity (their "
+                                                   "end; for open ones the latest start, signal "
+                                                   "or annotation) is more than DAYS ago.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")
+                   ] = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Remove old sessions with their annotations and signals."""
+    """Remove old sessions with their annotations, signals and messages.
+
+    Shows how many sessions would go and asks first (--yes does not ask).
+
+    \b
+    Examples:
+      recallql sessions sweep --older-than 90
+      recallql sessions sweep --older-than 30 --yes
+    """
+    if not yes:
+        count = _sweep_count(db, older_than)
+        if not count:
+            out.print(f"no session's last activity is more than {older_than:g} days ago; "
+                      "nothing to remove", markup=False)
+            return
+        noun = "session" if count == 1 else "sessions"
+        typer.confirm(f"remove {count} {noun} (last active more than {older_than:g} days ago) "
+                      "with their annotations, signals and messages?", abort=True, err=True)
     with open_db(db, write=True) as database, handled():
         removed = database.sessions.sweep(older_than)
     out.print(f"removed {removed} session{'s' if removed != 1 else ''}", markup=False)

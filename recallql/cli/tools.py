@@ -11,6 +11,7 @@ import typer
 
 from recallql.cli.common import (
     DEFAULT_DB,
+    Command,
     DbOption,
     EmbedderOption,
     JsonOption,
@@ -19,23 +20,37 @@ from recallql.cli.common import (
     fail,
     handled,
     is_database,
+    no_database,
     open_db,
     out,
 )
 
-import_app = typer.Typer(no_args_is_help=True, help="Import another agent's memory store.")
+import_app = typer.Typer(no_args_is_help=True, help="Import another agent's memory store.",
+                         epilog="Example: recallql import hermes ~/.hermes/state.db --db "
+                                "memory.db")
 
 
 def shell(
     db: DbOption = DEFAULT_DB,
     history: Annotated[Path | None, typer.Option(
-        envvar="RECALLQL_HISTORY", help="History file (default ~/.recallql_history).")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+        envvar="RECALLQL_HISTORY", metavar="FILE",
+        help="History file (default ~/.recallql_history).")] = None,
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json."
+                                     )] = "table",
+    create: Annotated[bool, typer.Option("--create", help="Create an empty database when "
+                                         "there is none at --db.")] = False,
 ) -> None:
-    """Interactive shell: statements end with ';', \\help lists the commands.
+    """Interactive shell: line editing, history, completion, tables.
 
-    Opens the database read-only (it never blocks a writer); a missing database is created
-    empty. With input from a pipe it runs the statements and exits.
+    Statements end with ';' (Enter before it continues the statement); \\help lists the
+    backslash commands, \\q quits. The database is opened read-only (it never blocks a
+    writer). With input from a pipe it runs the script, stops at the first error and exits 1.
+
+    \b
+    Examples:
+      recallql shell --db mem.db
+      recallql shell --db scratch.db --create
+      echo "SHOW COLLECTIONS; DESCRIBE docs;" | recallql shell --db mem.db
     """
     from recallql.render import FORMATS
     from recallql.repl import Repl
@@ -43,29 +58,49 @@ def shell(
     if fmt not in FORMATS:
         raise typer.BadParameter("use table or json", param_hint="--format")
     if not is_database(db):
-        open_db(db, write=True).close()
-        err.print(f"created an empty database at {db}", markup=False)
+        _create_empty(db, create)
     with open_db(db) as database:
         code = Repl(database, history=history, fmt=fmt, debug=State.debug).run()
     raise typer.Exit(code)
 
 
+def _create_empty(db: Path, create: bool) -> None:
+    """Create an empty database at `db` for ``shell --create``.
+
+    Raises:
+        typer.Exit: (code 1) without --create, or where no database can be created.
+    """
+    occupied = (db.exists() and not db.is_dir()) or (db.is_dir() and any(db.iterdir()))
+    if not create or occupied:
+        raise fail(no_database(db, f"start an empty one with `recallql shell --db {db} "
+                                   f"--create`, or ingest first: `recallql ingest FILES --db "
+                                   f"{db}`"))
+    open_db(db, write=True).close()
+    err.print(f"created an empty database at {db}", markup=False)
+
+
 def demo(
-    db: Annotated[Path, typer.Option("--db", help="Where to build the demo database (rebuilt "
-                                     "if it was built by the demo).")] = Path("recallql-demo.db"),
+    db: Annotated[Path, typer.Option("--db", metavar="PATH",
+                                     help="Where to build the demo database (rebuilt if it was "
+                                          "built by the demo).")] = Path("recallql-demo.db"),
     small: Annotated[bool, typer.Option("--small", help="A few hundred documents and "
                                         "messages (seconds, for tests).")] = False,
     all_docs: Annotated[bool, typer.Option("--all", help="Every changelog entry on the "
                                            "machine (minutes).")] = False,
-    embedder: Annotated[str, typer.Option(help="default (all-MiniLM-L6-v2) or hash (no "
-                                          "model, fastest).")] = "default",
+    embedder: Annotated[str, typer.Option(metavar="NAME", help="default (all-MiniLM-L6-v2) "
+                                          "or hash (no model, fastest).")] = "default",
 ) -> None:
-    """Build a demo database from real data on this machine and tour the language.
+    """Build a demo database from real data on this machine, then tour it.
 
     Documents are Debian changelog entries (/usr/share/doc/*/changelog.Debian.gz; Python's NEWS
     or CACM when there are none), conversations are real chats from the chitchat-dataset
     package rotated into session chains. Then it runs SEARCH, FOR SESSION, GROUP BY
     CONVERSATION and EXPLAIN statements and prints what they return.
+
+    \b
+    Examples:
+      recallql demo
+      recallql demo --small --embedder hash --db /tmp/demo.db
     """
     from recallql.demo import DemoError, run_demo
 
@@ -82,9 +117,14 @@ def demo(
 
 
 def bench(ctx: typer.Context) -> None:
-    """Run the benchmarks (python -m benchmarks) from a source checkout.
+    """Run the benchmarks from a source checkout (python -m benchmarks).
 
-    Extra arguments are passed on, e.g. recallql bench -- --help.
+    Extra arguments are passed on to the benchmark runner.
+
+    \b
+    Examples:
+      recallql bench
+      recallql bench -- --help
     """
     root = Path(__file__).resolve().parents[2]
     if not (root / "benchmarks").is_dir():
@@ -113,7 +153,8 @@ def _import_with_progress(database, store: Path):
             store, progress=lambda done, total: bar.update(task, completed=done, total=total))
 
 
-@import_app.command("hermes")
+@import_app.command("hermes", cls=Command,
+                    short_help="Import a Hermes Agent store (read-only).")
 def import_hermes(
     store: Annotated[Path, typer.Argument(metavar="STATE_DB", help="A Hermes Agent state.db "
                                           "(read-only; never written), e.g. "
@@ -125,6 +166,11 @@ def import_hermes(
     """Import a Hermes Agent session store (sessions, lineage markers, messages).
 
     The store is read-only and never written. Re-importing the same file adds nothing twice.
+
+    \b
+    Examples:
+      recallql import hermes ~/.hermes/state.db --db memory.db
+      recallql import hermes state.db --db memory.db --json
     """
     from recallql.render import cell, records_table
 
@@ -133,7 +179,7 @@ def import_hermes(
     with open_db(db, write=True, embedder=embedder) as database, handled():
         report = _import_with_progress(database, store)
     if as_json:
-        out.print(report.model_dump_json(indent=2), markup=False, soft_wrap=True)
+        out.print(report.model_dump_json(), markup=False, soft_wrap=True)
         return
     out.print(f"imported {store} into {db}", markup=False)
     rows = [{"what": k, "value": cell(v)} for k, v in report.model_dump(mode="json").items()]

@@ -28,10 +28,10 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from recallql.cli.progress import ProgressEmbedder
 from recallql.demo.build import (
     ROTATE_EVERY,
     SIZES,
-    ProgressEmbedder,
     conversation_roots,
     plan_conversations,
     write_conversations,

@@ -14,11 +14,9 @@ Short chats are one session each.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from recallql.demo.sources import Chat, Turn
 
@@ -42,33 +40,6 @@ SIZES = {
     "default": Size(docs=3000, long_chats=6, turns=160, short_chats=100),
     "all": Size(docs=None, long_chats=6, turns=160, short_chats=100),
 }
-
-
-class ProgressEmbedder:
-    """Wraps an embedder (same name and dimension) and reports each embedded chunk.
-
-    Attributes:
-        on_progress: called with the number of texts in each chunk once it is embedded.
-    """
-
-    def __init__(self, inner: Any, chunk: int = 128) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.dim = inner.dim
-        self.chunk = chunk
-        self.on_progress: Callable[[int], None] | None = None
-
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        """Embed in chunks of similar length (sorted by length first, so padding stays low
-        even though each chunk is a separate call), reporting after each chunk."""
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self.chunk):
-            picked = order[start:start + self.chunk]
-            out[picked] = self.inner([texts[i] for i in picked])
-            if self.on_progress is not None:
-                self.on_progress(len(picked))
-        return out
 
 
 @dataclass
@@ -129,7 +100,7 @@ def plan_conversations(long: list[Chat], short: list[Chat]) -> dict[str, list[Se
 
 
 def conversation_roots(plans: Iterable[SessionPlan]) -> dict[str, str]:
-    """Each planned session's conversation (its root session), by SPEC §6's rule: a session
+    """Each planned session's conversation (its root session), by the lineage rule: a session
     continues its parent's conversation only when the parent ended by compression and the
     session is not a branch of it. `plans` must list parents first."""
     ended = {}

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from recallql.demo.sources import DocSource
-from recallql.render import render, shorten
+from recallql.render import Catalog, print_outcome, shorten
 
 CHAT_QUERY = "robots taking over the world"
 LONG_CHATS = "chat%"
@@ -64,9 +64,7 @@ class Tour:
             self.console.print(Text(f"  parameters: {shown}", style="dim"), soft_wrap=True)
         outcome = self.db.execute(text, **params)
         if show:
-            fields = next((tuple(c.text_fields) for c in self.db.collections()
-                           if c.name == getattr(outcome, "collection", None)), ())
-            self.console.print(render(outcome, fields, width=self.console.width))
+            print_outcome(self.console, outcome, Catalog.of(self.db))
         return outcome
 
 

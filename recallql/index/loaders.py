@@ -17,9 +17,11 @@ import datetime as dt
 import email.utils
 import gzip
 import json
+import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from recallql.index.errors import IngestError
@@ -171,11 +173,20 @@ def _debian_item(entry: dict, trailer: re.Match, position: int) -> dict:
 
 
 def load_debian(paths: Iterable[str | Path] | None = None,
-                doc_root: str | Path = "/usr/share/doc") -> Iterator[dict]:
+                doc_root: str | Path = "/usr/share/doc", seen: set[str] | None = None
+                ) -> Iterator[dict]:
     """Debian changelog entries from the given ``changelog.Debian.gz`` files (default: every
-    one under `doc_root`)."""
+    one under `doc_root`).
+
+    Args:
+        paths: the files (default: ``<doc_root>/*/changelog.Debian.gz``).
+        doc_root: where to look when `paths` is None.
+        seen: ids already yielded (updated); pass one set to several calls so that an entry
+            met again (binary packages of one source package ship the same changelog) is
+            yielded once.
+    """
     files = sorted(Path(doc_root).glob("*/changelog.Debian.gz")) if paths is None else paths
-    seen: set[str] = set()
+    seen = set() if seen is None else seen
     for path in files:
         try:
             with gzip.open(path, "rt", encoding="utf-8", errors="replace") as handle:
@@ -270,15 +281,27 @@ def chunk_paragraphs(text: str, max_chars: int = 1200) -> list[str]:
     return chunks
 
 
+def text_doc_id(path: str | Path) -> str:
+    """The ``doc_id`` of a text file, the same however the file was named: its path relative to
+    the current directory when it is inside it, else its absolute path (normalised, ``..``
+    resolved lexically, POSIX separators). ``notes/a.md``, ``./notes/a.md`` and the ``a.md``
+    found under ``notes/`` are all ``notes/a.md``."""
+    absolute = Path(os.path.abspath(path))
+    cwd = Path(os.getcwd())
+    if absolute.is_relative_to(cwd):
+        return absolute.relative_to(cwd).as_posix()
+    return absolute.as_posix()
+
+
 def load_text(path: str | Path, root: str | Path | None = None,
               max_chars: int = 1200) -> Iterator[dict]:
-    """Chunks of a text or Markdown file: doc_id = path relative to `root` (default: the file's
-    directory), position = chunk number, id = ``<doc_id>#<position>``, created_at = the file's
-    mtime (UTC), title = the first Markdown heading or the file name. A heading that opens the
-    file becomes the title only (it is not repeated in the first chunk's body), so its words are
-    not counted twice by BM25 nor embedded twice."""
+    """Chunks of a text or Markdown file: doc_id = the path relative to `root` when given, else
+    `text_doc_id`; position = chunk number, id = ``<doc_id>#<position>``, created_at = the
+    file's mtime (UTC), title = the first Markdown heading or the file name. A heading that opens
+    the file becomes the title only (it is not repeated in the first chunk's body), so its words
+    are not counted twice by BM25 nor embedded twice."""
     file = Path(path)
-    doc_id = file.relative_to(root).as_posix() if root is not None else file.name
+    doc_id = file.relative_to(root).as_posix() if root is not None else text_doc_id(file)
     text = file.read_text(encoding="utf-8", errors="replace")
     heading = re.search(r"^#{1,6}\s+(.+)$", text, re.MULTILINE)
     title = heading.group(1).strip() if heading else file.stem
@@ -313,14 +336,54 @@ def detect(path: Path) -> str:
     return "text"
 
 
-def load_path(path: str | Path, fmt: str = "auto") -> Iterator[dict]:
+def load_paths(paths: Iterable[str | Path], fmt: str = "auto") -> Iterator[dict]:
+    """Items from several paths as one run (what ``recallql ingest PATH...`` reads): a Debian
+    changelog entry met in several files is yielded once.
+
+    Raises:
+        IngestError: as `load_path`.
+    """
+    seen = Seen()
+    for path in paths:
+        yield from load_path(path, fmt, seen=seen)
+
+
+@dataclass
+class Seen:
+    """What one loading run has yielded, so nothing goes into one batch twice.
+
+    Attributes:
+        entries: Debian entry ids (see `load_debian`).
+        files: JSONL and text files already read (`text_doc_id` keys): a file named twice, or
+            named and also found under a directory argument, is read once.
+    """
+
+    entries: set[str] = field(default_factory=set)
+    files: set[str] = field(default_factory=set)
+
+    def first_visit(self, file: Path) -> bool:
+        """Whether `file` was not read before in this run (and mark it read)."""
+        key = text_doc_id(file)
+        if key in self.files:
+            return False
+        self.files.add(key)
+        return True
+
+
+def load_path(path: str | Path, fmt: str = "auto", *, seen: Seen | None = None
+              ) -> Iterator[dict]:
     """Items from one path in the given format (``auto`` detects it; a plain directory is
     walked for ``.jsonl`` and text files).
+
+    Args:
+        path: a file or directory.
+        fmt: one of `FORMATS`.
+        seen: what this run has yielded already (see `load_paths`).
 
     Raises:
         IngestError: unknown format, missing path, or a bad JSONL line.
     """
-    p = Path(path)
+    p, seen = Path(path), seen or Seen()
     if not p.exists():
         raise IngestError(f"{p}: no such file or directory")
     kind = detect(p) if fmt == "auto" else fmt
@@ -328,21 +391,24 @@ def load_path(path: str | Path, fmt: str = "auto") -> Iterator[dict]:
         root = p if p.is_dir() else p.parent
         yield from (load_cacm(root) if kind == "cacm" else load_cranfield(root))
     elif kind == "debian":
-        yield from load_debian(sorted(p.rglob("changelog.Debian.gz")) if p.is_dir() else [p])
+        files = sorted(p.rglob("changelog.Debian.gz")) if p.is_dir() else [p]
+        yield from load_debian(files, seen=seen.entries)
     elif kind in ("jsonl", "text") and p.is_file():
-        yield from (load_jsonl(p) if kind == "jsonl" else load_text(p, p.parent))
+        if seen.first_visit(p):
+            yield from (load_jsonl(p) if kind == "jsonl" else load_text(p))
     elif kind in ("tree", "jsonl", "text"):
-        yield from _walk(p, kind)
+        yield from _walk(p, kind, seen)
     else:
         raise IngestError(f"unknown format {fmt!r} (use one of: {', '.join(FORMATS)})")
 
 
-def _walk(root: Path, kind: str) -> Iterator[dict]:
+def _walk(root: Path, kind: str, seen: Seen) -> Iterator[dict]:
     for file in sorted(f for f in root.rglob("*") if f.is_file()):
-        if file.suffix == ".jsonl" and kind in ("tree", "jsonl"):
+        if file.suffix == ".jsonl" and kind in ("tree", "jsonl") and seen.first_visit(file):
             yield from load_jsonl(file)
-        elif file.suffix in TEXT_SUFFIXES and kind in ("tree", "text"):
-            yield from load_text(file, root)
+        elif file.suffix in TEXT_SUFFIXES and kind in ("tree", "text") \
+                and seen.first_visit(file):
+            yield from load_text(file)
 
 
 #: Keys the built-in loaders add beyond the `docs` collection's fields.

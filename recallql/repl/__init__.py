@@ -4,8 +4,8 @@ EXPLAIN as a tree.
 
     >>> Repl(recallql.connect("mem.db", readonly=True)).run()    # doctest: +SKIP
 
-With input that is not a terminal (a pipe, a file) it reads statements and backslash commands
-from it and exits with 1 if any failed.
+With input that is not a terminal (a pipe, a file) it runs the statements and backslash commands
+it reads in order, stops at the first error and exits with 1 (0 when all ran).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.text import Text
 
+from recallql.render import make_console
 from recallql.repl.commands import COMMANDS, HELP, Command, parse_command
-from recallql.repl.input import is_complete
+from recallql.repl.input import is_complete, split_statements
 
 __all__ = ["Repl", "is_complete"]
 
@@ -46,7 +47,7 @@ class Repl:
         self.fmt = fmt
         self.debug = debug
         self.timing = False
-        self.console = console or Console(highlight=False)
+        self.console = console or make_console()
         self.failed = False
 
     # -- loops ---------------------------------------------------------------------------------
@@ -79,13 +80,15 @@ class Repl:
                 return
 
     def run_lines(self, lines: Iterable[str]) -> None:
-        """Run statements and commands read line by line (a statement may span lines)."""
+        """Run a script read line by line (a statement may span lines, a line may hold several):
+        statements and commands in order, stopping at the first error (`failed` is then
+        True)."""
         buffer = ""
         for line in lines:
             buffer += line if line.endswith("\n") else line + "\n"
             if is_complete(buffer):
                 text, buffer = buffer, ""
-                if not self.handle(text):
+                if not self.handle(text) or self.failed:
                     return
         if buffer.strip():
             self.handle(buffer)
@@ -129,30 +132,36 @@ class Repl:
         return True
 
     def execute(self, text: str) -> None:
-        """Parse `text` as ';'-separated statements and run them in order; stop at an error."""
+        """Run the ';'-separated statements of `text` in order, each parsed when its turn comes
+        (so those before a syntax error run); stop at the first error. Error positions are
+        within the failing statement."""
         from recallql.grammar import parse_script
 
         try:
-            statements = parse_script(text)
-            for stmt in statements:
-                started = time.perf_counter()
-                outcome = self.db.execute(stmt)
-                self.show(outcome)
-                if self.timing:
-                    ms = (time.perf_counter() - started) * 1000
-                    self.console.print(Text(f"Time: {ms:.3f} ms", style="dim"))
+            for piece in split_statements(text):
+                for stmt in parse_script(piece.strip()):
+                    self.run_statement(stmt)
         except Exception as exc:  # noqa: BLE001 - the shell reports every error and goes on
             self.report(exc)
 
+    def run_statement(self, stmt: Any) -> None:
+        """Execute one parsed statement and print its outcome (and time with \\timing)."""
+        started = time.perf_counter()
+        outcome = self.db.execute(stmt)
+        self.show(outcome)
+        if self.timing:
+            ms = (time.perf_counter() - started) * 1000
+            self.console.print(Text(f"Time: {ms:.3f} ms", style="dim"))
+
     def show(self, outcome: Any) -> None:
         """Print a statement's outcome in the current format."""
-        from recallql.render import render, to_json
+        from recallql.render import Catalog, print_outcome, to_json
 
+        catalog = Catalog.of(self.db)
         if self.fmt == "json":
-            self.console.print(to_json(outcome), markup=False, soft_wrap=True)
+            self.console.print(to_json(outcome, catalog), markup=False, soft_wrap=True)
             return
-        fields = self.text_fields(getattr(outcome, "collection", None))
-        self.console.print(render(outcome, fields, width=self.console.width))
+        print_outcome(self.console, outcome, catalog)
 
     def report(self, exc: Exception) -> None:
         """Print an error: a query error's rendering (with the caret), a one-line message for
@@ -183,8 +192,3 @@ class Repl:
 
         return {c.name: [*c.text_fields, *c.fields, *BUILTIN_FIELDS]
                 for c in self.db.collections()}
-
-    def text_fields(self, collection: str | None) -> tuple[str, ...]:
-        """The text fields of `collection` (for the table's text column)."""
-        return next((tuple(c.text_fields) for c in self.db.collections()
-                     if c.name == collection), ())

@@ -4,15 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 _QUIT_WORDS = ("quit", "exit")
 
 
-def _last_significant(text: str) -> tuple[str, bool]:
-    """The last character outside comments and whitespace, and whether the text ends inside a
-    string or quoted identifier."""
-    last, quote, i = "", "", 0
+class Scan(NamedTuple):
+    """What `scan` finds in input text.
+
+    Attributes:
+        separators: offsets of the ``;`` that end statements (outside strings, quoted
+            identifiers and comments).
+        last: the last character outside comments and whitespace ("" if none).
+        open_quote: whether the text ends inside a string or quoted identifier.
+    """
+
+    separators: list[int]
+    last: str
+    open_quote: bool
+
+
+def scan(text: str) -> Scan:
+    """Scan statement text the way the grammar's lexer sees it: ``'...'`` strings and
+    ``"..."`` identifiers (with doubled quotes inside), ``--`` comments to the end of line."""
+    separators, last, quote, i = [], "", "", 0
     while i < len(text):
         ch = text[i]
         if quote:
@@ -30,8 +45,20 @@ def _last_significant(text: str) -> tuple[str, bool]:
             continue
         elif not ch.isspace():
             last = ch
+            if ch == ";":
+                separators.append(i)
         i += 1
-    return last, bool(quote)
+    return Scan(separators, last, bool(quote))
+
+
+def split_statements(text: str) -> list[str]:
+    """`text` cut at the ``;`` that end statements (those found by `scan`), without the
+    separators; blank pieces are left out. The last piece may be an unfinished statement."""
+    pieces, start = [], 0
+    for end in [*scan(text).separators, len(text)]:
+        pieces.append(text[start:end])
+        start = end + 1
+    return [p for p in pieces if p.strip()]
 
 
 def is_complete(text: str) -> bool:
@@ -42,8 +69,8 @@ def is_complete(text: str) -> bool:
         return True
     if stripped.rstrip(";").strip().lower() in _QUIT_WORDS:
         return True
-    last, open_quote = _last_significant(text)
-    return last == ";" and not open_quote
+    found = scan(text)
+    return found.last == ";" and not found.open_quote
 
 
 def make_session(history: Path, catalog: Callable[[], dict[str, list[str]]],
