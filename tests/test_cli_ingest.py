@@ -29,7 +29,7 @@ def test_ingest_jsonl_and_text(tmp_path, monkeypatch):
     db = tmp_path / "db"
     result = _ingest(str(data), "--db", str(db), "--embedder", "hash")
     assert result.exit_code == 0, result.output
-    assert "ingested 2 items into docs (2 new, 0 replaced, 2 embedded) in 1 batches" in (
+    assert "ingested 2 items into docs (2 new, 0 replaced, 0 unchanged, 2 embedded) in 1 batches" in (
         result.stdout)
     with recallql.connect(db, embedder=HashEmbedder(), readonly=True) as conn:
         assert sorted(conn.snapshot("docs").ids) == ["data/note.md#0", "j1"]
@@ -70,7 +70,7 @@ def test_same_named_files_are_two_documents_and_a_file_is_one_however_named(
     assert _ingest("p1/README.md", "p2/README.md", *args).exit_code == 0
     assert _ingest("kb/", *args).exit_code == 0
     again = _ingest("kb/sub/kafka.md", *args)
-    assert "(0 new, 1 replaced" in again.stdout, again.output
+    assert "(0 new, 0 replaced, 1 unchanged, 0 embedded)" in again.stdout, again.output
     with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
         snap = conn.snapshot("docs")
         assert {snap.ids[i] for i in snap.live.nonzero()[0]} == {
@@ -82,11 +82,11 @@ def test_ctrl_c_keeps_the_committed_batches_and_exits_130(tmp_path, monkeypatch)
     path.write_text("".join(json.dumps({"id": f"i{n}"}) + "\n" for n in range(5)))
     real, calls = recallql.Database.ingest, []
 
-    def interrupted_second_batch(self, collection, items):
+    def interrupted_second_batch(self, collection, items, **kwargs):
         calls.append(len(items))
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return real(self, collection, items)
+        return real(self, collection, items, **kwargs)
 
     monkeypatch.setattr(recallql.Database, "ingest", interrupted_second_batch)
     result = _ingest(str(path), "--db", str(tmp_path / "db"), "--embedder", "hash",
@@ -221,3 +221,44 @@ def test_locked_database_is_a_clean_error(tmp_path):
 def test_no_arguments_shows_help():
     result = runner.invoke(app, [])
     assert result.exit_code in (0, 2) and "ingest" in result.output
+
+
+def test_a_shrunk_file_leaves_no_stale_chunks(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kb").mkdir()
+    big = tmp_path / "kb" / "big.md"
+    big.write_text("# Big\n\n" + "\n\n".join(f"vacuum paragraph {i}. " * 60 for i in range(8)))
+    args = ("--db", "db", "--embedder", "hash")
+    first = _ingest("kb/", *args)
+    assert first.exit_code == 0, first.output
+    big.write_text("# Big\n\nOne short paragraph about vacuum.\n")
+    again = _ingest("kb/", *args, "--batch-size", "1")
+    assert again.exit_code == 0, again.output
+    assert "stale chunks removed" in again.stdout
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
+        rows = conn.execute("SEARCH docs MATCHING 'vacuum' LIMIT 50").rows
+        assert [r.id for r in rows] == ["kb/big.md#0"]
+        assert rows[0].fields["body"] == "One short paragraph about vacuum."
+
+
+def test_batches_never_split_a_document():
+    from recallql.cli.ingest import _batches
+
+    items = [{"id": f"{d}#{p}", "doc_id": d} for d in "abc" for p in range(3)]
+    batches = list(_batches(items, 2))
+    assert [[i["id"] for i in b] for b in batches] == [
+        ["a#0", "a#1", "a#2"], ["b#0", "b#1", "b#2"], ["c#0", "c#1", "c#2"]]
+
+
+def test_delete_removes_documents_and_counts_missing_ids(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.md").write_text("# A\n\nalpha text\n")
+    (tmp_path / "b.md").write_text("# B\n\nbeta text\n")
+    assert _ingest("a.md", "b.md", "--db", "db", "--embedder", "hash").exit_code == 0
+    result = CliRunner().invoke(app, ["delete", "--doc-id", "a.md", "--id", "nope", "--db", "db"])
+    assert result.exit_code == 0, result.output
+    assert "deleted 1 items from docs, 1 not found" in result.stdout
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
+        assert conn.execute("SEARCH docs MATCHING 'text'").ids() == ["b.md#0"]
+    usage = CliRunner().invoke(app, ["delete", "--db", "db"])
+    assert usage.exit_code == 2 and "give at least one --id or --doc-id" in usage.output

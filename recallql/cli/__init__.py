@@ -19,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+from recallql.cli import delete as _delete
 from recallql.cli import ingest as _ingest
 from recallql.cli import query as _query
 from recallql.cli import sessions as _sessions
@@ -68,6 +69,7 @@ def _root(
 
 app.command(cls=Command, short_help="Ingest files and directories into a collection."
             )(_ingest.ingest)
+app.command(cls=Command, short_help="Delete items or whole documents.")(_delete.delete)
 app.command(cls=Command, short_help="Run statements and print their results.")(_query.query)
 app.command(cls=Command, short_help="Show a statement's plan and each row's score arithmetic."
             )(_query.explain)

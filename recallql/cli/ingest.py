@@ -6,7 +6,6 @@ of texts is embedded. Ctrl-C keeps the batches already committed and says how ma
 
 from __future__ import annotations
 
-import itertools
 import shutil
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -50,6 +49,8 @@ class Tally:
     items: int = 0
     added: int = 0
     replaced: int = 0
+    unchanged: int = 0
+    removed: int = 0
     embedded: int = 0
     batches: int = 0
 
@@ -58,6 +59,8 @@ class Tally:
         self.items += size
         self.added += report.added
         self.replaced += report.replaced
+        self.unchanged += report.unchanged
+        self.removed += report.removed
         self.embedded += report.embedded
         self.batches += 1
 
@@ -129,9 +132,21 @@ def count(sources: Sequence[Source]) -> int | None:
         return None
 
 
+def _doc(item: dict) -> object:
+    return item.get("doc_id", item.get("id"))
+
+
 def _batches(items: Iterable[dict], size: int) -> Iterator[list[dict]]:
-    iterator = iter(items)
-    while chunk := list(itertools.islice(iterator, size)):
+    """Batches of about `size` items, cut only between documents: a document's chunks always
+    travel in one batch, which `replace_documents` relies on (it replaces a document's stored
+    chunks by the ones in the batch)."""
+    chunk: list[dict] = []
+    for item in items:
+        if len(chunk) >= size and _doc(item) != _doc(chunk[-1]):
+            yield chunk
+            chunk = []
+        chunk.append(item)
+    if chunk:
         yield chunk
 
 
@@ -146,13 +161,19 @@ def ingest(
     embedder: EmbedderOption = "auto",
     batch_size: Annotated[int, typer.Option(min=1, metavar="N",
                                             help="Items per all-or-nothing batch.")] = 2000,
+    replace_documents: Annotated[bool, typer.Option(
+        "--replace-documents/--keep-old-chunks",
+        help="A document's chunks in the input replace all its stored chunks (a shrunk file "
+             "leaves no stale chunks).")] = True,
 ) -> None:
     """Ingest files and directories into a collection, with a progress bar.
 
     Formats: JSONL (one item per line), text and Markdown (.txt .md .markdown .rst .text,
     chunked by paragraph; doc_id is the file's path relative to the current directory), CACM,
     Cranfield, Debian changelogs (changelog.Debian.gz). Directories are searched for .jsonl and
-    text files. An item whose id exists replaces it. Each batch is committed all-or-nothing;
+    text files. An item whose id exists replaces it; an item identical to the stored one is left
+    as it is (not re-embedded); with --replace-documents (the default) a document's stored
+    chunks that the input no longer has are removed. Each batch is committed all-or-nothing;
     Ctrl-C keeps the committed batches and exits 130. Creates the database when missing.
 
     \b
@@ -169,7 +190,7 @@ def ingest(
     created, tally = not db.exists(), Tally()
     started = time.perf_counter()
     try:
-        _ingest_into(db, collection, sources, embedder, batch_size, tally)
+        _ingest_into(db, collection, sources, embedder, batch_size, tally, replace_documents)
     except BaseException:
         if created and not tally.batches:
             shutil.rmtree(db, ignore_errors=True)  # nothing was committed: leave no empty database
@@ -178,7 +199,7 @@ def ingest(
 
 
 def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder: str,
-                 batch_size: int, tally: Tally) -> None:
+                 batch_size: int, tally: Tally, replace_documents: bool = True) -> None:
     import recallql
     from recallql.cli.progress import ProgressEmbedder
     from recallql.index.embedders import resolve
@@ -197,7 +218,8 @@ def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder:
         if info is None:
             raise fail(f"no collection {collection!r} in {db}")
         drop = set(EXTRA_KEYS) - set(info.text_fields) - set(info.fields)
-        _run(database, collection, read(sources, drop), count(sources), batch_size, tally, embed)
+        _run(database, collection, read(sources, drop), count(sources), batch_size, tally, embed,
+             replace_documents)
 
 
 def _progress() -> Progress:
@@ -208,7 +230,7 @@ def _progress() -> Progress:
 
 
 def _run(database: Any, collection: str, items: Iterable[dict], total: int | None,
-         batch_size: int, tally: Tally, embed: Any) -> None:
+         batch_size: int, tally: Tally, embed: Any, replace_documents: bool = True) -> None:
     """Commit `items` in batches with a progress bar that moves per embedded chunk."""
     import recallql
 
@@ -218,7 +240,8 @@ def _run(database: Any, collection: str, items: Iterable[dict], total: int | Non
             embed.on_progress = lambda n: progress.advance(task, n)
         try:
             for chunk in _batches(items, batch_size):
-                tally.add(len(chunk), database.ingest(collection, chunk))
+                report = database.ingest(collection, chunk, replace_documents=replace_documents)
+                tally.add(len(chunk), report)
                 progress.update(task, completed=tally.items)
         except (recallql.IngestError, recallql.StoreError, OSError) as exc:
             progress.stop()
@@ -241,6 +264,8 @@ def _summary(collection: str, tally: Tally, seconds: float, paths: Sequence[Path
         err.print("hint: " + NOTHING_FOUND.format(suffixes=suffixes), markup=False,
                   soft_wrap=True)
         return
+    removed = f", {tally.removed} stale chunks removed" if tally.removed else ""
     out.print(f"ingested {tally.items} items into {collection} ({tally.added} new, "
-              f"{tally.replaced} replaced, {tally.embedded} embedded) in {tally.batches} batches, "
+              f"{tally.replaced} replaced, {tally.unchanged} unchanged{removed}, "
+              f"{tally.embedded} embedded) in {tally.batches} batches, "
               f"{seconds:.1f} s ({tally.items / max(seconds, 1e-9):,.0f} items/s)", soft_wrap=True)
