@@ -151,7 +151,8 @@ def main() -> None:
         bench_bulk(path, items, args.batch)
         bench_rss(path, args.items)
     bench_small_batches(items)
-    bench_embed(args.embed)
+    if args.embed > 0:
+        bench_embed(args.embed)
 
 
 if __name__ == "__main__":

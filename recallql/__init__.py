@@ -45,6 +45,11 @@ _EXPORTS: dict[str, str] = {
     "ReasonEntry": "recallql.engine.models",
     "SessionSnapshot": "recallql.engine.models",
     "Reason": "recallql.engine.reasons",
+    # write reports
+    "IngestReport": "recallql.index.batch",
+    "DeleteReport": "recallql.index.batch",
+    "SweepReport": "recallql.engine.session_sweep",
+    "ImportReport": "recallql.engine.importer",
 }
 
 __all__ = sorted(_EXPORTS)

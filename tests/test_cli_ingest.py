@@ -29,8 +29,8 @@ def test_ingest_jsonl_and_text(tmp_path, monkeypatch):
     db = tmp_path / "db"
     result = _ingest(str(data), "--db", str(db), "--embedder", "hash")
     assert result.exit_code == 0, result.output
-    assert "ingested 2 items into docs (2 new, 0 replaced, 0 unchanged, 2 embedded) in 1 batches" in (
-        result.stdout)
+    summary = "ingested 2 items into docs (2 new, 0 replaced, 0 unchanged, 2 embedded) in 1 batches"
+    assert summary in result.stdout
     with recallql.connect(db, embedder=HashEmbedder(), readonly=True) as conn:
         assert sorted(conn.snapshot("docs").ids) == ["data/note.md#0", "j1"]
 

@@ -6,8 +6,16 @@ from typing import Annotated
 
 import typer
 
-from recallql.cli.common import DEFAULT_DB, DbOption, fail, handled, is_database, no_database, \
-    open_db, out
+from recallql.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    fail,
+    handled,
+    is_database,
+    no_database,
+    open_db,
+    out,
+)
 
 
 def delete(
