@@ -63,3 +63,13 @@ def left_sum(row) -> float:
 
 def q(v: Sequence[float]) -> np.ndarray:
     return np.asarray(v, dtype=np.float32)
+
+
+class Clock:
+    """A settable clock (epoch seconds UTC) for `connect(clock=...)`."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
+from engine_helpers import Clock
 
 import recallql
 from recallql.engine.reasons import Reason
@@ -25,12 +26,6 @@ V = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
 BOOSTS_ONLY = "RETRIEVE 10 FROM notes {session} WITHOUT RECENCY WITHOUT SIGNAL BOOST"
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from engine_helpers import Clock
 
 import recallql
 from recallql import QuerySemanticError, SignalRejected, StoreError
@@ -16,14 +17,6 @@ T0 = 1_750_000_000.0
 DAY = 86400.0
 
 
-class Clock:
-    """A settable clock (epoch seconds UTC)."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
+from engine_helpers import Clock
 
 import recallql
 from recallql import SignalRejected
@@ -34,14 +35,6 @@ SEARCH = "SEARCH notes MATCHING 'database' NEAR :v {session} WITHOUT RECENCY LIM
 RETRIEVE = "RETRIEVE 4 FROM notes {session} WITHOUT RECENCY WITHOUT SIGNAL BOOST"
 
 
-class Clock:
-    """A settable clock (epoch seconds UTC)."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ messages too, in the same all-or-nothing batch (real SQLite + tantivy)."""
 from __future__ import annotations
 
 import pytest
+from engine_helpers import Clock
 
 import recallql
 from recallql.engine import session_sweep
@@ -15,12 +16,6 @@ T0 = 1_750_000_000.0
 DAY = 86400.0
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
