@@ -8,6 +8,7 @@ import traceback
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lineage_helpers import Store, row
 
 from recallql.engine.lineage import (
     FRESH_RESET_REASONS,
@@ -28,21 +29,6 @@ MISSING_PARENT = UnresolvedReason.MISSING_PARENT
 MISSING_SESSION = UnresolvedReason.MISSING_SESSION
 
 
-def row(sid, parent=None, reason=None, source="cli", branched=None, delegate=None) -> SessionRow:
-    return SessionRow(id=sid, parent_session_id=parent, source=source, end_reason=reason,
-                      branched_from=branched, delegate_from=delegate)
-
-
-class Store:
-    """A dict-backed ``fetch`` that records every call."""
-
-    def __init__(self, rows) -> None:
-        self.rows = {r.id: r for r in rows}
-        self.calls: list[str] = []
-
-    def __call__(self, sid: str) -> SessionRow | None:
-        self.calls.append(sid)
-        return self.rows.get(sid)
 
 
 def linear_chain(n: int, prefix: str = "s", root_parent: str | None = None) -> list[SessionRow]:
