@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test test-fast bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,11 +21,16 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
+# The inner loop: everything but the tests marked `slow` (real models, corpora, crash trials).
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -q -m "not slow"
+
 bench: $(VENV)/.bench-installed
 	$(PY) -m benchmarks
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check recallql tests benchmarks examples
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) .pytest_cache

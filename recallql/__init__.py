@@ -32,9 +32,9 @@ _EXPORTS: dict[str, str] = {
     "DatabaseLocked": "recallql.index.errors",
     "StoreError": "recallql.index.errors",
     # sessions
-    "SessionError": "recallql.engine.sessions",
-    "SessionNotFound": "recallql.engine.sessions",
-    "SignalPolicy": "recallql.engine.signals",
+    "SessionError": "recallql.sessions",
+    "SessionNotFound": "recallql.sessions",
+    "SignalPolicy": "recallql.sessions.signals",
     # database API and result models
     "connect": "recallql.api",
     "Database": "recallql.api",
@@ -43,13 +43,13 @@ _EXPORTS: dict[str, str] = {
     "Explain": "recallql.engine.models",
     "Notice": "recallql.engine.models",
     "ReasonEntry": "recallql.engine.models",
-    "SessionSnapshot": "recallql.engine.models",
+    "SessionSnapshot": "recallql.sessions.models",
     "Reason": "recallql.engine.reasons",
     # write reports
     "IngestReport": "recallql.index.batch",
     "DeleteReport": "recallql.index.batch",
-    "SweepReport": "recallql.engine.session_sweep",
-    "ImportReport": "recallql.engine.importer",
+    "SweepReport": "recallql.sessions.sweep",
+    "ImportReport": "recallql.importers.hermes",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -17,30 +17,71 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recallql.engine.analyzer import BUILTIN_FIELDS
 from recallql.engine.engine import QueryEngine
-from recallql.engine.messages import COLLECTION as MESSAGES
-from recallql.engine.messages import Messages, session_item_ids
 from recallql.engine.models import Explain, Result
-from recallql.engine.sessions import Sessions
-from recallql.engine.signals import SignalPolicy
+from recallql.grammar.errors import QueryError
+from recallql.importers.hermes_store import HermesFormatError, HermesStoreBusy
 from recallql.index import embedders as emb
 from recallql.index.batch import DeleteReport, IngestReport
-from recallql.index.errors import StoreError
-from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, make_info
+from recallql.index.embedders import Embedder, HashEmbedder, MiniLMEmbedder
+from recallql.index.embedders import resolve as resolve_embedder
+from recallql.index.errors import (
+    DatabaseLocked,
+    FilterError,
+    IngestError,
+    SignalRejected,
+    StoreError,
+)
+from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, FieldType, make_info
 from recallql.index.snapshot import CollectionSnapshot
-from recallql.index.store import Store, check_same
+from recallql.index.store import META_FILE, Store, check_same
+from recallql.sessions.input import SessionError
+from recallql.sessions.lifecycle import Sessions
+from recallql.sessions.messages import COLLECTION as MESSAGES
+from recallql.sessions.messages import Messages, session_item_ids
+from recallql.sessions.signals import SignalPolicy
 
 if TYPE_CHECKING:
-    from recallql.engine.importer import ImportReport
+    from recallql.importers.hermes import ImportReport
 
-__all__ = ["Database", "DeleteReport", "IngestReport", "connect"]
+__all__ = ["BUILTIN_FIELDS", "USER_ERRORS", "Database", "DeleteReport", "Embedder", "FieldType",
+           "HashEmbedder", "IngestReport", "MiniLMEmbedder", "connect", "is_database",
+           "resolve_embedder", "stored_embedder"]
+
+#: Exceptions that are the user's or the data's fault (a message, no traceback, exit 1 in the CLI).
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    QueryError, IngestError, SignalRejected, DatabaseLocked, StoreError, SessionError, FilterError,
+    HermesFormatError, HermesStoreBusy, OSError)
+
+
+def is_database(path: str | os.PathLike) -> bool:
+    """Whether `path` is an existing recallql database directory."""
+    return (Path(path) / META_FILE).is_file()
+
+
+def stored_embedder(path: str | os.PathLike, collection: str = "docs") -> Embedder | None:
+    """The embedder a collection of the existing database at `path` was created with (None:
+    vectors come from the caller, or no such collection). Opens the database read-only.
+
+    Raises:
+        StoreError: `path` is not a recallql database.
+    """
+    store = Store.open(path, readonly=True)
+    try:
+        names = {c.name: c.embedder_name for c in store.collections()}
+    finally:
+        store.close()
+    return emb.by_name(names.get(collection))
 
 
 class _SessionStore:
     """Sessions' view of the store: SQLite-only write transactions (with the writer checks),
-    consistent reads, and message deletion for sweeps (see `recallql.engine.sessions.MetaStore`)."""
+    consistent reads, and message deletion for sweeps (see
+    `recallql.sessions.lifecycle.MetaStore`)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -306,13 +347,13 @@ class Database:
         """Import a Hermes Agent `state.db` (read-only; never written) into sessions and
         messages. Re-importing the same file adds nothing twice. `progress(done, total)` is
         called with message items written (a progress-bar hook); each batch of about
-        `batch_size` messages (whole sessions) is all-or-nothing. See `recallql.engine.importer`.
+        `batch_size` messages (whole sessions) is all-or-nothing. See `recallql.importers.hermes`.
 
         Raises:
             HermesFormatError: not a Hermes store. HermesStoreBusy: it kept changing.
             StoreError: the database is closed.
         """
-        from recallql.engine.importer import import_hermes
+        from recallql.importers.hermes import import_hermes
 
         self.store.check_open()
         return import_hermes(self, path, progress=progress, batch_size=batch_size)

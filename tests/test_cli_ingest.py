@@ -132,7 +132,7 @@ def test_loader_extras_go_silently_but_jsonl_keys_are_the_users(tmp_path):
 
 def test_items_are_counted_first_and_progress_moves_per_embedded_chunk(tmp_path):
     from recallql.cli.ingest import count, find_sources, read
-    from recallql.cli.progress import ProgressEmbedder
+    from recallql.ui.progress import ProgressEmbedder
 
     (tmp_path / "a.jsonl").write_text("".join(json.dumps({"id": n}) + "\n" for n in range(7)))
     (tmp_path / "b.md").write_text("one\n\n" + "two " * 400 + "\n\nthree\n")

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 import recallql
-from recallql.index import loaders
+from recallql.datasets import corpora
+from recallql.importers import files as loaders
 from recallql.index.embedders import HashEmbedder
 from recallql.index.errors import IngestError
 
 
 def test_cacm_documents(index_shared_data):
-    docs = list(loaders.load_cacm(index_shared_data / "ir" / "cacm"))
+    docs = list(corpora.load_cacm(index_shared_data / "ir" / "cacm"))
     assert len(docs) == 3204 and len({d["id"] for d in docs}) == 3204
     dated = [d["created_at"] for d in docs if "created_at" in d]
     # Every .B line has a month and a year; 24 of them are written "July,1962" or "JUly, 1972",
@@ -41,16 +42,16 @@ def test_cacm_documents(index_shared_data):
                                              (" CACM February, 1974 ", (1974, 2)),
                                              ("CACM June 1964", (1964, 6))])
 def test_cacm_date_variants(line, month):
-    assert loaders.cacm_date(line) == dt.datetime(*month, 1, tzinfo=dt.UTC)
+    assert corpora.cacm_date(line) == dt.datetime(*month, 1, tzinfo=dt.UTC)
 
 
 def test_cacm_date_missing():
-    assert loaders.cacm_date("no date here") is None
+    assert corpora.cacm_date("no date here") is None
 
 
 def test_cacm_queries_and_qrels(index_shared_data):
     root = index_shared_data / "ir" / "cacm"
-    queries, qrels = loaders.load_cacm_queries(root), loaders.load_cacm_qrels(root)
+    queries, qrels = corpora.load_cacm_queries(root), corpora.load_cacm_qrels(root)
     assert len(queries) == 64 and queries["1"].startswith("What articles exist which deal")
     assert len(qrels) == 52 and set(qrels) <= set(queries)
     assert sum(len(v) for v in qrels.values()) == 796
@@ -59,10 +60,10 @@ def test_cacm_queries_and_qrels(index_shared_data):
 
 def test_cranfield(index_shared_data):
     root = index_shared_data / "ir" / "cranfield"
-    docs = list(loaders.load_cranfield(root))
+    docs = list(corpora.load_cranfield(root))
     assert len(docs) == 1400 and not any("created_at" in d for d in docs)
     assert docs[0]["title"].startswith("experimental investigation of the aerodynamics")
-    queries, qrels = loaders.load_cranfield_queries(root), loaders.load_cranfield_qrels(root)
+    queries, qrels = corpora.load_cranfield_queries(root), corpora.load_cranfield_qrels(root)
     assert len(queries) == 225 and len(qrels) == 225
     assert list(queries)[-1] == "225"  # positional, not cran.qry's 1..365 numbering
     assert queries["3"].startswith("what problems of heat conduction in composite slabs")
@@ -134,7 +135,7 @@ def test_debian_system_changelogs():
     files = sorted(Path("/usr/share/doc").glob("*/changelog.Debian.gz"))
     if not files:
         pytest.skip("no Debian changelogs on this machine")
-    items = list(loaders.load_debian(files[:40]))
+    items = list(corpora.load_debian(files[:40]))
     assert items and len({i["id"] for i in items}) == len(items)
     assert sum("created_at" in i for i in items) >= 0.95 * len(items)
 
@@ -226,7 +227,7 @@ def test_missing_path_and_unknown_format(tmp_path):
 
 
 def test_opening_markdown_heading_is_the_title_only(tmp_path):
-    from recallql.index.loaders import load_text
+    from recallql.importers.files import load_text
 
     text = "# Backup policy\n\nDaily backups.\n\n## Monthly\n\nKept a year.\n"
     (tmp_path / "b.md").write_text(text)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 import recallql
-from recallql.evaluation import evaluate
-from recallql.index import loaders
+from recallql.datasets import corpora
+from recallql.datasets.evaluation import evaluate
 
 
 @pytest.fixture(scope="module")
@@ -19,11 +19,11 @@ def cacm(index_shared_data, tmp_path_factory):
     db = recallql.connect(tmp_path_factory.mktemp("cacm") / "db", embedder=None)
     db.create_collection("cacm", text_fields=("title", "body"),
                          fields={"source": str, "authors": list[str], "tags": list[str]})
-    report = db.ingest("cacm", loaders.load_cacm(root))
+    report = db.ingest("cacm", corpora.load_cacm(root))
     assert report.count == 3204
-    queries = loaders.load_cacm_queries(root)
+    queries = corpora.load_cacm_queries(root)
     qrels = {qid: [d for d, rel in judged.items() if rel > 0]
-             for qid, judged in loaders.load_cacm_qrels(root).items()}
+             for qid, judged in corpora.load_cacm_qrels(root).items()}
     yield db, queries, {qid: rel for qid, rel in qrels.items() if rel}
     db.close()
 

@@ -144,7 +144,7 @@ def test_explain_format_json_prints_json(repl):
 
 @pytest.mark.parametrize("width", [40, 60, 80])
 def test_narrow_tables_never_split_a_word_or_a_timestamp(width):
-    from recallql.render import records_table
+    from recallql.ui.render import records_table
 
     out = io.StringIO()
     console = Console(file=out, width=width, color_system=None)
@@ -158,7 +158,7 @@ def test_narrow_tables_never_split_a_word_or_a_timestamp(width):
 
 
 def test_long_reason_lines_wrap_between_reasons():
-    from recallql.render import wrap_reasons
+    from recallql.ui.render import wrap_reasons
 
     line = ("   SESSION_KEYWORDS(1/1) +0.30000  SESSION_VELOCITY(uniform, v=1.000) +0.10000  "
             "SESSION_ENTITY(entity=a  b, e=1.000) +0.10000  RECENCY(age=0.00d) +0.00500")

@@ -33,7 +33,7 @@ from test_robustness_fuzz import build_db, check_result, dump
 from typer.testing import CliRunner
 
 import recallql
-from recallql.engine.sessions import SessionError
+from recallql.sessions.lifecycle import SessionError
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -585,7 +585,7 @@ def test_bug_hermes_import_of_invalid_utf8_text_raises_sqlite_error(tmp_path):
     column 'content'" and nothing is imported. Expected: the row is skipped and counted in
     ImportReport.skipped (like `undecodable_json_content`), or a HermesFormatError naming the
     store — not a raw sqlite error."""
-    from recallql.index.hermes import HermesFormatError
+    from recallql.importers.hermes_store import HermesFormatError
 
     path = _hermes_store(tmp_path, "UPDATE messages SET content = CAST(x'61ff62' AS TEXT) "
                                    "WHERE rowid = 1")

@@ -10,8 +10,8 @@ from engine_helpers import Clock
 import recallql
 from recallql import QuerySemanticError, SignalRejected, StoreError
 from recallql.engine.reasons import Reason
-from recallql.engine.sessions import SessionError, SessionNotFound
-from recallql.engine.signals import SignalPolicy
+from recallql.sessions.lifecycle import SessionError, SessionNotFound
+from recallql.sessions.signals import SignalPolicy
 
 T0 = 1_750_000_000.0
 DAY = 86400.0

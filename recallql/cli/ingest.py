@@ -80,7 +80,7 @@ def find_sources(paths: Sequence[Path], fmt: str) -> list[Source]:
     Raises:
         typer.Exit: (code 1) a path that does not exist.
     """
-    from recallql.index import loaders
+    from recallql.importers import files as loaders
 
     found: list[Source] = []
     for path in paths:
@@ -96,7 +96,7 @@ def find_sources(paths: Sequence[Path], fmt: str) -> list[Source]:
 
 
 def _walked(file: Path, kind: str) -> bool:
-    from recallql.index.loaders import TEXT_SUFFIXES
+    from recallql.importers.files import TEXT_SUFFIXES
 
     if file.suffix == ".jsonl":
         return kind in ("tree", "jsonl")
@@ -110,7 +110,7 @@ def read(sources: Sequence[Source], drop: set[str]) -> Iterator[dict]:
     does not declare) are left out; JSONL items are the user's and go in as written, so an
     unknown key there is reported by `Database.ingest`.
     """
-    from recallql.index import loaders
+    from recallql.importers import files as loaders
 
     seen = loaders.Seen()
     for source in sources:
@@ -182,7 +182,7 @@ def ingest(
       recallql ingest /usr/share/doc/*/changelog.Debian.gz --db deb.db
       recallql ingest items.jsonl --collection docs --batch-size 500
     """
-    from recallql.index.loaders import FORMATS
+    from recallql.importers.files import FORMATS
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"use one of: {', '.join(FORMATS)}", param_hint="--format")
@@ -201,9 +201,9 @@ def ingest(
 def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder: str,
                  batch_size: int, tally: Tally, replace_documents: bool = True) -> None:
     import recallql
-    from recallql.cli.progress import ProgressEmbedder
-    from recallql.index.embedders import resolve
-    from recallql.index.loaders import EXTRA_KEYS
+    from recallql.api import resolve_embedder as resolve
+    from recallql.importers.files import EXTRA_KEYS
+    from recallql.ui.progress import ProgressEmbedder
 
     inner = resolve(embedder_for(embedder, db))
     embed = ProgressEmbedder(inner) if inner is not None else None
@@ -255,7 +255,7 @@ def _run(database: Any, collection: str, items: Iterable[dict], total: int | Non
 
 
 def _summary(collection: str, tally: Tally, seconds: float, paths: Sequence[Path]) -> None:
-    from recallql.index.loaders import TEXT_SUFFIXES
+    from recallql.importers.files import TEXT_SUFFIXES
 
     if not tally.items:
         suffixes = " ".join(sorted(TEXT_SUFFIXES))

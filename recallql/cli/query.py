@@ -53,7 +53,7 @@ def query(
       echo "SHOW SESSIONS;" | recallql query -
     """
     from recallql.grammar import parse_script
-    from recallql.render import Catalog, print_outcome, to_json
+    from recallql.ui.render import Catalog, print_outcome, to_json
 
     params = parse_params(param)
     with handled():
@@ -94,7 +94,7 @@ def explain(
           -p q=deploy
       recallql explain "RETRIEVE 5 FROM docs FOR SESSION 's-42'" --json
     """
-    from recallql.render import Catalog, print_outcome, to_json
+    from recallql.ui.render import Catalog, print_outcome, to_json
 
     params = parse_params(param)
     with open_db(db) as database, handled():

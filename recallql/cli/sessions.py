@@ -27,7 +27,7 @@ SessionArg = Annotated[str, typer.Argument(metavar="SESSION", help="Session id."
 
 
 def _print(outcome, as_json: bool) -> None:
-    from recallql.render import print_outcome, to_json
+    from recallql.ui.render import print_outcome, to_json
 
     if as_json:
         out.print(to_json(outcome, indent=None), markup=False, soft_wrap=True)

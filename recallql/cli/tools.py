@@ -52,8 +52,8 @@ def shell(
       recallql shell --db scratch.db --create
       echo "SHOW COLLECTIONS; DESCRIBE docs;" | recallql shell --db mem.db
     """
-    from recallql.render import FORMATS
     from recallql.repl import Repl
+    from recallql.ui.render import FORMATS
 
     if fmt not in FORMATS:
         raise typer.BadParameter("use table or json", param_hint="--format")
@@ -172,7 +172,7 @@ def import_hermes(
       recallql import hermes ~/.hermes/state.db --db memory.db
       recallql import hermes state.db --db memory.db --json
     """
-    from recallql.render import cell, records_table
+    from recallql.ui.render import cell, records_table
 
     if not store.is_file():
         raise fail(f"{store}: no such file")

@@ -28,7 +28,6 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from recallql.cli.progress import ProgressEmbedder
 from recallql.demo.build import (
     ROTATE_EVERY,
     SIZES,
@@ -38,6 +37,7 @@ from recallql.demo.build import (
 )
 from recallql.demo.sources import DemoError, DocSource, find_documents, load_chats
 from recallql.demo.tour import SECTIONS, Built, Tour
+from recallql.ui.progress import ProgressEmbedder
 
 __all__ = ["DemoError", "MARKER", "run_demo"]
 
@@ -59,7 +59,7 @@ def prepare(path: Path) -> None:
 
 
 def _inner_embedder(name: str) -> Any:
-    from recallql.index.embedders import HashEmbedder, MiniLMEmbedder
+    from recallql.api import HashEmbedder, MiniLMEmbedder
 
     return HashEmbedder() if name == "hash" else MiniLMEmbedder()
 

@@ -115,7 +115,7 @@ def conversation_roots(plans: Iterable[SessionPlan]) -> dict[str, str]:
 
 def message_items(plans: Iterable[SessionPlan], first_id: int) -> Iterator[dict]:
     """The `messages` items of every plan (copied history first), ids from `first_id`."""
-    from recallql.engine.messages import message_item
+    from recallql.sessions.messages import message_item
 
     next_id = first_id
     for plan in plans:

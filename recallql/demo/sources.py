@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from recallql.index import loaders
+from recallql.datasets import corpora
+from recallql.importers import files as loaders
 
 
 class DemoError(RuntimeError):
@@ -59,7 +60,7 @@ class Chat:
 def debian_docs(limit: int | None, doc_root: Path = Path("/usr/share/doc")) -> list[dict]:
     """Debian changelog entries, breadth first: every package's newest entry, then every
     package's second newest, ... up to `limit` (None: all). Tags hold the package name."""
-    items = list(loaders.load_debian(doc_root=doc_root))
+    items = list(corpora.load_debian(doc_root=doc_root))
     items.sort(key=lambda item: (item["position"], item["doc_id"]))
     out = []
     for item in items[:limit]:
@@ -117,7 +118,7 @@ def cacm_docs(limit: int | None) -> list[dict]:
         root = base / "shared" / "data" / "ir" / "cacm"
         if (root / "cacm.all").is_file():
             items = [{k: v for k, v in item.items() if k not in loaders.EXTRA_KEYS}
-                     for item in loaders.load_cacm(root)]
+                     for item in corpora.load_cacm(root)]
             return items[:limit]
     return []
 

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from recallql.demo.sources import DocSource
-from recallql.render import Catalog, print_outcome, shorten
+from recallql.ui.render import Catalog, print_outcome, shorten
 
 CHAT_QUERY = "robots taking over the world"
 LONG_CHATS = "chat%"

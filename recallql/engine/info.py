@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from recallql.engine.analyzer import BUILTIN_FIELDS
-from recallql.engine.lineage import DEFAULT_MAX_STEPS, LineageResolver
 from recallql.engine.models import Result
 from recallql.grammar import nodes as n
 from recallql.grammar import statements as s
 from recallql.grammar.errors import QuerySemanticError
+from recallql.sessions.lineage import DEFAULT_MAX_STEPS, LineageResolver
 
 SESSION_FIELDS = ("id", "agent_id", "status", "source", "parent_session_id", "end_reason",
                   "branched_from", "delegate_from", "started_at", "ended_at", "title")
@@ -85,7 +85,7 @@ def _session_id(stmt: Any) -> str:
 
 
 def _show_session(db: Any, stmt: s.ShowSession, now_ts: float) -> tuple:
-    from recallql.engine.sessions import SessionNotFound
+    from recallql.sessions.lifecycle import SessionNotFound
 
     try:
         snap = db.sessions.snapshot(_session_id(stmt), as_of=now_ts)

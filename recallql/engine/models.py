@@ -6,12 +6,12 @@ Rendering (text tables, EXPLAIN trees) lives in `recallql.engine.explain`, not h
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from recallql.engine.reasons import Reason
+from recallql.sessions.models import SessionSnapshot
 
 
 class _Model(BaseModel):
@@ -51,32 +51,6 @@ class Row(_Model):
     session_id: str | None = None
     message_id: int | None = None
     conversation_root: str | None = None
-
-
-class SessionSnapshot(_Model):
-    """A session's state at a point in time (SPEC §2, issue 5).
-
-    Times are aware UTC datetimes. `signal_scores` are decayed sums by signal name and
-    `entities` decayed sums by entity, both at `as_of` (frozen at `ended_at` for closed and
-    archived sessions).
-    """
-
-    id: str
-    agent_id: str
-    status: str
-    source: str | None = None
-    parent_session_id: str | None = None
-    end_reason: str | None = None
-    branched_from: str | None = None
-    delegate_from: str | None = None
-    started_at: datetime
-    ended_at: datetime | None = None
-    as_of: datetime
-    keywords: list[str] = Field(default_factory=list)
-    signal_scores: dict[str, float] = Field(default_factory=dict)
-    velocity: float = 0.0
-    entities: dict[str, float] = Field(default_factory=dict)
-    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class PlanNode(_Model):
@@ -133,7 +107,7 @@ class Explain(_Model):
         return self.result.rows
 
     def to_text(self) -> str:
-        from recallql.engine.explain import render_text
+        from recallql.engine.explain_text import render_text
 
         return render_text(self)
 

@@ -10,7 +10,7 @@ from enum import StrEnum
 
 import numpy as np
 
-SECONDS_PER_DAY = 86_400.0
+from recallql.index.timestamps import SECONDS_PER_DAY
 
 
 class DecayShape(StrEnum):

@@ -11,6 +11,7 @@ See ``docs/language.md`` for every statement, clause and AST node. This package 
 nothing else of the project.
 """
 
+from recallql.grammar import render as _render  # noqa: F401  (registers the canonical renderers)
 from recallql.grammar.bind import bind
 from recallql.grammar.errors import (
     ParameterError,

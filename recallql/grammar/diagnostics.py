@@ -16,6 +16,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from recallql.grammar import hints
 from recallql.grammar.errors import QuerySyntaxError
 from recallql.grammar.keywords import KEYWORDS, NON_RESERVED
+from recallql.grammar.lalr import lark_parser
 
 __all__ = ["syntax_error", "describe_expected", "describe_found"]
 
@@ -72,8 +73,6 @@ def _replay(text: str, pos: int) -> tuple[list[Token], set[str]]:
     asking the interactive parser what it accepts (it tries each terminal on a copy) is exact.
     Only the error path pays for it.
     """
-    from recallql.grammar.parser import lark_parser
-
     interactive = lark_parser().parse_interactive(text)
     tokens: list[Token] = []
     try:

@@ -7,6 +7,7 @@ character offsets of the text it came from, so errors about it can put a caret u
 
 from __future__ import annotations
 
+import functools
 import math
 from datetime import datetime
 from typing import Annotated, Any, Literal, NamedTuple, Union
@@ -43,9 +44,18 @@ class Node(BaseModel):
 
     def to_text(self) -> str:
         """Canonical text of this node (keywords upper-case, one space between tokens)."""
-        from recallql.grammar.render import render
-
         return render(self)
+
+
+@functools.singledispatch
+def render(node: Node) -> str:
+    """The canonical text of an AST node. One renderer per node class is registered by
+    `recallql.grammar.render`, which the package imports, so nodes never import rendering.
+
+    Raises:
+        TypeError: for an object that is not an AST node.
+    """
+    raise TypeError(f"cannot render {type(node).__name__}")
 
 
 class Identifier(Node):

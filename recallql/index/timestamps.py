@@ -12,6 +12,8 @@ from numbers import Real
 
 from recallql.index.errors import show
 
+SECONDS_PER_DAY = 86_400.0
+
 #: The valid range of timestamps, in epoch seconds UTC, whatever form a value comes in:
 #: 0001-01-01T00:00:00Z … 9999-12-31T23:59:59.999999Z. Floats are ~30 µs apart near the end, so
 #: `MAX_EPOCH` is the last float before 10000-01-01T00:00:00Z and the last microseconds of 9999

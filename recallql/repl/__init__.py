@@ -20,9 +20,9 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.text import Text
 
-from recallql.render import make_console
 from recallql.repl.commands import COMMANDS, HELP, Command, parse_command
 from recallql.repl.input import is_complete, split_statements
+from recallql.ui.render import make_console
 
 __all__ = ["Repl", "is_complete"]
 
@@ -155,7 +155,7 @@ class Repl:
 
     def show(self, outcome: Any) -> None:
         """Print a statement's outcome in the current format."""
-        from recallql.render import Catalog, print_outcome, to_json
+        from recallql.ui.render import Catalog, print_outcome, to_json
 
         catalog = Catalog.of(self.db)
         if self.fmt == "json":
@@ -166,13 +166,13 @@ class Repl:
     def report(self, exc: Exception) -> None:
         """Print an error: a query error's rendering (with the caret), a one-line message for
         data and database errors, an internal error otherwise (traceback with --debug)."""
-        from recallql.cli.common import user_errors
+        from recallql.api import USER_ERRORS
         from recallql.grammar.errors import QueryError
 
         self.failed = True
         if isinstance(exc, QueryError):
             self.console.print(Text(str(exc), style="red"), soft_wrap=True)
-        elif isinstance(exc, user_errors()):
+        elif isinstance(exc, USER_ERRORS):
             self._error(str(exc))
         else:
             self._error(f"internal error: {type(exc).__name__}: {exc}")
@@ -188,7 +188,7 @@ class Repl:
 
     def catalog(self) -> dict[str, list[str]]:
         """``{collection: field names}`` for completion."""
-        from recallql.engine.analyzer import BUILTIN_FIELDS
+        from recallql.api import BUILTIN_FIELDS
 
         return {c.name: [*c.text_fields, *c.fields, *BUILTIN_FIELDS]
                 for c in self.db.collections()}

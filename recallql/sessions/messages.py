@@ -17,17 +17,17 @@ from typing import Any
 
 import numpy as np
 
-from recallql.engine.session_state import to_datetime
-from recallql.engine.sessions import (
+from recallql.index.errors import IngestError
+from recallql.index.filters import In
+from recallql.sessions.lifecycle import (
     SessionError,
     SessionNotFound,
     check_text,
     short_repr,
     to_epoch,
 )
-from recallql.engine.signals import no_session
-from recallql.index.errors import IngestError
-from recallql.index.filters import In
+from recallql.sessions.signals import no_session
+from recallql.sessions.state import to_datetime
 
 COLLECTION = "messages"
 

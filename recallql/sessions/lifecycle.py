@@ -28,12 +28,10 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from recallql.engine import session_state as state
-from recallql.engine import session_sweep as sweeping
-from recallql.engine.lineage import SessionRow
-from recallql.engine.models import SessionSnapshot
-from recallql.engine.operators.base import SessionState
-from recallql.engine.session_input import (
+from recallql.index.errors import SignalRejected, StoreError
+from recallql.sessions import state
+from recallql.sessions import sweep as sweeping
+from recallql.sessions.input import (
     SessionError,
     SessionNotFound,
     check_text,
@@ -41,10 +39,11 @@ from recallql.engine.session_input import (
     retention_days,
     to_epoch,
 )
-from recallql.engine.session_state import to_datetime
-from recallql.engine.session_sweep import SweepReport
-from recallql.engine.signals import SignalPolicy, no_session, short_repr, validate_id
-from recallql.index.errors import SignalRejected, StoreError
+from recallql.sessions.lineage import SessionRow
+from recallql.sessions.models import SessionSnapshot, SessionState
+from recallql.sessions.signals import SignalPolicy, no_session, short_repr, validate_id
+from recallql.sessions.state import to_datetime
+from recallql.sessions.sweep import SweepReport
 
 
 class MetaStore(Protocol):

@@ -1,7 +1,7 @@
 """Reading sessions back: snapshots and decayed signal sums (SPEC §4.3, §4.4; issue 5).
 
 Functions over an open SQLite connection (inside the caller's read or write transaction), used by
-`recallql.engine.sessions.Sessions`. Times are epoch seconds UTC.
+`recallql.sessions.lifecycle.Sessions`. Times are epoch seconds UTC.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from recallql.engine.lineage import SessionRow
-from recallql.engine.models import SessionSnapshot
-from recallql.engine.signals import (
+from recallql.sessions.lineage import SessionRow
+from recallql.sessions.models import SessionSnapshot
+from recallql.sessions.signals import (
     SignalPolicy,
     SignalRecord,
     decayed,

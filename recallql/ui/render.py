@@ -53,7 +53,7 @@ class Catalog:
     @classmethod
     def of(cls, db: Any) -> Catalog:
         """The catalog of a `Database`."""
-        from recallql.index.schema import FieldType
+        from recallql.api import FieldType
 
         infos = db.collections()
         return cls({i.name: tuple(i.text_fields) for i in infos},

@@ -19,8 +19,8 @@ from types import MappingProxyType
 
 import numpy as np
 
-from recallql.engine.scoring import SECONDS_PER_DAY
 from recallql.index.errors import SignalRejected
+from recallql.index.timestamps import SECONDS_PER_DAY
 
 DEFAULT_HALF_LIFE_DAYS = 7.0
 _ID_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")

@@ -1,0 +1,2 @@
+"""Real test data and evaluation, outside the query engine: corpus loaders (`corpora`: CACM,
+Cranfield, Debian changelogs) and IR metrics (`evaluation`: nDCG@k, MAP, recall@k)."""
