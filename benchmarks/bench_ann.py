@@ -181,11 +181,20 @@ def rescore(vecs: np.ndarray, q: np.ndarray, rowids: np.ndarray, k: int) -> np.n
     return np.sort(rowids)[np.argsort(-exact, kind="stable")[:k]]
 
 
-def recall(found: list[np.ndarray], truth: np.ndarray) -> float:
-    """Mean recall@k of found rows against the exact top-k rows."""
+def recall(found: list[np.ndarray], truth: np.ndarray, vecs: np.ndarray,
+           queries: np.ndarray) -> float:
+    """Mean recall@k of found rows against the exact top-k rows, ties counted: a found row
+    is a hit when its exact cosine (float64) reaches the k-th exact one (within 1e-6), so two
+    rows with equal vectors are interchangeable."""
     k = truth.shape[1]
-    return float(np.mean([len(set(f[:k].tolist()) & set(t.tolist())) / k
-                          for f, t in zip(found, truth, strict=True)]))
+    hits = []
+    for f, t, q in zip(found, truth, queries.astype(np.float64), strict=True):
+        f = np.asarray(f[:k], np.int64)
+        f = f[f >= 0]
+        kth = float(np.min(np.asarray(vecs[np.sort(t)], np.float64) @ q))
+        cos = np.asarray(vecs[np.sort(f)], np.float64) @ q if len(f) else np.zeros(0)
+        hits.append(min(k, int(np.count_nonzero(cos >= kth - 1e-6))) / k)
+    return float(np.mean(hits))
 
 
 def query_rows(lib: Lib, vecs, queries, truth, ef) -> dict:
@@ -200,7 +209,8 @@ def query_rows(lib: Lib, vecs, queries, truth, ef) -> dict:
     rescored = [rescore(vecs, q, f, K) for q, f in zip(queries, found, strict=True)]
     return {"ef": ef, "cpu_us": cpu / len(queries) * 1e6,
             "wall_p50_us": statistics.median(walls) * 1e6,
-            "recall": recall(found, truth), "recall_rescored": recall(rescored, truth)}
+            "recall": recall(found, truth, vecs, queries),
+            "recall_rescored": recall(rescored, truth, vecs, queries)}
 
 
 def measure(cls: type[Lib], vecs: np.ndarray, rows: int, queries: np.ndarray,
