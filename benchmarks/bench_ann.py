@@ -152,6 +152,15 @@ class Faiss(Lib):
 LIBS: dict[str, type[Lib]] = {c.name: c for c in (Hnswlib, Usearch, UsearchF16, UsearchI8, Faiss)}
 
 
+def rss_mib() -> float:
+    """Resident set size of this process now, in MiB (Linux ``/proc``)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def timed(fn: Callable[[], object]) -> tuple[float, float]:
     """(wall s, CPU s summed over the process's threads) of one call."""
     w, c = time.perf_counter(), time.process_time()
@@ -226,15 +235,21 @@ def measure(cls: type[Lib], vecs: np.ndarray, rows: int, queries: np.ndarray,
     out["file_mb"] = path.stat().st_size / 2**20
     out["queries"] = [query_rows(lib, vecs, queries, truth, ef) for ef in EFS]
     del lib.index
+    before = rss_mib()
     out["load_wall"], _ = timed(lambda: lib.load(path))
+    out["load_rss_mib"] = rss_mib() - before
     extra = np.asarray(vecs[rows:rows + EXTRA])
     w, c = timed(lambda: [lib.add(extra[i:i + 1], rows + i) for i in range(len(extra))])
     out["add_one_us"] = c / len(extra) * 1e6
     if hasattr(lib, "view"):
         del lib.index
+        before = rss_mib()
         out["view_wall"], _ = timed(lambda: lib.view(path))
         q = queries[0][None, :]
         out["view_first_query_ms"] = timed(lambda: lib.search(q, WINDOW, EFS[1]))[0] * 1e3
+        for q in queries:
+            lib.search(q[None, :], WINDOW, EFS[1])
+        out["view_rss_mib"] = rss_mib() - before
     path.unlink()
     return out
 
@@ -245,9 +260,10 @@ def report(res: dict, rows: int, threads: int) -> str:
              f"wall {res['build_wall']:.1f} s,"
              f" CPU {res['build_cpu']:.1f} s ({res['build_cpu'] / rows * 1e6:.0f} µs CPU/row);"
              f" save {res['save_wall']:.2f} s, file {res['file_mb']:.0f} MiB;"
-             f" load {res['load_wall']:.2f} s"
+             f" load {res['load_wall']:.2f} s (+{res['load_rss_mib']:.0f} MiB RSS)"
              + (f"; mmap view {res['view_wall'] * 1e3:.1f} ms + first query "
-                f"{res['view_first_query_ms']:.1f} ms" if "view_wall" in res else "")
+                f"{res['view_first_query_ms']:.1f} ms (+{res['view_rss_mib']:.0f} MiB RSS "
+                f"after {EFS[1]}-ef queries)" if "view_wall" in res else "")
              + f"; add after load {res['add_one_us']:.0f} µs CPU/row (1 row per call)"]
     for q in res["queries"]:
         lines.append(f"{'':12s} top-{WINDOW} ef {q['ef']:3d}: CPU {q['cpu_us']:7.0f} µs/query, "
