@@ -22,6 +22,7 @@ of the rows, at least one row: 10,000 sessions at any size from 10k rows).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,12 +33,14 @@ import numpy as np
 from benchmarks import corpus
 from benchmarks.vectors_cache import cache_dir, embed_cached, texts_key
 
-BASE_ROWS = corpus.LATENCY_CHUNKS
+#: Real rows (``RECALLQL_SCALE_BASE_ROWS`` overrides: a smaller real base while the 100k
+#: vectors are still being embedded; every cache key includes the base).
+BASE_ROWS = int(os.environ.get("RECALLQL_SCALE_BASE_ROWS", corpus.LATENCY_CHUNKS))
 NEIGHBOURS = 10
 TENANTS = 100
 SESSION_SHARE = 1e-4
 VERSION = "v1"
-BLOCK = 8192
+DERIVE_BLOCK = 65_536
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,10 @@ class Base:
 
 
 def base() -> Base:
-    """The 100k real chunks with their cached MiniLM vectors."""
+    """The real chunks (`BASE_ROWS`, 100k) with their cached MiniLM vectors."""
     items = corpus.latency_corpus(BASE_ROWS)
     texts = [item["body"] for item in items]
-    vectors = embed_cached(texts, "latency corpus")
+    vectors = embed_cached(texts, "latency corpus")  # the first k texts: their own cache entry
     return Base(items, vectors, texts_key(texts, "base"))
 
 
@@ -113,18 +116,22 @@ def vectors(n: int, b: Base | None = None) -> np.ndarray:
     b = b or base()
     if n <= BASE_ROWS:
         return b.vectors[:n]
-    path = cache_dir() / f"derived-{VERSION}-{b.key}-{n}.npy"
-    if path.is_file():
-        return np.load(path, mmap_mode="r")
+    prefix = f"derived-{VERSION}-{b.key}-"
+    for have in sorted(cache_dir().glob(prefix + "*.npy"),
+                       key=lambda p: int(p.stem.rsplit("-", 1)[1])):
+        if int(have.stem.rsplit("-", 1)[1]) >= n:  # rows depend on their number only
+            return np.load(have, mmap_mode="r")[:n]
+    path = cache_dir() / f"{prefix}{n}.npy"
     nn, _ = neighbours(b)
     sigma = noise_sigma(b)
     tmp = path.with_suffix(".partial.npy")
     out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, b.vectors.shape[1]))
     out[:BASE_ROWS] = b.vectors
-    for start in range(BASE_ROWS, n, 65_536):
-        rows = np.arange(start, min(n, start + 65_536))
-        out[rows[0]:rows[-1] + 1] = _derive(b, nn, rows, sigma, 1)
-        print(f"derived vectors: {rows[-1] + 1:,}/{n:,}", file=sys.stderr, flush=True)
+    for start in range(BASE_ROWS, n, DERIVE_BLOCK):
+        block = _derive(b, nn, np.arange(start, start + DERIVE_BLOCK), sigma, 1)
+        stop = min(n, start + DERIVE_BLOCK)
+        out[start:stop] = block[:stop - start]  # whole blocks: a row depends on its number only
+        print(f"derived vectors: {stop:,}/{n:,}", file=sys.stderr, flush=True)
     out.flush()
     del out
     tmp.rename(path)
