@@ -206,34 +206,46 @@ def recall(found: list[np.ndarray], truth: np.ndarray, vecs: np.ndarray,
     return float(np.mean(hits))
 
 
-def query_rows(lib: Lib, vecs, queries, truth, ef) -> dict:
-    """CPU µs per query, wall p50, recall@10 raw and after exact re-scoring at one ef."""
-    walls, found = [], []
-    cpu = time.process_time()
-    for q in queries:
-        w = time.perf_counter()
-        found.append(lib.search(q[None, :], WINDOW, ef))
-        walls.append(time.perf_counter() - w)
-    cpu = time.process_time() - cpu
-    rescored = [rescore(vecs, q, f, K) for q, f in zip(queries, found, strict=True)]
-    return {"ef": ef, "cpu_us": cpu / len(queries) * 1e6,
-            "wall_p50_us": statistics.median(walls) * 1e6,
-            "recall": recall(found, truth, vecs, queries),
-            "recall_rescored": recall(rescored, truth, vecs, queries)}
+def interleaved_queries(libs: list[Lib], vecs, queries, truth, ef: int) -> list[dict]:
+    """CPU µs per query, wall p50, recall@10 raw and after exact re-scoring at one ef, per
+    library; the libraries answer blocks of 10 queries in turn (the order rotating), so each
+    sees the same machine load."""
+    cpu = [0.0] * len(libs)
+    walls: list[list[float]] = [[] for _ in libs]
+    found: list[list[np.ndarray]] = [[None] * len(queries) for _ in libs]  # type: ignore[list-item]
+    for b, first in enumerate(range(0, len(queries), 10)):
+        for k in [(j + b) % len(libs) for j in range(len(libs))]:
+            for i in range(first, min(first + 10, len(queries))):
+                w, c = time.perf_counter(), time.process_time()
+                found[k][i] = libs[k].search(queries[i][None, :], WINDOW, ef)
+                cpu[k] += time.process_time() - c
+                walls[k].append(time.perf_counter() - w)
+    out = []
+    for k in range(len(libs)):
+        rescored = [rescore(vecs, q, f, K) for q, f in zip(queries, found[k], strict=True)]
+        out.append({"ef": ef, "cpu_us": cpu[k] / len(queries) * 1e6,
+                    "wall_p50_us": statistics.median(walls[k]) * 1e6,
+                    "recall": recall(found[k], truth, vecs, queries),
+                    "recall_rescored": recall(rescored, truth, vecs, queries)})
+    return out
 
 
-def measure(cls: type[Lib], vecs: np.ndarray, rows: int, queries: np.ndarray,
-            truth: np.ndarray, threads: int, tmp: Path) -> dict:
-    """Every figure of one library (see the module docstring)."""
+def build(cls: type[Lib], vecs: np.ndarray, rows: int, threads: int, tmp: Path
+          ) -> tuple[Lib, Path, dict]:
+    """Build one library's index incrementally and save it."""
     lib = cls(vecs.shape[1], rows + EXTRA, threads)
-    out: dict = {"lib": cls.name}
+    out: dict = {"lib": cls.name, "queries": [], "load_build": os.getloadavg()[0]}
     out["build_wall"], out["build_cpu"] = timed(lambda: [
         lib.add(np.asarray(vecs[s:min(rows, s + ADD_BATCH)]), s)
         for s in range(0, rows, ADD_BATCH)])
     path = tmp / f"{cls.name.replace(' ', '_')}.idx"
     out["save_wall"], _ = timed(lambda: lib.save(path))
     out["file_mb"] = path.stat().st_size / 2**20
-    out["queries"] = [query_rows(lib, vecs, queries, truth, ef) for ef in EFS]
+    return lib, path, out
+
+
+def reopen(lib: Lib, path: Path, vecs, rows: int, queries, out: dict) -> None:
+    """Load, add after load, and the memory-mapped view (where the library has one)."""
     del lib.index
     before = rss_mib()
     out["load_wall"], _ = timed(lambda: lib.load(path))
@@ -250,8 +262,22 @@ def measure(cls: type[Lib], vecs: np.ndarray, rows: int, queries: np.ndarray,
         for q in queries:
             lib.search(q[None, :], WINDOW, EFS[1])
         out["view_rss_mib"] = rss_mib() - before
+    del lib.index
     path.unlink()
-    return out
+
+
+def measure_all(classes: list[type[Lib]], vecs, rows: int, queries, truth, threads: int,
+                tmp: Path) -> list[dict]:
+    """Every figure of every library (see the module docstring)."""
+    built = [build(cls, vecs, rows, threads, tmp) for cls in classes]
+    libs = [lib for lib, _, _ in built]
+    for ef in EFS:
+        for (_, _, out), res in zip(built, interleaved_queries(libs, vecs, queries, truth, ef),
+                                    strict=True):
+            out["queries"].append(res)
+    for lib, path, out in built:
+        reopen(lib, path, vecs, rows, queries, out)
+    return [out for _, _, out in built]
 
 
 def report(res: dict, rows: int, threads: int) -> str:
@@ -282,15 +308,20 @@ def main() -> None:
     queries = np.stack([v for _, v in load_queries()]).astype(np.float32)
     truth = exact_top(vecs[:args.rows], queries, K)
     kind = "real MiniLM" if args.rows <= scale_data.BASE_ROWS else "MiniLM + MiniLM-derived"
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    load = _load()
     print(f"{args.rows:,} rows x {vecs.shape[1]}-d ({kind}), {len(queries)} real query vectors; "
           f"M={M}, ef_construction={EF_CONSTRUCTION}; load average {load}", flush=True)
     with tempfile.TemporaryDirectory(dir=scale_data.cache_dir()) as tmp:
-        for name in args.libs.split(","):
-            res = measure(LIBS[name], vecs, args.rows, queries, truth, args.threads, Path(tmp))
-            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            print(report(res, args.rows, args.threads) + f"\n{'':12s} (process peak RSS so far "
-                  f"{rss:.0f} MiB; load {os.getloadavg()[0]:.2f})", flush=True)
+        classes = [LIBS[name] for name in args.libs.split(",")]
+        for res in measure_all(classes, vecs, args.rows, queries, truth, args.threads, Path(tmp)):
+            print(report(res, args.rows, args.threads) + f"\n{'':12s} (load average during "
+                  f"its build {res['load_build']:.2f})", flush=True)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"process peak RSS {rss:.0f} MiB; load average at the end {_load()}")
+
+
+def _load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":
