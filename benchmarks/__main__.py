@@ -1,6 +1,6 @@
 """One entry point for every benchmark (issue 8; SPEC §9).
 
-    python -m benchmarks [quality|latency|sessions|lineage|ingest|parse|all] [--write-results]
+    python -m benchmarks [quality|latency|sessions|lineage|ingest|parse|scale|all] [--write-results]
 
 Sections:
 
@@ -13,6 +13,9 @@ Sections:
   (GROUP BY CONVERSATION overhead).
 - ``ingest``: `benchmarks.bench_ingest` (chunks/s without and with the default embedder, RSS).
 - ``parse``: `benchmarks.bench_parse` (cold/cached parse, bind) and the cached parse+plan path.
+- ``scale`` (not in ``all``: an hour and more): `benchmarks.bench_scale`, recallql against
+  LanceDB as its users run it at 10k, 100k and 1M chunks; `benchmarks.bench_ann` compares the
+  HNSW libraries, `benchmarks.bench_quantized` the int8 pre-scan (run them directly).
 
 Nothing is installed at run time: the peers are the ``bench`` extra (``pip install -e
 .[dev,bench]``). Vectors come from the cache of `benchmarks.vectors_cache` (computed on the
@@ -120,9 +123,16 @@ def latency_section(args: argparse.Namespace) -> str:
     return latency.run(rounds=args.rounds, n=args.chunks)
 
 
+def scale_section(args: argparse.Namespace) -> str:
+    """recallql against LanceDB from 10k to 1M chunks (long: not part of ``all``)."""
+    return _scripts("Scale", [("bench_scale", "Scaling, recallql vs LanceDB (exact / IVF_PQ / "
+                               "IVF_HNSW_SQ)", ("--sizes", "10000,100000,1000000"))])
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace], str]] = {
     "parse": parse_section, "ingest": ingest_section, "lineage": lineage_section,
     "sessions": sessions_section, "quality": quality_section, "latency": latency_section,
+    "scale": scale_section,
 }
 
 
@@ -142,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     """Parse arguments, run the sections, print (and optionally record) their tables."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("section", nargs="?", default="all", choices=(*ORDER, "all"))
+    parser.add_argument("section", nargs="?", default="all", choices=(*ORDER, "scale", "all"))
     parser.add_argument("--write-results", action="store_true",
                         help="rewrite benchmarks/RESULTS.md with this run")
     parser.add_argument("--rounds", type=int, default=3, help="latency: passes over the queries")

@@ -112,3 +112,29 @@ def test_targets_read_script_output():
     assert "| 1.40× | **missed** |" in table
     assert table.count("see the section") == 2
     targets.clear()
+
+
+def test_ann_recall_counts_exact_ties_as_hits():
+    from benchmarks.bench_ann import recall
+
+    vecs = np.array([[1, 0], [1, 0], [0.6, 0.8], [0, 1]], np.float32)
+    query = np.array([[1.0, 0.0]], np.float32)
+    truth = np.array([[0, 2]])
+    assert recall([np.array([1, 2])], truth, vecs, query) == 1.0  # row 1 ties row 0
+    assert recall([np.array([1, 3])], truth, vecs, query) == 0.5
+    assert recall([np.array([3, -1])], truth, vecs, query) == 0.0  # -1: no hit returned
+
+
+def test_derived_rows_are_deterministic_unit_vectors():
+    from benchmarks import scale_data
+
+    rng = np.random.default_rng(0)
+    base_vecs = rng.normal(size=(50, 8)).astype(np.float32)
+    base_vecs /= np.linalg.norm(base_vecs, axis=1, keepdims=True)
+    base = scale_data.Base([], base_vecs, "toy")
+    nn = np.argsort(-(base_vecs @ base_vecs.T), axis=1)[:, 1:11].astype(np.int32)
+    rows = np.arange(100, 100 + scale_data.DERIVE_BLOCK)
+    block = scale_data._derive(base, nn, rows, 0.03, 1)
+    again = scale_data._derive(base, nn, rows, 0.03, 1)
+    assert np.array_equal(block, again)
+    assert np.allclose(np.linalg.norm(block[:100], axis=1), 1.0, atol=1e-6)
