@@ -20,7 +20,6 @@ database raises `StoreError` naming the action.
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -29,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from recallql.index.errors import SignalRejected, StoreError
-from recallql.sessions import state
+from recallql.sessions import roots, state
 from recallql.sessions import sweep as sweeping
 from recallql.sessions.input import (
     SessionError,
@@ -39,10 +38,18 @@ from recallql.sessions.input import (
     retention_days,
     to_epoch,
 )
-from recallql.sessions.lineage import SessionRow
+from recallql.sessions.lineage import (
+    DEFAULT_BUDGET,
+    LineageReport,
+    LineageResolver,
+    Resolution,
+    SessionRow,
+    verify,
+)
 from recallql.sessions.models import SessionSnapshot, SessionState
 from recallql.sessions.signals import SignalPolicy, no_session, short_repr, validate_id
 from recallql.sessions.state import to_datetime
+from recallql.sessions.stored import StoredRoots
 from recallql.sessions.sweep import SweepReport
 
 
@@ -63,6 +70,10 @@ class MetaStore(Protocol):
         """Delete the live messages of these sessions in one all-or-nothing batch, running
         `extra_sql(conn)` in its SQLite transaction; returns the number of messages deleted."""
 
+    def message_activity(self) -> Mapping[str, tuple[float | None, int]]:
+        """``{session_id: (latest message time or None, live message count)}`` over the
+        messages collection at its last committed batch."""
+
 
 class Sessions:
     """`db.sessions`: the session lifecycle and the per-statement session state.
@@ -78,6 +89,31 @@ class Sessions:
         self._meta = meta
         self.policy = policy or SignalPolicy()
         self._clock = clock
+        self._stored_roots: bool | None = None  # known after `prepare` (or the first read)
+
+    def prepare(self, writable: bool) -> None:
+        """Bring the sessions table up to date when the database opens: on a writer, add the
+        write-time lineage columns to a store an earlier version wrote and compute every root
+        that is not stored yet (one transaction); on a reader, note whether roots are stored
+        (if not, statements walk lineage at query time, as earlier versions did).
+
+        Raises:
+            StoreError: the store cannot be written.
+        """
+        if writable:
+            with self._write("store conversation roots") as conn:
+                roots.ensure_schema(conn)
+                roots.heal(conn)
+        with self._meta.read_transaction() as conn:
+            self._stored_roots = roots.has_columns(conn)
+
+    def _has_roots(self, conn: Any) -> bool:
+        if self._stored_roots is None:
+            self._stored_roots = roots.has_columns(conn)
+        return self._stored_roots
+
+    def _columns(self, conn: Any) -> str:
+        return state.ROW_COLUMNS if self._has_roots(conn) else state.LEGACY_ROW_COLUMNS
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -122,6 +158,7 @@ class Sessions:
                 (id, agent_id, parent, source, branched_from, delegate_from, started, meta_json,
                  title),
             )
+            roots.refresh(conn, [id])
         return self.snapshot(id, as_of=max(started, self._clock()))
 
     def _check_new(self, id: str, agent_id: str, refs: tuple[str | None, ...], source: str,
@@ -247,36 +284,52 @@ class Sessions:
             return self.snapshot(id, as_of=ended)
         return SessionSnapshot.model_validate_json(stored)
 
-    def sweep(self, older_than: timedelta | float) -> SweepReport:
-        """Remove the sessions whose last activity (end; for open sessions the latest of start,
-        signal and annotation) is more than `older_than` before now, with their annotations,
-        signals and messages (the items of `messages` with their `session_id`), in one
-        all-or-nothing batch.
+    def sweep(self, older_than: timedelta | float, *, dry_run: bool = False) -> SweepReport:
+        """Remove the sessions whose whole conversation has been inactive for more than
+        `older_than`, with their annotations, signals and messages (the items of `messages`
+        with their `session_id`), in one all-or-nothing batch. The rule is
+        `recallql.sessions.sweep`: a session's activity is the latest of its start, end,
+        signals, annotations and messages; a conversation (the sessions sharing a root) goes as
+        a whole; a surviving child of a swept session loses its parent link and stays the root
+        of its own conversation.
 
         Args:
             older_than: the retention, a timedelta or a number of days (≥ 0).
+            dry_run: only report what would go; nothing is written (works on a read-only
+                database).
 
         Returns:
-            The number of sessions removed, as a `SweepReport` (an int; `.messages` is the number
-            of messages deleted).
+            The number of sessions removed, as a `SweepReport` (an int; `.messages`,
+            `.swept`, `.kept`, `.detached`, `.dry_run`).
 
         Raises:
             SessionError: a negative or non-finite retention.
-            StoreError: the database is read-only.
+            StoreError: the database is read-only (unless `dry_run`).
         """
         days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) \
             else retention_days(older_than)
         if not math.isfinite(days) or days < 0:
             raise SessionError(f"older_than must be a non-negative duration, got {older_than!r}")
         cutoff = self._clock() - days * 86400
+        if dry_run:
+            found = self._sweep_plan(cutoff)
+            return SweepReport(len(found.swept), sum(x.messages for x in found.swept),
+                               swept=found.swept, kept=found.kept, dry_run=True)
         with self._guard("sweep sessions"), self._meta.writing():  # select and delete as one
-            with self._meta.read_transaction() as conn:
-                ids = [r[0] for r in conn.execute(sweeping.SWEEP_SQL, (cutoff,))]
-            if not ids:
-                return SweepReport(0)
+            found = self._sweep_plan(cutoff)
+            if not found.swept:
+                return SweepReport(0, kept=found.kept)
+            ids = [x.id for x in found.swept]
+            detached: list[str] = []
             messages = self._meta.delete_messages(
-                ids, functools.partial(sweeping.delete_sessions, ids))
-        return SweepReport(len(ids), messages)
+                ids, lambda conn: detached.extend(sweeping.delete_sessions(ids, conn)))
+        return SweepReport(len(ids), messages, swept=found.swept, kept=found.kept,
+                           detached=tuple(detached))
+
+    def _sweep_plan(self, cutoff: float) -> sweeping.SweepPlan:
+        activity = self._meta.message_activity()
+        with self._meta.read_transaction() as conn:
+            return sweeping.plan(conn, activity, cutoff, self._has_roots(conn))
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -310,7 +363,32 @@ class Sessions:
     def fetcher(self, conn: Any) -> Callable[[str], SessionRow | None]:
         """A `fetch(session_id)` for the lineage resolver, reading through `conn` (one prepared
         statement; this is the per-session cost of every lineage walk)."""
-        return state.row_fetcher(conn)
+        return state.row_fetcher(conn, self._columns(conn))
+
+    def resolver(self, conn: Any, budget: int = DEFAULT_BUDGET) -> StoredRoots | LineageResolver:
+        """A statement's conversation roots, reading through `conn` (its read transaction): the
+        stored roots (`StoredRoots`: no walk, no budget), or the query-time walk with budget B
+        on a store whose roots are not stored (an older version's database opened read-only).
+        """
+        if self._has_roots(conn):
+            return StoredRoots(conn, budget)
+        return LineageResolver(self.fetcher(conn), budget)
+
+    def stored_roots(self, conn: Any, ids: list[str]) -> dict[str, Resolution | None]:
+        """The stored root of each session of `ids` that exists (None: not stored)."""
+        if not self._has_roots(conn):
+            return dict.fromkeys(ids)
+        return roots.read_stored(conn, ids)
+
+    def verify_lineage(self) -> LineageReport:
+        """Walk every session's edges and compare them with the stored roots, in one read
+        transaction (`recallql.sessions.lineage.verify`; the lineage section of a store check).
+        """
+        with self._meta.read_transaction() as conn:
+            rows = [SessionRow._make(r) for r in conn.execute(
+                f"SELECT {self._columns(conn)} FROM sessions")]
+            stored = self.stored_roots(conn, [r.id for r in rows])
+        return verify(rows, stored)
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every session as a dict of its columns (times in epoch seconds UTC), ordered by
@@ -380,9 +458,8 @@ class Sessions:
         except ValueError as exc:
             raise SessionError(str(exc)) from None
 
-    @staticmethod
-    def _row(conn: Any, id: str) -> SessionRow | None:
-        return state.session_row(conn, id)
+    def _row(self, conn: Any, id: str) -> SessionRow | None:
+        return state.session_row(conn, id, self._columns(conn))
 
     def _require_open(self, conn: Any, id: str) -> SessionRow:
         row = self._row(conn, id)
@@ -402,6 +479,7 @@ class Sessions:
                                f"{_iso(floor)}")
         conn.execute("UPDATE sessions SET status = 'closed', end_reason = ?, ended_at = ? "
                      "WHERE id = ?", (end_reason, when, row.id))
+        roots.refresh(conn, [row.id])  # its end reason decides its children's edges
 
 
 def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:
