@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from session_rows import forget_roots
 from test_conversations_support import T0, connect, query, rows, run, session, text
 
 from recallql import QuerySemanticError
@@ -144,10 +145,11 @@ def test_explain_shows_lineage_reasons_and_stats(db):
     assert {k: v for k, v in stats.items() if k != "lineage"} == {
         "candidates": 5, "scanned": 3, "sessions": 3, "kept": 2, "unresolved_dropped": 1,
         "live_hidden": 0, "budget_hit": False}
-    lineage = stats["lineage"]
-    assert (lineage["fetches"], lineage["memo_hits"], lineage["max_depth"]) == (4, 0, 1)
+    lineage = stats["lineage"]  # three stored roots read, no walk
+    assert (lineage["stored"], lineage["fetches"], lineage["max_depth"]) == (3, 0, 1)
     for part in ("conversation.candidates=5", "conversation.sessions=3",
-                 "conversation.lineage.fetches=4", "conversation.budget_hit=False"):
+                 "conversation.lineage.stored=3", "conversation.lineage.fetches=0",
+                 "conversation.budget_hit=False"):
         assert part in text
     reasons = explain.rows[0].reasons
     assert (reasons[-1].code, reasons[-1].detail) == (Reason.LINEAGE, "root=root, anchor=mid")
@@ -166,7 +168,7 @@ def test_explain_json_carries_the_same_content(db):
     assert payload["result"]["stats"]["conversation"]["unresolved_dropped"] == 1
 
 
-# -- budget truncation ---------------------------------------------------------------------------
+# -- budget truncation (only where a walk remains: sessions without a stored root) ----------------
 
 
 def three_conversations(db):
@@ -184,6 +186,7 @@ def three_conversations(db):
 ])
 def test_budget_exhaustion_returns_a_safe_ranked_prefix(db, budget, expected, truncated):
     three_conversations(db)
+    forget_roots(db)
     result = run(db, budget=budget)
     assert [r.conversation_root for r in result.rows] == expected
     assert result.truncated is truncated
@@ -193,8 +196,18 @@ def test_budget_exhaustion_returns_a_safe_ranked_prefix(db, budget, expected, tr
     assert lineage["budget_exhausted"] is truncated
 
 
+def test_stored_roots_need_no_budget(db):
+    three_conversations(db)
+    result = run(db, budget=1)  # no walk: the budget is never spent
+    assert [r.conversation_root for r in result.rows] == ["a", "b0", "c"]
+    assert result.truncated is False and result.warnings == []
+    lineage = result.stats["conversation"]["lineage"]
+    assert (lineage["stored"], lineage["fetches"], lineage["budget_exhausted"]) == (3, 0, False)
+
+
 def test_budget_warning_says_how_to_raise_it(db):
     three_conversations(db)
+    forget_roots(db)
     (notice,) = run(db, budget=6).warnings
     assert notice.message == ("lineage budget of 6 session-row fetches ran out; the result is a "
                               "safe ranked prefix (raise it with GROUP BY CONVERSATION "

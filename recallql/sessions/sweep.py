@@ -87,8 +87,10 @@ class SweepReport(int):
         return [s.id for s in self.swept]
 
     def __repr__(self) -> str:
-        return (f"SweepReport(sessions={int(self)}, messages={self.messages}, "
-                f"kept={len(self.kept)}, detached={len(self.detached)}, dry_run={self.dry_run})")
+        extra = "".join(f", {name}={len(value)}" for name, value in
+                        (("kept", self.kept), ("detached", self.detached)) if value)
+        extra += ", dry_run=True" if self.dry_run else ""
+        return f"SweepReport(sessions={int(self)}, messages={self.messages}{extra})"
 
     __str__ = int.__repr__
 
