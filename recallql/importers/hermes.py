@@ -83,6 +83,8 @@ class ImportReport(BaseModel):
         missing_parents: Parent ids that imported sessions link to but the database lacks.
         unresolved: Imported sessions whose lineage does not resolve, by reason (``cycle``,
             ``missing_parent``); their messages are dropped by GROUP BY CONVERSATION.
+        roots_updated: Stored conversation roots this run wrote or changed (new sessions, and
+            sessions whose own or an ancestor's lineage changed since the last import).
         batches: Batches committed by this run (0 when there was nothing to write).
         missing_columns: Optional Hermes columns absent from this (older) store.
     """
@@ -101,6 +103,7 @@ class ImportReport(BaseModel):
     skipped: dict[str, int] = Field(default_factory=dict)
     missing_parents: list[str] = Field(default_factory=list)
     unresolved: dict[str, int] = Field(default_factory=dict)
+    roots_updated: int = 0
     batches: int = 0
     missing_columns: list[str] = Field(default_factory=list)
 
@@ -165,8 +168,8 @@ def import_hermes(db: Any, path: str | os.PathLike[str], *, progress: Progress |
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     store = read_hermes_store(path)
     plan = _plan(db, store)
-    batches = _write(db, plan, progress, batch_size)
-    return _report(db, store, plan, batches)
+    batches, roots_updated = _write(db, plan, progress, batch_size)
+    return _report(db, store, plan, batches).model_copy(update={"roots_updated": roots_updated})
 
 
 # -- planning ------------------------------------------------------------------------------------
@@ -322,30 +325,33 @@ def _plan_messages(work: _SessionWork, msgs: list[dict[str, Any]], source: str,
 # -- writing -------------------------------------------------------------------------------------
 
 
-def _write(db: Any, plan: _Plan, progress: Progress | None, batch_size: int) -> int:
-    """Commit the planned work in batches of whole sessions; returns the number of batches."""
+def _write(db: Any, plan: _Plan, progress: Progress | None, batch_size: int) -> tuple[int, int]:
+    """Commit the planned work in batches of whole sessions; returns the number of batches and
+    of stored conversation roots that changed."""
     total = sum(len(w.items) for w in plan.work)
     done = batches = 0
     if progress is not None:
         progress(0, total)
     embedder = db.embedder(COLLECTION)
+    updates: list[roots.RootUpdate] = []
     for group in _batches(plan.work, batch_size):
         items = [item for w in group for item in w.items]
         rows = [w.row for w in group if w.row is not None]
-        db.store.ingest(COLLECTION, items, embedder, extra_sql=_upsert(rows))
+        db.store.ingest(COLLECTION, items, embedder, extra_sql=_upsert(rows, updates))
         batches += 1
         done += len(items)
         if progress is not None:
             progress(done, total)
-    return batches
+    return batches, sum(u.changed for u in updates)
 
 
-def _upsert(rows: list[tuple]) -> Callable[[Any], None]:
+def _upsert(rows: list[tuple], updates: list[roots.RootUpdate]) -> Callable[[Any], None]:
     """The batch's session rows, with their stored conversation roots (and their descendants')
-    brought up to date in the same transaction (`recallql.sessions.roots.refresh`)."""
+    brought up to date in the same transaction (`recallql.sessions.roots.refresh`: only these
+    sessions and their descendants are recomputed); the update is appended to `updates`."""
     def write(conn: Any) -> None:
         conn.executemany(_UPSERT, rows)
-        roots.refresh(conn, [r[0] for r in rows])
+        updates.append(roots.refresh(conn, [r[0] for r in rows]))
     return write
 
 
