@@ -278,10 +278,12 @@ def test_show_lineage_prints_each_edge_verdict(db, sid, expected):
     session(db, "cb", "ca", end="compression")
     result = db.execute("SHOW LINEAGE :s", s=sid)
     assert result.columns == ["depth", "session_id", "parent_session_id", "source", "end_reason",
-                              "edge", "conversation_root"]
+                              "edge", "conversation_root", "stored_root"]
     got = [(r["session_id"], r["parent_session_id"], r["edge"], r["conversation_root"])
            for r in result.records]
     assert got == expected
+    assert [r["stored_root"] for r in result.records] == [r[3] for r in expected]
+    assert result.warnings == []  # every stored root agrees with the walk
     assert [r["depth"] for r in result.records] == list(range(len(expected)))
 
 
