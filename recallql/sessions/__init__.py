@@ -15,7 +15,8 @@ sessions through `Sessions.state` / `Sessions.entity_sums` and lineage through
 | `edges` | the edge rule (SPEC §6): `SessionRow`, `EdgeVerdict`, `Resolution` |
 | `lineage` | the query-time walk that defines roots (budget, memo), `verify` |
 | `roots` | write-time roots: the stored columns, `refresh` after each write, `heal` |
-| `stored`, `lineage_access` | a statement's roots from the stored columns; `db.sessions`' lineage methods |
+| `stored` | a statement's roots read from the stored columns (`StoredRoots`) |
+| `lineage_access` | `db.sessions`' lineage methods: prepare, resolver, verify_lineage |
 | `live_context` | live-context hiding under FOR SESSION |
 | `models` | `SessionSnapshot`, `SessionState` |
 """

@@ -46,11 +46,16 @@ COLUMNS: Final = (("conversation_root", "TEXT"), ("lineage_status", "TEXT"),
 STORED_COLUMNS: Final = "conversation_root, lineage_status, lineage_depth"
 _UNRESOLVED: Final = {r.value: r for r in (UnresolvedReason.CYCLE,
                                             UnresolvedReason.MISSING_PARENT)}
+#: The seeds and all their descendants. UNION ALL (no duplicate check) is exact here: every
+#: session has one parent, so a non-seed is listed once per listing of its parent; the recursion
+#: never steps onto a seed, so each seed is listed once; and a cycle can only be reached from one
+#: of its own members (its sessions' parents are in the cycle), a seed, where the recursion stops.
 _AFFECTED_SQL: Final = (
-    "WITH RECURSIVE d(id) AS (SELECT value FROM json_each(?1) UNION "
-    "SELECT s.id FROM sessions s JOIN d ON s.parent_session_id = d.id) "
+    "WITH RECURSIVE d(id) AS (SELECT value FROM json_each(?1) UNION ALL "
+    "SELECT s.id FROM sessions s JOIN d ON s.parent_session_id = d.id "
+    "WHERE s.id NOT IN (SELECT value FROM json_each(?1))) "
     f"SELECT {prefixed(ROW_COLUMNS, 's')}, {prefixed(STORED_COLUMNS, 's')} "
-    "FROM sessions s JOIN d ON s.id = d.id")
+    "FROM d JOIN sessions s ON s.id = d.id")
 _ROWS_SQL: Final = (f"SELECT {ROW_COLUMNS}, {STORED_COLUMNS} FROM sessions "
                     "WHERE id IN (SELECT value FROM json_each(?1))")
 _UPDATE_SQL: Final = ("UPDATE sessions SET conversation_root = ?, lineage_status = ?, "
@@ -137,29 +142,36 @@ def refresh(conn: Any, seeds: Iterable[str]) -> RootUpdate:
     ids = list(dict.fromkeys(seeds))
     if not ids:
         return RootUpdate()
-    rows, old = _read(conn, _AFFECTED_SQL, ids)
+    rows, old = _read_raw(conn, _AFFECTED_SQL, ids)
     outside = _Outside(conn, rows)
     new = _resolve_all(rows, outside)
-    changes = [(*_columns(res), sid) for sid, res in new.items()
-               if _columns(res) != _columns_or_none(old.get(sid))]
+    changes = []
+    for sid, res in new.items():
+        values = _columns(res)
+        if values != old.get(sid):
+            changes.append((*values, sid))
     if changes:
         conn.executemany(_UPDATE_SQL, changes)
     return RootUpdate(affected=len(new), changed=len(changes))
 
 
-def _columns_or_none(res: Resolution | None) -> tuple | None:
-    return None if res is None else _columns(res)
+def _read_raw(conn: Any, sql: str, ids: list[str]
+              ) -> tuple[dict[str, SessionRow], dict[str, tuple]]:
+    """Rows and their stored columns as read (compared as they are: no objects built)."""
+    rows: dict[str, SessionRow] = {}
+    old: dict[str, tuple] = {}
+    make = SessionRow._make
+    for values in conn.execute(sql, (json.dumps(ids),)):
+        sid = values[0]
+        rows[sid] = make(values[:_N_ROW])
+        old[sid] = values[_N_ROW:]
+    return rows, old
 
 
 def _read(conn: Any, sql: str, ids: list[str]
           ) -> tuple[dict[str, SessionRow], dict[str, Resolution | None]]:
-    rows: dict[str, SessionRow] = {}
-    old: dict[str, Resolution | None] = {}
-    for values in conn.execute(sql, (json.dumps(ids),)):
-        row = SessionRow._make(values[:_N_ROW])
-        rows[row.id] = row
-        old[row.id] = stored(values[_N_ROW:])
-    return rows, old
+    rows, raw = _read_raw(conn, sql, ids)
+    return rows, {sid: stored(values) for sid, values in raw.items()}
 
 
 class _Outside:
