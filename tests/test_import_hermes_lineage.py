@@ -170,7 +170,7 @@ def test_the_hermes_equivalent_view_hides_subagents_tools_and_tool_rows(db, tmp_
     assert {r.fields["agent_id"] for r in db.execute(view, q=q).rows} == {"hermes"}
 
 
-# -- acceptance: every shape + a 5,000-deep chain, stored roots == the contract ---------------------
+# -- acceptance: every shape + a 5,000-deep chain, stored roots == the contract ----------------
 
 DEPTH = 5_000
 QUERIES = ["kubernetes staging helm", "postgres mysql", "vector databases", "topic",

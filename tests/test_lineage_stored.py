@@ -161,7 +161,7 @@ def test_opening_as_a_writer_heals_rows_without_a_stored_root(tmp_path):
         assert db.sessions.verify_lineage().ok
 
 
-# -- verify and SHOW LINEAGE report disagreement -----------------------------------------------------
+# -- verify and SHOW LINEAGE report disagreement -----------------------------------------------
 
 
 def tamper(db, sid: str, root: str) -> None:
