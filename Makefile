@@ -31,6 +31,7 @@ bench: $(VENV)/.bench-installed
 lint: $(VENV)/.installed
 	$(PY) -m ruff check recallql tests benchmarks examples
 	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -183,10 +183,10 @@ class Database:
                                  f"collection {name!r}")
             info = existing.info
             check_same(info, make_info(name, text_fields, fields, dim,
-                                       embedder and embedder.name))
+                                       embedder.name if embedder is not None else None))
         else:
             info = self.store.create_collection(name, text_fields, fields, dim,
-                                                embedder and embedder.name)
+                                                embedder.name if embedder is not None else None)
         self._embedders[name] = embedder
         return info
 

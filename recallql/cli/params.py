@@ -105,7 +105,7 @@ def bind_with_fallback(run: Callable[[dict[str, Any]], T], params: dict[str, Par
         except QueryError as exc:
             name = culprit(exc)
             param = params.get(name) if name else None
-            if param is None or not param.inferred or values[name] == param.raw:
+            if name is None or param is None or not param.inferred or values[name] == param.raw:
                 raise
             values[name] = param.raw
 

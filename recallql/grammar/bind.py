@@ -261,13 +261,14 @@ def _vector(value: Any, node: Parameter) -> Node:
     return VectorLiteral.model_construct(value=vector, name=node.name, span=node.span)
 
 
-_CONVERTERS: dict[str, Callable[[Any, Parameter], Node]] = {
+#: Slot kind -> converter of a Python value to its literal node (a tuple of nodes for IN lists).
+_CONVERTERS: dict[str, Callable[[Any, Parameter], Any]] = {
     "text": _string,
     "session": _string,
     "pattern": _string,
     "vector": _vector,
     "value": _value,
-    "list": lambda value, node: _list(value, node),
+    "list": _list,
     "timestamp": _timestamp,
     "count": _integer,
     "offset": _integer,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lark import Tree
 
-from recallql.grammar.literals import span_of
+from recallql.grammar.literals import span_of, token_at
 from recallql.grammar.nodes import Identifier, Span
 from recallql.grammar.statements import (
     Fuse,
@@ -83,8 +83,7 @@ OPTION_NAMES: dict[str, tuple[str, ...] | None] = {
 
 def head_span(tree: Tree, words: int) -> Span:
     """Span of the first ``words`` keyword tokens of a clause tree."""
-    last = tree.children[words - 1]
-    return Span(tree.meta.start_pos, last.end_pos)
+    return Span(tree.meta.start_pos, token_at(tree, words - 1).end_pos or 0)
 
 
 class ClauseCollector:
@@ -151,7 +150,7 @@ class ClauseCollector:
 
     def using(self, tree: Tree) -> Any:
         """``USING HYBRID | LEXICAL | SEMANTIC``."""
-        mode = tree.children[1].type.lower()
+        mode = token_at(tree, 1).type.lower()
         return Using.model_construct(mode=mode, span=span_of(tree))
 
     def near(self, tree: Tree) -> Any:
@@ -196,7 +195,7 @@ class ClauseCollector:
 
     def group_by(self, tree: Tree) -> Any:
         """``GROUP BY DOCUMENT | CONVERSATION [(budget = n)]``."""
-        kind = tree.children[2].type
+        kind = token_at(tree, 2).type
         options = self._options(tree.children[3:], f"GROUP BY {kind}")
         return GroupBy.model_construct(kind=kind.lower(), options=options, span=span_of(tree))
 

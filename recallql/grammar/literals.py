@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from typing import cast
 
 from lark import Token, Tree
 
@@ -20,7 +21,8 @@ from recallql.grammar.nodes import (
     TimestampLiteral,
 )
 
-__all__ = ["span_of", "token_literal", "timestamp", "duration", "parse_timestamp", "decode_string"]
+__all__ = ["span_of", "token_at", "token_literal", "timestamp", "duration", "parse_timestamp",
+           "decode_string"]
 
 INT64_MAX = 2**63 - 1
 
@@ -32,6 +34,12 @@ def span_of(item: Tree | Token) -> Span:
     if isinstance(item, Token):
         return Span(item.start_pos or 0, item.end_pos or 0)
     return Span(item.meta.start_pos, item.meta.end_pos)
+
+
+def token_at(tree: Tree, index: int) -> Token:
+    """Child `index` of `tree`, where the grammar puts a token (lark types children as
+    ``Tree | Token``)."""
+    return cast(Token, tree.children[index])
 
 
 def decode_string(token: str) -> str:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import functools
 import math
 from datetime import datetime
-from typing import Annotated, Any, Literal, NamedTuple, Union
+from typing import Annotated, Any, Literal, NamedTuple, TypeAlias
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
-    "Span", "Node", "tagged", "SCALAR_TYPES", "Identifier", "ScalarLiteral", "StringLiteral",
+    "Span", "Node", "SCALAR_TYPES", "Identifier", "ScalarLiteral", "StringLiteral",
     "IntegerLiteral",
     "FloatLiteral", "BooleanLiteral", "NullLiteral", "TimestampLiteral", "Duration",
     "VectorLiteral", "Parameter", "Scalar", "Value", "Predicate", "AnyPredicate", "Comparison",
@@ -201,18 +201,20 @@ class Parameter(Node):
         return f":{self.name}" if self.name is not None else f"?{(self.index or 0) + 1}"
 
 
-def tagged(*types: type) -> Any:
-    """A union of node classes, discriminated by their ``kind`` field."""
-    return Annotated[Union[types], Field(discriminator="kind")]  # noqa: UP007
-
-
 SCALAR_TYPES = (StringLiteral, IntegerLiteral, FloatLiteral, BooleanLiteral, NullLiteral,
                 TimestampLiteral)  # fmt: skip
 
-Scalar = tagged(*SCALAR_TYPES)
+Scalar: TypeAlias = Annotated[
+    StringLiteral | IntegerLiteral | FloatLiteral | BooleanLiteral | NullLiteral | TimestampLiteral,
+    Field(discriminator="kind"),
+]
 """Any scalar literal (a union of the concrete classes, so that dumps keep every field)."""
 
-Value = tagged(*SCALAR_TYPES, Parameter)
+Value: TypeAlias = Annotated[
+    StringLiteral | IntegerLiteral | FloatLiteral | BooleanLiteral | NullLiteral | TimestampLiteral
+    | Parameter,
+    Field(discriminator="kind"),
+]
 """What a predicate compares with: a scalar literal, or a parameter until bound."""
 
 
@@ -308,7 +310,10 @@ class Not(Predicate):
     item: AnyPredicate
 
 
-AnyPredicate = tagged(Comparison, InList, Between, Like, Contains, IsNull, And, Or, Not)
+AnyPredicate: TypeAlias = Annotated[
+    Comparison | InList | Between | Like | Contains | IsNull | And | Or | Not,
+    Field(discriminator="kind"),
+]
 """Any predicate node (a union of the concrete classes)."""
 
 for _model in (And, Or, Not):

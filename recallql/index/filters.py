@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Real
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from recallql.index.timestamps import to_epoch
 if TYPE_CHECKING:
     from recallql.index.columns import Column
 
-OPS: dict[str, Callable[[object, object], object]] = {
+OPS: dict[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq, "==": operator.eq, "!=": operator.ne, "<>": operator.ne,
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
 }
@@ -172,7 +172,7 @@ def _coerce(column: Column, value: object, name: str) -> object:
     return value
 
 
-def _predicate(column: Column, test: Callable[[object], bool], size: int) -> np.ndarray:
+def _predicate(column: Column, test: Callable[[str], bool], size: int) -> np.ndarray:
     """Rows whose value satisfies `test` (for str columns: any element for lists)."""
     if isinstance(column, StrColumn | StrArray):
         return column.where(test, size)
@@ -202,7 +202,7 @@ def _leaf(expr: FilterExpr, column: Column, size: int) -> np.ndarray:
         lo, hi = _coerce(column, expr.lo, name), _coerce(column, expr.hi, name)
         return _cmp(column, ">=", lo, size) & _cmp(column, "<=", hi, size)
     if isinstance(expr, In):
-        values = [_coerce(column, v, name) for v in expr.values if v is not None]
+        values: list[Any] = [_coerce(column, v, name) for v in expr.values if v is not None]
         if isinstance(column, NumberColumn):
             return np.isin(column.values(size), values)
         wanted = set(values)
@@ -213,7 +213,7 @@ def _leaf(expr: FilterExpr, column: Column, size: int) -> np.ndarray:
         if isinstance(expr, Like):
             matches = like_matcher(str(_coerce(column, expr.pattern, name)))
             return _predicate(column, matches, size)
-        value = _coerce(column, expr.value, name)
+        value = str(_coerce(column, expr.value, name))  # a str: _coerce checked it
         if isinstance(column, ListColumn):
             return _predicate(column, value.__eq__, size)
         return _predicate(column, lambda s: value in s, size)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from numbers import Real
+from typing import SupportsFloat, cast
 
 from recallql.index.errors import show
 
@@ -88,9 +89,10 @@ def _moment(value: object) -> dt.datetime | None:
     raise ValueError(f"expected a datetime, ISO-8601 string or epoch seconds, got {show(value)}")
 
 
-def _number_epoch(value: Real) -> float:
+def _number_epoch(value: object) -> float:
+    """Epoch seconds `value` (a real number: `_moment` returned None for it), range-checked."""
     try:
-        seconds = float(value)
+        seconds = float(cast(SupportsFloat, value))
     except OverflowError:  # an int beyond float64
         seconds = math.inf
     if not math.isfinite(seconds) or not MIN_EPOCH <= seconds <= MAX_EPOCH:

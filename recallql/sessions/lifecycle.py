@@ -19,6 +19,7 @@ database raises `StoreError` naming the action.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import math
@@ -342,7 +343,7 @@ class Sessions:
                 out.append(row)
         return out
 
-    def entity_sums(self, entities: list[str], names: list[str], now_ts: float
+    def entity_sums(self, entities: builtins.list[str], names: builtins.list[str], now_ts: float
                     ) -> dict[str, dict[str, float]]:
         """Cross-session decayed sums `{name: {entity: sum}}` at `now_ts` (epoch seconds UTC;
         SPEC §4.4), each session's signals decayed to its reference time (frozen at

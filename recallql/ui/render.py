@@ -392,7 +392,7 @@ def render(outcome: Result | Explain, catalog: Catalog | None = None,
             return Text(to_json(outcome, catalog), no_wrap=True, overflow="ignore")
         return explain_text(outcome, width)
     parts: list[RenderableType] = []
-    if _is_one_session(outcome):
+    if _is_one_session(outcome) and outcome.records and outcome.columns:
         return record_view({c: outcome.records[0].get(c) for c in outcome.columns})
     if outcome.columns is not None:
         parts.append(records_table(outcome.columns, outcome.records or [], width=width))
