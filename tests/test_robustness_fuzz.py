@@ -410,10 +410,6 @@ def statements(draw: st.DrawFn, hostile: bool = False) -> tuple[str, dict[str, A
     return text_, params
 
 
-def is_finite(x: float) -> bool:
-    return isinstance(x, float) and math.isfinite(x)
-
-
 # -- checks ------------------------------------------------------------------------------------
 
 def dump(db: recallql.Database) -> tuple:

@@ -8,7 +8,6 @@ character offsets of the text it came from, so errors about it can put a caret u
 from __future__ import annotations
 
 import functools
-import math
 from datetime import datetime
 from typing import Annotated, Any, Literal, NamedTuple, TypeAlias
 
@@ -319,9 +318,3 @@ AnyPredicate: TypeAlias = Annotated[
 for _model in (And, Or, Not):
     _model.model_rebuild()
 
-
-def is_finite_number(value: object) -> bool:
-    """True for an int or a finite float (bool excluded)."""
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
