@@ -8,7 +8,6 @@ planner turns into operators.
 
 from __future__ import annotations
 
-import difflib
 import math
 import sys
 from collections.abc import Collection, Mapping
@@ -22,6 +21,7 @@ from recallql.engine.scoring import DecayShape
 from recallql.grammar import nodes as n
 from recallql.grammar import statements as s
 from recallql.grammar.errors import ParameterError, QuerySemanticError
+from recallql.grammar.suggest import did_you_mean
 from recallql.index import filters as f
 from recallql.index.schema import CollectionInfo, FieldType
 
@@ -81,15 +81,6 @@ class QuerySpec:
 def _fail(stmt: s.StatementBase, node: n.Node, message: str, hint: str | None = None,
           cls: type = QuerySemanticError) -> None:
     raise cls(message, text=stmt.source, span=tuple(node.span), hint=hint)
-
-
-def did_you_mean(name: str, options: list[str]) -> str | None:
-    """A "did you mean" hint for `name` among `options`, or a list of what exists."""
-    folded = [o for o in options if o.lower() == name.lower()]
-    close = folded or difflib.get_close_matches(name, options, n=1, cutoff=0.5)
-    if close:
-        return f"did you mean '{close[0]}'?"
-    return f"known: {', '.join(sorted(options))}" if options else None
 
 
 def _number(stmt: s.StatementBase, node: Any, what: str) -> float | None:

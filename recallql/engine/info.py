@@ -5,7 +5,6 @@ They return a `Result` whose `columns` and `records` hold a small table (no rank
 
 from __future__ import annotations
 
-import difflib
 import operator
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ from recallql.engine.models import Result
 from recallql.grammar import nodes as n
 from recallql.grammar import statements as s
 from recallql.grammar.errors import QuerySemanticError
+from recallql.grammar.suggest import did_you_mean
 from recallql.sessions.lineage import DEFAULT_MAX_STEPS, LineageResolver
 
 SESSION_FIELDS = ("id", "agent_id", "status", "source", "parent_session_id", "end_reason",
@@ -53,10 +53,9 @@ def _describe(db: Any, stmt: s.Describe, now_ts: float) -> tuple:
     catalog = {c.name: c for c in db.collections()}
     info = catalog.get(stmt.collection.name)
     if info is None:
-        close = difflib.get_close_matches(stmt.collection.name, list(catalog), n=1)
         raise QuerySemanticError(f"unknown collection '{stmt.collection.name}'",
                                  text=stmt.source, span=tuple(stmt.collection.span),
-                                 hint=f"did you mean '{close[0]}'?" if close else None)
+                                 hint=did_you_mean(stmt.collection.name, sorted(catalog)))
     records = [{"field": t, "type": "text", "role": "BM25 text (concatenated)"}
                for t in info.text_fields]
     records += [{"field": k, "type": str(v.value), "role": "filterable"}
@@ -152,11 +151,9 @@ def _predicate(stmt: s.StatementBase, pred: n.Predicate) -> Callable[[dict], boo
         return lambda r: None if (v := inner(r)) is None else not v
     name = pred.field.name  # type: ignore[attr-defined]
     if name not in SESSION_FIELDS:
-        close = difflib.get_close_matches(name, SESSION_FIELDS, n=1)
         raise QuerySemanticError(f"unknown session field '{name}'", text=stmt.source,
                                  span=tuple(pred.field.span),  # type: ignore[attr-defined]
-                                 hint=f"did you mean '{close[0]}'?" if close
-                                 else f"known: {', '.join(SESSION_FIELDS)}")
+                                 hint=did_you_mean(name, SESSION_FIELDS))
     _check_types(stmt, pred, name)
     return _leaf(pred, name)
 

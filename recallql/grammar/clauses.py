@@ -8,7 +8,6 @@ themselves, but each boost (recency, session boost, signal boost) is given at mo
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lark import Tree
@@ -26,6 +25,7 @@ from recallql.grammar.statements import (
     SignalBoost,
     Using,
 )
+from recallql.grammar.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from recallql.grammar.transform import AstBuilder
@@ -251,16 +251,9 @@ class ClauseCollector:
                 name.span,
                 hint=f"remove the parentheses after {clause}",
             )
-        close = difflib.get_close_matches(name.name.lower(), allowed, n=1, cutoff=0.6)
-        listing = ", ".join(allowed)
-        hint = (
-            f"did you mean {close[0]!r}? {clause} takes {listing}"
-            if close
-            else (f"{clause} takes {listing}")
-        )
         return self.builder.error(
             f"unknown option {name.name!r} for {clause}",
             name.span,
             expected=list(allowed),
-            hint=hint,
+            hint=did_you_mean(name.name, allowed),
         )
