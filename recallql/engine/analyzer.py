@@ -261,6 +261,18 @@ def _recency(stmt: s.Search | s.Retrieve, fields: Mapping[str, FieldType],
 # -- WHERE -> index filter expressions ---------------------------------------------------------
 
 
+def where_filter(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldType],
+                 text_fields: tuple[str, ...] = ()) -> Any:
+    """A WHERE predicate as a `recallql.index.filters` expression, after checking every field
+    name (unknown: a did-you-mean hint) and value type against `fields`. The one translation
+    for SEARCH / RETRIEVE (a collection's fields) and SHOW SESSIONS (the session fields).
+
+    Raises:
+        QuerySemanticError: unknown field, a value or operator that does not fit its type.
+    """
+    return _where(stmt, pred, fields, text_fields)
+
+
 def _where(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldType],
            text_fields: tuple[str, ...] = ()) -> Any:
     if isinstance(pred, n.And):
@@ -275,7 +287,8 @@ def _where(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldT
     if isinstance(pred, n.Comparison):
         return _comparison(stmt, pred, name, kind)
     if isinstance(pred, n.InList):
-        expr = f.In(name, tuple(_value(stmt, v, kind, name) for v in pred.values))
+        expr = f.In(name, tuple(None if isinstance(v, n.NullLiteral) else
+                                _value(stmt, v, kind, name) for v in pred.values))
         return f.Not(expr) if pred.negated else expr
     if isinstance(pred, n.Between):
         if kind in (FieldType.BOOL, FieldType.LIST_STR):
