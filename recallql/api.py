@@ -39,6 +39,7 @@ from recallql.index.errors import (
 from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, FieldType, make_info
 from recallql.index.snapshot import CollectionSnapshot
 from recallql.index.store import META_FILE, Store, check_same
+from recallql.index.timestamps import parse_timestamp  # noqa: F401  (the CLI's --param)
 from recallql.sessions.input import SessionError
 from recallql.sessions.lifecycle import Sessions
 from recallql.sessions.messages import COLLECTION as MESSAGES

@@ -657,6 +657,7 @@ EDGE_STATEMENTS = [
     ("SEARCH kb MATCHING 'alpha' AS OF :t", {"t": datetime.min}),
     ("SEARCH kb MATCHING 'alpha' WHERE created_at > TIMESTAMP '0001-01-01'", {}),
     ("SEARCH kb MATCHING 'alpha' WHERE at < '9999-12-31T23:59:59-05:00'", {}),
+    ("SEARCH kb MATCHING 'alpha' WHERE at > '  2020-01-01 '", {}),  # blanks: as at ingest
     ("SEARCH kb MATCHING 'alpha' WHERE year = 1e308", {}),
     ("SEARCH kb MATCHING 'alpha' WHERE score > 9223372036854775807", {}),
     ("SEARCH kb MATCHING 'alpha' WHERE position = 9223372036854775807", {}),
@@ -729,7 +730,6 @@ ERROR_STATEMENTS = [
     ("SEARCH kb MATCHING 'alpha' WHERE year = :v", {"v": object()}),
     ("SEARCH kb MATCHING 'alpha' WHERE at = :v", {"v": timedelta(1)}),
     ("SEARCH kb MATCHING 'alpha' WHERE ok = :v", {"v": None}),
-    ("SEARCH kb MATCHING 'alpha' WHERE at > '  2020-01-01 '", {}),
     ("SEARCH kb MATCHING 'alpha' WHERE " + "(" * 70 + "year = 1" + ")" * 70, {}),
     ("SEARCH kb MATCHING 'alpha' WHERE " + "NOT " * 70 + "year = 1", {}),
     ("SEARCH \"" + "k" * 10000 + "\" MATCHING 'alpha'", {}),

@@ -402,7 +402,7 @@ def test_show_sessions_table(three):
     assert result.records[1] == {
         "id": "s-b", "agent_id": "agent-2", "status": "closed", "source": "tool",
         "parent_session_id": "s-a", "end_reason": "compression",
-        "started_at": "2025-06-16T15:06:40Z", "ended_at": "2025-06-17T15:06:40Z",
+        "started_at": "2025-06-16T15:06:40.000000Z", "ended_at": "2025-06-17T15:06:40.000000Z",
         "title": None}
 
 

@@ -6,7 +6,6 @@ They return a `Result` whose `columns` and `records` hold a small table (no rank
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from recallql.engine.analyzer import BUILTIN_FIELDS, where_filter
@@ -14,6 +13,7 @@ from recallql.engine.models import Result
 from recallql.grammar import statements as s
 from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.suggest import did_you_mean
+from recallql.grammar.timestamps import format_timestamp
 from recallql.index.filters import rows_mask
 from recallql.index.schema import FieldType
 from recallql.sessions.lineage import DEFAULT_MAX_STEPS, LineageResolver
@@ -36,10 +36,8 @@ def run(db: Any, stmt: s.StatementBase, now_ts: float) -> Result:
 
 
 def _iso(ts: float | None) -> str | None:
-    """Epoch seconds UTC as ISO-8601 with a `Z` (as `SHOW SESSION` and the JSON models print)."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
+    """Epoch seconds UTC as the machine text of a time (`format_timestamp`), None when missing."""
+    return None if ts is None else format_timestamp(ts)
 
 
 def _show_collections(db: Any, stmt: s.ShowCollections, now_ts: float) -> tuple:

@@ -8,7 +8,6 @@ character offsets of the text it came from, so errors about it can put a caret u
 from __future__ import annotations
 
 import functools
-from datetime import datetime
 from typing import Annotated, Any, Literal, NamedTuple, TypeAlias
 
 import numpy as np
@@ -116,11 +115,14 @@ class NullLiteral(ScalarLiteral):
 
 
 class TimestampLiteral(ScalarLiteral):
-    """``TIMESTAMP '<ISO-8601>'``; ``value`` is an aware UTC datetime (naive input means UTC)."""
+    """``TIMESTAMP '<ISO-8601>'``; ``value`` is the text as written (a bound datetime: its
+    `recallql.grammar.timestamps.format_timestamp` text). The engine parses it when the
+    statement runs (`recallql.index.timestamps.parse_timestamp`; naive text means UTC), so an
+    invalid one is reported then, with the caret under the string."""
 
     kind: Literal["timestamp"] = Field(default="timestamp", repr=False)
 
-    value: datetime
+    value: str
 
 
 TimeUnit = Literal["DAYS", "HOURS", "MINUTES", "SECONDS"]

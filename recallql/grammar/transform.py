@@ -208,7 +208,7 @@ class AstBuilder:
 
     def timestamp(self, tree: Tree) -> Node:
         """``TIMESTAMP 'iso-8601'``."""
-        return literals.timestamp(token_at(tree, 1), span_of(tree), self.text)
+        return literals.timestamp(token_at(tree, 1), span_of(tree))
 
     def duration(self, tree: Tree) -> Node:
         """``<number> DAYS|HOURS|MINUTES|SECONDS``."""

@@ -29,6 +29,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from recallql.grammar.timestamps import format_timestamp
 from recallql.index.errors import SignalRejected, StoreError
 from recallql.sessions import state
 from recallql.sessions import sweep as sweeping
@@ -412,7 +413,7 @@ def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:
 
 
 def _iso(ts: float) -> str:
-    return to_datetime(ts).isoformat()  # type: ignore[union-attr]  # ts is a stored time
+    return format_timestamp(ts)
 
 
 __all__ = ["SessionError", "SessionNotFound", "Sessions", "SweepReport", "check_text", "short_repr",
