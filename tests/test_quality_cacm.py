@@ -16,6 +16,8 @@ from benchmarks.vectors_cache import CachedEmbedder
 from recallql.datasets import corpora
 from recallql.datasets.evaluation import evaluate
 
+pytestmark = pytest.mark.slow  # a real corpus and the real model (queries; documents cached)
+
 
 @pytest.fixture(scope="module")
 def cacm(index_shared_data, tmp_path_factory):
