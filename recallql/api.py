@@ -39,6 +39,7 @@ from recallql.index.errors import (
 from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, FieldType, make_info
 from recallql.index.snapshot import CollectionSnapshot
 from recallql.index.store import META_FILE, Store, check_same
+from recallql.index.timestamps import parse_timestamp  # noqa: F401  (the CLI's --param)
 from recallql.sessions.input import SessionError
 from recallql.sessions.lifecycle import Sessions
 from recallql.sessions.messages import COLLECTION as MESSAGES
@@ -217,12 +218,13 @@ class Database:
                 raise StoreError(f"the database {self.path} is open read-only; cannot create "
                                  f"collection {name!r}")
             info = existing.info
-            wanted = make_info(name, text_fields, fields, dim, embedder and embedder.name)
+            wanted = make_info(name, text_fields, fields, dim,
+                               embedder.name if embedder is not None else None)
             if not (builtin and _older_builtin(info, wanted)):
                 check_same(info, wanted)
         else:
             info = self.store.create_collection(name, text_fields, fields, dim,
-                                                embedder and embedder.name)
+                                                embedder.name if embedder is not None else None)
         self._embedders[name] = embedder
         return info
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from recallql.grammar.timestamps import format_timestamp
 from recallql.index.errors import IngestError
 from recallql.index.filters import In
 from recallql.sessions.lifecycle import (
@@ -29,7 +30,6 @@ from recallql.sessions.lifecycle import (
     to_epoch,
 )
 from recallql.sessions.signals import no_session
-from recallql.sessions.state import to_datetime
 
 COLLECTION = "messages"
 
@@ -198,7 +198,7 @@ def message_activity(snap: Any) -> dict[str, tuple[float | None, int]]:
 
 
 def _iso(ts: float) -> str:
-    return to_datetime(ts).isoformat()  # type: ignore[union-attr]  # ts is a time
+    return format_timestamp(ts)
 
 
 def message_item(session_id: str, message_id: int, seq: int, role: str, content: str,
