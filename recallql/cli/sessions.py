@@ -243,26 +243,25 @@ def archive(session: SessionArg, db: DbOption = DEFAULT_DB) -> None:
     out.print(f"archived session {session}", markup=False)
 
 
-def _iso(ts: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def _print_plan(report, older_than: float, as_json: bool) -> None:
-    """What a sweep would remove (`--dry-run`): one line per session, then the totals."""
+    """What a sweep would remove (`--dry-run`): one line per session (times to the second; JSON
+    keeps the full value), then the totals."""
     import json
+
+    from recallql.grammar.timestamps import format_timestamp
+    from recallql.ui.render import cell
 
     if as_json:
         out.print(json.dumps({
-            "sessions": [{"id": x.id, "last_active": _iso(x.last_active),
+            "sessions": [{"id": x.id, "last_active": format_timestamp(x.last_active),
                           "conversation": x.conversation, "messages": x.messages}
                          for x in report.swept],
             "messages": report.messages, "kept": list(report.kept)}), markup=False,
             soft_wrap=True)
         return
     for x in report.swept:
-        out.print(f"{x.id}  last active {_iso(x.last_active)}  conversation {x.conversation}  "
+        out.print(f"{x.id}  last active {cell(format_timestamp(x.last_active))}  "
+                  f"conversation {x.conversation}  "
                   f"{x.messages} message(s)", markup=False, soft_wrap=True)
     noun = "session" if report == 1 else "sessions"
     out.print(f"would remove {int(report)} {noun} and {report.messages} message(s) (last active "
