@@ -27,7 +27,7 @@ Budget accounting (one resolver = one statement):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
@@ -193,6 +193,10 @@ class LineageResolver:
         later :meth:`resolve` of the session reads no row it has already seen."""
         links = self.chain(session_id, max_steps=max_steps + 1)
         return frozenset(row.id for row, _ in links[1:] if row is not None)
+
+    def prefetch(self, session_ids: Sequence[str]) -> None:
+        """Accepted for the resolver interface; a walk reads rows as it needs them (each read
+        is budgeted), so it reads nothing ahead."""
 
     def _walk(self, row: SessionRow) -> Resolution:
         """Follow continuation edges from ``row`` up to a root, a failure or the budget."""

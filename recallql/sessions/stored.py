@@ -14,6 +14,8 @@ and its root belong to the current conversation, which is live as a whole anyway
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
 from recallql.sessions.edges import (
@@ -30,6 +32,8 @@ from recallql.sessions.state import ROW_COLUMNS, row_fetcher
 
 _N_ROW: Final = len(SessionRow._fields)
 _LOOKUP_SQL: Final = f"SELECT {ROW_COLUMNS}, {STORED_COLUMNS} FROM sessions WHERE id = ?"
+_MANY_SQL: Final = (f"SELECT {ROW_COLUMNS}, {STORED_COLUMNS} FROM sessions "
+                    "WHERE id IN (SELECT value FROM json_each(?1))")
 _ANCESTORS_SQL: Final = (
     "WITH RECURSIVE up(id) AS ("
     "SELECT parent_session_id FROM sessions WHERE id = ?1 AND parent_session_id IS NOT NULL "
@@ -52,6 +56,9 @@ class RootResolver(Protocol):
 
     def ancestors(self, session_id: str, max_steps: int = DEFAULT_MAX_STEPS) -> frozenset[str]:
         """The session's generic ancestors (parent links of any kind)."""
+
+    def prefetch(self, session_ids: Sequence[str]) -> None:
+        """Read ahead the sessions a walk is about to resolve (a hint; may do nothing)."""
 
 
 class StoredRoots:
@@ -108,6 +115,26 @@ class StoredRoots:
         if not res.resolved:
             return frozenset()
         return frozenset(sid for (sid,) in self._conn.execute(_ANCESTORS_SQL, (res.root,)))
+
+    def prefetch(self, session_ids: Sequence[str]) -> None:
+        """Read the rows and stored roots of `session_ids` not read yet, in one query (the
+        conversation operators call it with each head of hits they are about to walk)."""
+        wanted = [sid for sid in dict.fromkeys(session_ids)
+                  if isinstance(sid, str) and sid not in self._read]
+        if not wanted:
+            return
+        try:
+            found = self._conn.execute(_MANY_SQL, (json.dumps(wanted),)).fetchall()
+        except UnicodeEncodeError:  # an id SQLite cannot hold: read one by one instead
+            return
+        for values in found:
+            row = SessionRow._make(values[:_N_ROW])
+            self._rows[row.id] = row
+            self._read[row.id] = stored(values[_N_ROW:])
+        for sid in wanted:
+            if sid not in self._read:
+                self._rows[sid] = None
+                self._read[sid] = _MISSING
 
     def _stored(self, session_id: str) -> Resolution | None:
         """The session's stored outcome (``missing_session`` without a row; None when it has

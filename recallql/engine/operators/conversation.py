@@ -49,12 +49,13 @@ class _Tally:
 class _Walk:
     """A statement's per-hit lineage decisions over candidates in the total order.
 
-    The order is built lazily: first only a head of `1.5 · need + 32` rows (rows whose score
-    reaches that rank's, ties kept: room for a third of the hits to be dropped, hidden or of a
-    conversation already kept, since ordering is most of the operator's cost once roots are
-    stored), then four times deeper whenever the walk runs past it. Each deeper order starts
-    with the previous one (score is the first key of the total order), so walk positions stay
-    valid. Positions `j` index `order`, `session_ids` and `compacted`; `order[j]` indexes the
+    The order is built lazily: first only a head of `1.25 · need + 16` rows (rows whose score
+    reaches that rank's, ties kept: room for a fifth of the hits to be dropped, hidden or of a
+    conversation already kept), then twice as deep whenever the walk runs past it (ordering is
+    most of the operator's cost once roots are stored; doubling orders at most about twice the
+    rows a walk needs, 4 × in all with the re-orders). Each deeper order starts with the
+    previous one (score is the first key of the total order), so walk positions stay valid.
+    Positions `j` index `order`, `session_ids` and `compacted`; `order[j]` indexes the
     input candidates.
     """
 
@@ -65,7 +66,7 @@ class _Walk:
         self.live: LiveContext | None = ctx.services.get("live_context")
         self.tally = _Tally(candidates=len(cands))
         self._score = cands.score()
-        self._depth = need + need // 2 + 32 if need else len(cands)
+        self._depth = need + need // 4 + 16 if need else len(cands)
         self.order: list[int] = []
         self.session_ids: list[str] = []
         self.compacted: list[bool] = []
@@ -78,20 +79,25 @@ class _Walk:
             j += 1
 
     def _deepen(self) -> bool:
-        """Order the next, deeper head; False when every candidate has been ordered."""
+        """Order the next, deeper head; False when every candidate has been ordered. A deeper
+        head that adds no row (its cut falls in the same run of tied scores as the last one)
+        is skipped for the next depth, so the walk never stops before the candidates end."""
         done, m = len(self.order), len(self.cands)
-        if done == m:
-            return False
         snap = self.ctx.snapshot
-        need = None if self._depth >= m else self._depth
-        order = total_order(self.cands, self._score, snap.doc_ids, snap.positions, snap.id_rank,
-                            need)[done:].tolist()
-        self._depth *= 4
+        order: list[int] = []
+        while not order:
+            if done == m:
+                return False
+            need = None if self._depth >= m else self._depth
+            order = total_order(self.cands, self._score, snap.doc_ids, snap.positions,
+                                snap.id_rank, need)[done:].tolist()
+            self._depth *= 2
         rowids = self.cands.rowid[order]
         self.order += order
         self.session_ids += [s or "" for s in snap.values("session_id", rowids)]
+        self.resolver.prefetch(self.session_ids[done:])
         self.compacted += [bool(c) for c in snap.values("compacted", rowids)]
-        return len(self.order) > done
+        return True
 
     def take(self, keep: list[int]) -> Candidates:
         """The input candidates at walk positions `keep`, in that order."""
