@@ -204,7 +204,6 @@ def make_older(path) -> None:
     """Strip what this version adds (the lineage columns; `source`/`agent_id` on messages), so
     the store looks as an earlier version wrote it."""
     conn = sqlite3.connect(path / "meta.sqlite")
-    conn.execute("DROP INDEX sessions_root")
     for name, _ in roots.COLUMNS:
         conn.execute(f"ALTER TABLE sessions DROP COLUMN {name}")
     fields = ('{"session_id": "str", "message_id": "int", "seq": "int", "role": "str", '

@@ -37,7 +37,7 @@ from recallql.sessions.edges import (
     UnresolvedReason,
     edge_verdict,
 )
-from recallql.sessions.state import ROW_COLUMNS, prefixed
+from recallql.sessions.state import prefixed
 
 #: The columns this module maintains, with their declarations (added in this order).
 COLUMNS: Final = (("conversation_root", "TEXT"), ("lineage_status", "TEXT"),
@@ -46,6 +46,12 @@ COLUMNS: Final = (("conversation_root", "TEXT"), ("lineage_status", "TEXT"),
 STORED_COLUMNS: Final = "conversation_root, lineage_status, lineage_depth"
 _UNRESOLVED: Final = {r.value: r for r in (UnresolvedReason.CYCLE,
                                             UnresolvedReason.MISSING_PARENT)}
+#: What the edge rule reads of a session (`edge_verdict`), in `SessionRow` field order up to
+#: ``delegate_from``, then ``markers_unreadable``: narrower than `ROW_COLUMNS` (chain updates read
+#: thousands of rows).
+EDGE_COLUMNS: Final = ("id, parent_session_id, source, end_reason, branched_from, delegate_from, "
+                       "markers_unreadable")
+_N_EDGE: Final = 7
 #: The seeds and all their descendants. UNION ALL (no duplicate check) is exact here: every
 #: session has one parent, so a non-seed is listed once per listing of its parent; the recursion
 #: never steps onto a seed, so each seed is listed once; and a cycle can only be reached from one
@@ -54,13 +60,14 @@ _AFFECTED_SQL: Final = (
     "WITH RECURSIVE d(id) AS (SELECT value FROM json_each(?1) UNION ALL "
     "SELECT s.id FROM sessions s JOIN d ON s.parent_session_id = d.id "
     "WHERE s.id NOT IN (SELECT value FROM json_each(?1))) "
-    f"SELECT {prefixed(ROW_COLUMNS, 's')}, {prefixed(STORED_COLUMNS, 's')} "
+    f"SELECT {prefixed(EDGE_COLUMNS, 's')}, {prefixed(STORED_COLUMNS, 's')} "
     "FROM d JOIN sessions s ON s.id = d.id")
-_ROWS_SQL: Final = (f"SELECT {ROW_COLUMNS}, {STORED_COLUMNS} FROM sessions "
+_ROWS_SQL: Final = (f"SELECT {EDGE_COLUMNS}, {STORED_COLUMNS} FROM sessions "
                     "WHERE id IN (SELECT value FROM json_each(?1))")
-_UPDATE_SQL: Final = ("UPDATE sessions SET conversation_root = ?, lineage_status = ?, "
-                      "lineage_depth = ? WHERE id = ?")
-_N_ROW: Final = len(SessionRow._fields)
+#: Writes ``[[root, status, depth, id], ...]`` (one JSON array) in one statement.
+_UPDATE_SQL: Final = ("UPDATE sessions SET conversation_root = c.value ->> 0, "
+                      "lineage_status = c.value ->> 1, lineage_depth = c.value ->> 2 "
+                      "FROM json_each(?1) AS c WHERE sessions.id = c.value ->> 3")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +90,9 @@ def has_columns(conn: Any) -> bool:
 
 
 def ensure_schema(conn: Any) -> bool:
-    """Add the lineage columns and their index where missing (inside a write transaction).
+    """Add the lineage columns where missing (inside a write transaction). No index on the
+    root: statements look roots up by session id, and an index would cost every chain update
+    one index entry per session moved.
 
     Returns:
         True when columns were added (a store written by an earlier version).
@@ -94,7 +103,6 @@ def ensure_schema(conn: Any) -> bool:
         if name not in present:
             conn.execute(f"ALTER TABLE sessions ADD COLUMN {name} {declaration}")
             added = True
-    conn.execute("CREATE INDEX IF NOT EXISTS sessions_root ON sessions(conversation_root)")
     return added
 
 
@@ -122,15 +130,13 @@ def read_stored(conn: Any, ids: list[str]) -> dict[str, Resolution | None]:
     return _read(conn, _ROWS_SQL, ids)[1]
 
 
-def _columns(res: Resolution) -> tuple[str | None, str, int | None]:
-    if res.resolved:
-        return res.root, ResolutionStatus.RESOLVED.value, res.depth
-    return None, str(res.reason), None
-
-
 def refresh(conn: Any, seeds: Iterable[str]) -> RootUpdate:
     """Recompute the stored outcome of `seeds` and all their descendants (see the module
     docstring) and write the rows that changed, through `conn` (the caller's write transaction).
+
+    Outcomes are handled as the stored column values ``(conversation_root, lineage_status,
+    lineage_depth)`` throughout (no objects per session), and written with one ``UPDATE ...
+    FROM json_each(?)`` statement.
 
     Args:
         seeds: Ids of sessions whose own lineage fields were written (ids with no row are
@@ -145,13 +151,9 @@ def refresh(conn: Any, seeds: Iterable[str]) -> RootUpdate:
     rows, old = _read_raw(conn, _AFFECTED_SQL, ids)
     outside = _Outside(conn, rows)
     new = _resolve_all(rows, outside)
-    changes = []
-    for sid, res in new.items():
-        values = _columns(res)
-        if values != old.get(sid):
-            changes.append((*values, sid))
+    changes = [[*values, sid] for sid, values in new.items() if values != old.get(sid)]
     if changes:
-        conn.executemany(_UPDATE_SQL, changes)
+        conn.execute(_UPDATE_SQL, (json.dumps(changes),))
     return RootUpdate(affected=len(new), changed=len(changes))
 
 
@@ -160,11 +162,11 @@ def _read_raw(conn: Any, sql: str, ids: list[str]
     """Rows and their stored columns as read (compared as they are: no objects built)."""
     rows: dict[str, SessionRow] = {}
     old: dict[str, tuple] = {}
-    make = SessionRow._make
     for values in conn.execute(sql, (json.dumps(ids),)):
-        sid = values[0]
-        rows[sid] = make(values[:_N_ROW])
-        old[sid] = values[_N_ROW:]
+        sid, parent, source, reason, branched, delegate, unreadable = values[:_N_EDGE]
+        rows[sid] = SessionRow(sid, parent, source, reason, branched, delegate,
+                               markers_unreadable=unreadable)
+        old[sid] = values[_N_EDGE:]
     return rows, old
 
 
@@ -174,6 +176,13 @@ def _read(conn: Any, sql: str, ids: list[str]
     return rows, {sid: stored(values) for sid, values in raw.items()}
 
 
+#: Outcomes as stored: ``(conversation_root, lineage_status, lineage_depth)``.
+Stored = tuple[str | None, str, int | None]
+_RESOLVED: Final = ResolutionStatus.RESOLVED.value
+_CYCLE: Final = (None, UnresolvedReason.CYCLE.value, None)
+_MISSING_PARENT: Final = (None, UnresolvedReason.MISSING_PARENT.value, None)
+
+
 class _Outside:
     """Rows and stored outcomes of the parents of recomputed sessions that are not recomputed
     themselves, read in one query up front (and one per parent found later)."""
@@ -181,21 +190,22 @@ class _Outside:
     def __init__(self, conn: Any, rows: dict[str, SessionRow]) -> None:
         self._conn = conn
         wanted = {r.parent_session_id for r in rows.values()} - set(rows) - {None}
-        self.rows, self.old = _read(conn, _ROWS_SQL, sorted(wanted))  # type: ignore[arg-type]
+        self.rows, self.old = _read_raw(conn, _ROWS_SQL, sorted(wanted))  # type: ignore[arg-type]
         self._asked = set(wanted)
 
-    def get(self, sid: str) -> tuple[SessionRow | None, Resolution | None]:
+    def get(self, sid: str) -> tuple[SessionRow | None, tuple | None]:
         if sid not in self._asked:
             self._asked.add(sid)
-            rows, old = _read(self._conn, _ROWS_SQL, [sid])
+            rows, old = _read_raw(self._conn, _ROWS_SQL, [sid])
             self.rows.update(rows)
             self.old.update(old)
-        return self.rows.get(sid), self.old.get(sid)
+        found = self.old.get(sid)
+        return self.rows.get(sid), None if found is None or found[1] is None else found
 
 
-def _resolve_all(rows: dict[str, SessionRow], outside: _Outside) -> dict[str, Resolution]:
+def _resolve_all(rows: dict[str, SessionRow], outside: _Outside) -> dict[str, Stored]:
     """The outcome of every session in `rows` (iterative walks, shared memo)."""
-    done: dict[str, Resolution] = {}
+    done: dict[str, Stored] = {}
     for start in list(rows):
         if start not in done:
             _walk(start, rows, outside, done)
@@ -203,7 +213,7 @@ def _resolve_all(rows: dict[str, SessionRow], outside: _Outside) -> dict[str, Re
 
 
 def _walk(start: str, rows: dict[str, SessionRow], outside: _Outside,
-          done: dict[str, Resolution]) -> None:
+          done: dict[str, Stored]) -> None:
     """Walk up from `start` until an outcome is known, then settle the whole path.
 
     An ancestor that is not being recomputed contributes its stored outcome; one that has none
@@ -218,14 +228,14 @@ def _walk(start: str, rows: dict[str, SessionRow], outside: _Outside,
         row = rows[sid]
         pid = row.parent_session_id
         if pid is None:
-            return _settle(path, Resolution(sid, ResolutionStatus.RESOLVED), done, extend=False)
+            return _settle(path, (sid, _RESOLVED, 0), done, extend=False)
         in_rows = pid in rows
         parent, parent_old = (rows[pid], None) if in_rows else outside.get(pid)
         verdict = edge_verdict(row, parent)
         if verdict is not EdgeVerdict.CONTINUATION:
             return _settle(path, _stop(sid, verdict), done, extend=False)
         if pid in on_path:
-            return _settle(path, _cycle(), done, extend=False)
+            return _settle(path, _CYCLE, done, extend=False)
         known = done.get(pid) if in_rows else parent_old
         if known is not None:
             return _settle(path, known, done, extend=True)
@@ -234,24 +244,24 @@ def _walk(start: str, rows: dict[str, SessionRow], outside: _Outside,
         sid = pid
 
 
-def _stop(sid: str, verdict: EdgeVerdict) -> Resolution:
+def _stop(sid: str, verdict: EdgeVerdict) -> Stored:
     """The outcome of a session whose parent link is not a continuation."""
     if verdict is EdgeVerdict.MISSING:
-        return Resolution(None, ResolutionStatus.UNRESOLVED, UnresolvedReason.MISSING_PARENT)
+        return _MISSING_PARENT
     if verdict is EdgeVerdict.CYCLE:
-        return _cycle()
-    return Resolution(sid, ResolutionStatus.RESOLVED)
+        return _CYCLE
+    return (sid, _RESOLVED, 0)
 
 
-def _cycle() -> Resolution:
-    return Resolution(None, ResolutionStatus.UNRESOLVED, UnresolvedReason.CYCLE)
-
-
-def _settle(path: list[str], top: Resolution, done: dict[str, Resolution], *,
-            extend: bool) -> None:
+def _settle(path: list[str], top: tuple, done: dict[str, Stored], *, extend: bool) -> None:
     """Give every session on `path` its outcome: `top` is the outcome of the session above
     ``path[-1]`` (`extend`) or of ``path[-1]`` itself; depth grows by one per step down."""
-    depth = top.depth + 1 if extend else top.depth
+    root, status, depth = top
+    if status != _RESOLVED:
+        for sid in path:
+            done[sid] = (None, status, None)
+        return
+    depth = int(depth) + 1 if extend else int(depth)
     for sid in reversed(path):
-        done[sid] = Resolution(top.root, top.status, top.reason, depth if top.resolved else 0)
+        done[sid] = (root, _RESOLVED, depth)
         depth += 1
