@@ -78,6 +78,7 @@ class StoredRoots:
         self._memo: dict[str, Resolution] = {}
         self._walked: set[str] = set()
         self._read: dict[str, Resolution | None] = {}
+        self._ahead: dict[str, tuple | None] = {}  # prefetched values, turned into rows on use
 
     def resolve(self, session_id: str) -> Resolution:
         """The session's stored root; the walk (budgeted) when none is stored; a session with
@@ -99,7 +100,9 @@ class StoredRoots:
         return record(self.stats, res)
 
     def row(self, session_id: str) -> SessionRow | None:
-        """The session's row if `resolve` has read it (no read of its own)."""
+        """The session's row if `resolve` or `prefetch` has read it (no read of its own)."""
+        if session_id in self._ahead:
+            self._stored(session_id)
         found = self._rows.get(session_id)
         return found if found is not None else self._walker.row(session_id)
 
@@ -118,29 +121,28 @@ class StoredRoots:
 
     def prefetch(self, session_ids: Sequence[str]) -> None:
         """Read the rows and stored roots of `session_ids` not read yet, in one query (the
-        conversation operators call it with each head of hits they are about to walk)."""
+        conversation operators call it with each head of hits they are about to walk); the
+        values become rows only when a session is resolved."""
+        ahead, read = self._ahead, self._read
         wanted = [sid for sid in dict.fromkeys(session_ids)
-                  if isinstance(sid, str) and sid not in self._read]
+                  if isinstance(sid, str) and sid not in read and sid not in ahead]
         if not wanted:
             return
         try:
             found = self._conn.execute(_MANY_SQL, (json.dumps(wanted),)).fetchall()
         except UnicodeEncodeError:  # an id SQLite cannot hold: read one by one instead
             return
-        for values in found:
-            row = SessionRow._make(values[:_N_ROW])
-            self._rows[row.id] = row
-            self._read[row.id] = stored(values[_N_ROW:])
-        for sid in wanted:
-            if sid not in self._read:
-                self._rows[sid] = None
-                self._read[sid] = _MISSING
+        ahead.update(dict.fromkeys(wanted))
+        ahead.update((values[0], values) for values in found)
 
     def _stored(self, session_id: str) -> Resolution | None:
         """The session's stored outcome (``missing_session`` without a row; None when it has
         no stored root), reading its row once per statement."""
         if session_id not in self._read:
-            values = self._lookup(session_id)
+            if session_id in self._ahead:
+                values = self._ahead.pop(session_id)
+            else:
+                values = self._lookup(session_id)
             if values is None:
                 self._rows[session_id] = None
                 self._read[session_id] = _MISSING
