@@ -4,6 +4,7 @@
     recallql query "STATEMENTS"      run statements, print tables (or --json)
     recallql explain "STATEMENT"     plan and per-row score arithmetic
     recallql shell                   interactive shell
+    recallql mcp                     the database as an MCP server for agents
     recallql sessions ...            list, show, create, annotate, signal, close, archive, sweep
     recallql import hermes STATE_DB  import a Hermes Agent session store
     recallql demo                    build a demo database from real data and tour it
@@ -21,6 +22,7 @@ import typer
 
 from recallql.cli import delete as _delete
 from recallql.cli import ingest as _ingest
+from recallql.cli import mcp as _mcp
 from recallql.cli import query as _query
 from recallql.cli import sessions as _sessions
 from recallql.cli import tools as _tools
@@ -74,6 +76,8 @@ app.command(cls=Command, short_help="Run statements and print their results.")(_
 app.command(cls=Command, short_help="Show a statement's plan and each row's score arithmetic."
             )(_query.explain)
 app.command(cls=Command, short_help="Interactive shell (or run a piped script).")(_tools.shell)
+app.command(cls=Command, short_help="Serve the database to agents over MCP (stdio or HTTP)."
+            )(_mcp.mcp)
 app.add_typer(_sessions.app, name="sessions")
 app.add_typer(_tools.import_app, name="import")
 app.command(cls=Command, short_help="Build a demo database from real data and tour it."
