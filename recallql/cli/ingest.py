@@ -203,8 +203,8 @@ def ingest(
 ) -> None:
     """Ingest files and directories into a collection, with a progress bar.
 
-    Formats: JSONL (one item per line), JSON (an array of items, one item, or {"items":
-    [...]}), text and Markdown (.txt .md .markdown .rst .text, chunked by paragraph, long
+    Formats: JSONL (one item per line), JSON (an array of items, one item, or an object
+    whose "items" is an array), text and Markdown (.txt .md .markdown .rst .text, chunked by paragraph, long
     paragraphs split; doc_id is the file's path relative to the directory named, or its name
     when the file is named, from any current directory), CACM, Cranfield, Debian changelogs
     (changelog.Debian.gz). Directories are searched for .jsonl, .json and text files; binary

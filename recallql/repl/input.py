@@ -17,11 +17,13 @@ class Scan(NamedTuple):
             identifiers and comments).
         last: the last character outside comments and whitespace ("" if none).
         open_quote: whether the text ends inside a string or quoted identifier.
+        quote: the quote it ends inside (``'`` or ``"``; "" when none).
     """
 
     separators: list[int]
     last: str
     open_quote: bool
+    quote: str = ""
 
 
 def scan(text: str) -> Scan:
@@ -48,7 +50,7 @@ def scan(text: str) -> Scan:
             if ch == ";":
                 separators.append(i)
         i += 1
-    return Scan(separators, last, bool(quote))
+    return Scan(separators, last, bool(quote), quote)
 
 
 def split_statements(text: str) -> list[str]:
@@ -61,11 +63,21 @@ def split_statements(text: str) -> list[str]:
     return [p for p in pieces if p.strip()]
 
 
+def split_command(text: str) -> tuple[str, str | None]:
+    """(the statement text, a backslash command on its last line or None). A line that starts
+    with ``\\`` outside a string is a command, also on a continuation line (as in psql)."""
+    head, _, last = text.rstrip("\n").rpartition("\n")
+    if last.strip().startswith("\\") and not scan(head).open_quote:
+        return head, last.strip()
+    return text, None
+
+
 def is_complete(text: str) -> bool:
-    """Whether the input is ready to run: blank, a backslash command, ``quit``/``exit``, or
-    statements whose last character (outside strings and comments) is ``;``."""
+    """Whether the input is ready to run: blank, a backslash command (also on a continuation
+    line), ``quit``/``exit``, or statements whose last character (outside strings and
+    comments) is ``;``."""
     stripped = text.strip()
-    if not stripped or stripped.startswith("\\"):
+    if not stripped or split_command(text)[1] is not None:
         return True
     if stripped.rstrip(";").strip().lower() in _QUIT_WORDS:
         return True
@@ -73,10 +85,27 @@ def is_complete(text: str) -> bool:
     return found.last == ";" and not found.open_quote
 
 
+def continuation(text: str, line_number: int) -> str:
+    """The prompt of continuation line `line_number` (0-based) of `text`: ``'> `` inside a
+    string, ``"> `` inside a quoted identifier, ``...> `` otherwise (psql's ``'>``)."""
+    before = "\n".join(text.split("\n")[:line_number])
+    return {"'": "..'> ", '"': '.."> '}.get(scan(before).quote, "...> ")
+
+
+def history_entry(text: str) -> str:
+    """What history keeps of an input: a statement typed over several lines is one entry as
+    typed; a backslash command run on a continuation line is kept alone (the statement is
+    kept when it runs)."""
+    head, command = split_command(text)
+    return command if command is not None and head.strip() else text
+
+
 def make_session(history: Path, catalog: Callable[[], dict[str, list[str]]],
-                 commands: Sequence[str]) -> Any:
+                 commands: Sequence[str], sessions: Callable[[], list[str]] | None = None
+                 ) -> Any:
     """A prompt_toolkit `PromptSession`: file history (in memory when the file cannot be
-    written), completion, highlighting, and Enter that runs the input once it is complete."""
+    written; see `history_entry`), completion, highlighting, a continuation prompt that shows
+    an open string, and Enter that runs the input once it is complete."""
     from prompt_toolkit import PromptSession
     from prompt_toolkit.filters import Condition
     from prompt_toolkit.history import FileHistory, History, InMemoryHistory
@@ -84,20 +113,25 @@ def make_session(history: Path, catalog: Callable[[], dict[str, list[str]]],
 
     from recallql.repl.lexer import RecallQLCompleter, RecallQLLexer
 
+    class ShellHistory(FileHistory):
+        def append_string(self, string: str) -> None:
+            super().append_string(history_entry(string))
+
     store: History
     try:
         history.parent.mkdir(parents=True, exist_ok=True)
         history.touch(exist_ok=True)
-        store = FileHistory(str(history))
+        store = ShellHistory(str(history))
     except OSError:
         store = InMemoryHistory()
     session: PromptSession[str] = PromptSession(
         message="recallql> ",
         history=store,
         lexer=PygmentsLexer(RecallQLLexer),
-        completer=RecallQLCompleter(catalog, commands),
+        completer=RecallQLCompleter(catalog, commands, sessions),
         complete_while_typing=False,
-        prompt_continuation=lambda width, line_number, soft_wrap: "...> ".rjust(width),
+        prompt_continuation=lambda width, line_number, soft_wrap: continuation(
+            session.default_buffer.text, line_number).rjust(width),
         multiline=Condition(lambda: not is_complete(session.default_buffer.text)),
         enable_history_search=False,
     )
