@@ -203,17 +203,17 @@ def ingest(
 ) -> None:
     """Ingest files and directories into a collection, with a progress bar.
 
-    Formats: JSONL (one item per line), JSON (an array of items, one item, or an object
-    whose "items" is an array), text and Markdown (.txt .md .markdown .rst .text, chunked by paragraph, long
-    paragraphs split; doc_id is the file's path relative to the directory named, or its name
-    when the file is named, from any current directory), CACM, Cranfield, Debian changelogs
-    (changelog.Debian.gz). Directories are searched for .jsonl, .json and text files; binary
-    files, text that is not UTF-8 and files of other types are skipped with a warning naming
-    them. An item whose id exists replaces it; an item identical to the stored one is left as
-    it is (not re-embedded); with --replace-documents (the default) a document's stored chunks
-    that the input no longer has are removed. Each batch is committed all-or-nothing; Ctrl-C
-    keeps the committed batches and exits 130. Creates the database when missing; exits 1 and
-    creates nothing when there is nothing to ingest.
+    Formats: JSONL (one item per line), JSON (an array of items, one item, or an object whose
+    "items" is an array), text and Markdown (.txt .md .markdown .rst .text, chunked by
+    paragraph, long paragraphs split; doc_id is the file's path relative to the directory named,
+    or its name when the file is named, from any current directory), CACM, Cranfield, Debian
+    changelogs (changelog.Debian.gz). Directories are searched for .jsonl, .json and text files;
+    binary files, text that is not UTF-8 and files of other types are skipped with a warning
+    naming them. An item whose id exists replaces it; an item identical to the stored one is
+    left as it is (not re-embedded); with --replace-documents (the default) a document's stored
+    chunks that the input no longer has are removed. Each batch is committed all-or-nothing;
+    Ctrl-C keeps the committed batches and exits 130. Creates the database when missing; exits 1
+    and creates nothing when there is nothing to ingest.
 
     \b
     Examples:

@@ -48,8 +48,9 @@ def shell(
 
     Statements end with ';' (Enter before it continues the statement); \\help lists the
     backslash commands (\\format, \\x, \\o FILE, \\pager, \\timing, \\d, \\r), \\q quits.
-    Ctrl-C cancels a running statement; long results go through $PAGER on a terminal. The database is opened read-only (it never blocks a
-    writer). With input from a pipe it runs the script, stops at the first error and exits 1.
+    Ctrl-C cancels a running statement; long results go through $PAGER on a terminal. The
+    database is opened read-only (it never blocks a writer). With input from a pipe it runs
+    the script, stops at the first error and exits 1.
 
     \b
     Examples:
