@@ -82,8 +82,8 @@ class Result(ResultConversions, _Model):
     columns: list[str] | None = None
     records: list[dict[str, Any]] | None = None
     #: The collection's declared timestamp fields besides ``created_at`` (set by
-    #: `Database.execute`; `to_dicts()` turns them into datetimes). Not serialised.
-    timestamp_fields: list[str] = Field(default_factory=list, exclude=True)
+    #: `Database.execute`; `to_dicts()` turns them into datetimes).
+    timestamp_fields: list[str] = Field(default_factory=list)
 
     def ids(self) -> list[str]:
         """The row ids in result order."""
