@@ -26,6 +26,7 @@ from pygments.token import (
 )
 
 from recallql.grammar.keywords import KEYWORDS
+from recallql.repl.scanning import scan
 
 #: Names that are values of options, not keywords.
 SHAPES = ("EXP", "GAUSS", "LINEAR")
@@ -108,8 +109,6 @@ class RecallQLCompleter(Completer):
 
     def get_completions(self, document: Document, complete_event: CompleteEvent
                         ) -> Iterator[Completion]:
-        from recallql.repl.input import scan
-
         before = document.text_before_cursor
         line = before.rsplit("\n", 1)[-1]
         if scan(before).open_quote:
