@@ -312,9 +312,27 @@ class Database:
             StoreError: the database is closed.
         """
         self.store.check_open()
-        return self._engine.execute(text, *args, **params)
+        return self._with_timestamps(self._engine.execute(text, *args, **params))
 
     query = execute
+
+    def _with_timestamps(self, outcome: Result | Explain) -> Result | Explain:
+        """`outcome` with its collection's declared timestamp fields named on the `Result`
+        (`Result.to_dicts()` turns them into datetimes)."""
+        result = outcome.result if isinstance(outcome, Explain) else outcome
+        if result.collection is None or result.records is not None:
+            return outcome
+        try:
+            fields = self.store.collection(result.collection).fields
+        except StoreError:
+            return outcome
+        names = sorted(n for n, t in fields.items() if t == FieldType.TIMESTAMP)
+        if not names:
+            return outcome
+        result = result.model_copy(update={"timestamp_fields": names})
+        if isinstance(outcome, Explain):
+            return outcome.model_copy(update={"result": result})
+        return result
 
     def explain(self, text: str, /, *args: object, analyze: bool = False,
                 verbose: bool = False, **params: object) -> Explain:
@@ -331,12 +349,16 @@ class Database:
 
         stmt = bind(parse(text), *args, **params)
         if isinstance(stmt, st.Explain):
-            return self._engine.explain(stmt, analyze=analyze or stmt.analyze,
-                                        verbose=verbose or stmt.verbose)
-        if not isinstance(stmt, st.Search | st.Retrieve):
+            explained = self._engine.explain(stmt, analyze=analyze or stmt.analyze,
+                                             verbose=verbose or stmt.verbose)
+        elif not isinstance(stmt, st.Search | st.Retrieve):
             raise QuerySemanticError("EXPLAIN applies to SEARCH and RETRIEVE statements",
                                      text=stmt.source, span=(0, len(stmt.source)))
-        return self._engine.explain(stmt, analyze=analyze, verbose=verbose)
+        else:
+            explained = self._engine.explain(stmt, analyze=analyze, verbose=verbose)
+        out = self._with_timestamps(explained)
+        assert isinstance(out, Explain)
+        return out
 
     def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """A consistent read view of the metadata store (sessions, signals)."""
