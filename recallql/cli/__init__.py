@@ -6,6 +6,7 @@
     recallql shell                   interactive shell
     recallql sessions ...            list, show, create, annotate, signal, close, archive, sweep
     recallql import hermes STATE_DB  import a Hermes Agent session store
+    recallql reindex / optimize      rebuild text indexes (new analyser; exact BM25 statistics)
     recallql demo                    build a demo database from real data and tour it
     recallql bench                   run the benchmarks (source checkout)
 
@@ -21,6 +22,7 @@ import typer
 
 from recallql.cli import delete as _delete
 from recallql.cli import ingest as _ingest
+from recallql.cli import maintenance as _maintenance
 from recallql.cli import query as _query
 from recallql.cli import sessions as _sessions
 from recallql.cli import tools as _tools
@@ -74,6 +76,10 @@ app.command(cls=Command, short_help="Run statements and print their results.")(_
 app.command(cls=Command, short_help="Show a statement's plan and each row's score arithmetic."
             )(_query.explain)
 app.command(cls=Command, short_help="Interactive shell (or run a piped script).")(_tools.shell)
+app.command(cls=Command, short_help="Rebuild text indexes with the current analyser."
+            )(_maintenance.reindex)
+app.command(cls=Command, short_help="Make BM25 statistics exact after deletes and replaces."
+            )(_maintenance.optimize)
 app.add_typer(_sessions.app, name="sessions")
 app.add_typer(_tools.import_app, name="import")
 app.command(cls=Command, short_help="Build a demo database from real data and tour it."
