@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -57,7 +58,7 @@ def optimize(db: DbOption = DEFAULT_DB, collection: CollectionOption = None) -> 
     _run(db, collection, only_needed=True)
 
 
-def _run(db, collections: list[str] | None, only_needed: bool) -> None:
+def _run(db: Path, collections: list[str] | None, only_needed: bool) -> None:
     if not is_database(db):
         raise fail(no_database(db))
     with warnings.catch_warnings():
