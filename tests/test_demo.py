@@ -26,6 +26,7 @@ SECTIONS = ("1. Hybrid search", "2. Filters, parameters and recency",
 HAS_DEBIAN = bool(list(Path("/usr/share/doc").glob("*/changelog.Debian.gz")))
 
 
+@pytest.mark.slow  # the real embedder over the real demo data
 def test_demo_small_end_to_end(tmp_path):
     """The real entry point with the real embedder: builds, then prints every section."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "140", "NO_COLOR": "1"}

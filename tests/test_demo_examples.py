@@ -25,6 +25,7 @@ def test_every_example_is_listed():
     assert {p.name for p in EXAMPLES} == set(EXPECTED)
 
 
+@pytest.mark.slow  # the real default embedder, a subprocess each
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(script, tmp_path):
     if script.name in NEEDS_IMPORTER and importlib.util.find_spec(
@@ -38,6 +39,7 @@ def test_example_runs(script, tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow  # the real default embedder, two subprocesses
 def test_agent_memory_runs_twice_on_one_directory(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     script = str(REPO / "examples" / "agent_memory.py")

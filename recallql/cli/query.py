@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Annotated, Any
 
@@ -21,6 +22,10 @@ TextArgument = Annotated[str, typer.Argument(
 
 def _source(text: str) -> str:
     return sys.stdin.read() if text == "-" else text
+
+
+def _execute(database: Any, stmt: Any, values: dict[str, Any]) -> Any:
+    return database.execute(stmt, **values)
 
 
 def _check_unused(statements: list[Any], names: set[str]) -> None:
@@ -63,8 +68,7 @@ def query(
         catalog = Catalog.of(database)
         for stmt in statements:
             used = used_by(stmt, params)
-            outcome = bind_with_fallback(lambda values, s=stmt: database.execute(s, **values),
-                                         used)
+            outcome = bind_with_fallback(functools.partial(_execute, database, stmt), used)
             if as_json:
                 out.print(to_json(outcome, catalog, indent=None), markup=False, soft_wrap=True)
             else:

@@ -82,7 +82,7 @@ def _ingest_docs(db: Any, progress: Progress, embed: ProgressEmbedder, source: D
 
 
 def build(db: Any, embed: ProgressEmbedder, console: Console, size: str,
-          doc_root: Path) -> tuple[Built, dict[str, int]]:
+          doc_root: Path) -> tuple[Built, dict[str, float]]:
     """Fill a fresh database; returns what the tour needs and counts for the summary."""
     spec = SIZES[size]
     with _progress(console) as progress:

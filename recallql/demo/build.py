@@ -103,7 +103,7 @@ def conversation_roots(plans: Iterable[SessionPlan]) -> dict[str, str]:
     """Each planned session's conversation (its root session), by the lineage rule: a session
     continues its parent's conversation only when the parent ended by compression and the
     session is not a branch of it. `plans` must list parents first."""
-    ended = {}
+    ended: dict[str, str | None] = {}
     roots: dict[str, str] = {}
     for plan in plans:
         continues = plan.parent is not None and ended.get(plan.parent) == "compression" \

@@ -28,6 +28,7 @@ from recallql.engine.reasons import Reason
 from recallql.grammar import bind, parse
 from recallql.grammar import statements as s
 from recallql.grammar.errors import QuerySemanticError
+from recallql.grammar.timestamps import format_timestamp
 from recallql.index import filters as f
 from recallql.index.schema import CollectionInfo
 from recallql.sessions.lifecycle import Sessions
@@ -258,7 +259,7 @@ def _stats(ctx: ExecutionContext, ran: Plan, as_of: datetime | None, now_ts: flo
     stats = {k: v for k, v in ctx.stats.items() if k != "underfilled"}
     stats["window"] = ran.window
     now = as_of if as_of is not None else datetime.fromtimestamp(now_ts, tz=UTC)
-    stats["now"] = now.isoformat()
+    stats["now"] = format_timestamp(now)
     return stats
 
 

@@ -173,7 +173,8 @@ class CallableEmbedder:
     def __init__(self, fn: Callable[[list[str]], np.ndarray], dim: int, name: str | None = None):
         self.fn = fn
         self.dim = dim
-        self.name = name or getattr(fn, "name", None) or getattr(fn, "__qualname__", repr(fn))
+        self.name: str = str(name or getattr(fn, "name", None)
+                             or getattr(fn, "__qualname__", repr(fn)))
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self.fn(texts), dtype=np.float32)

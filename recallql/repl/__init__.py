@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.text import Text
 
+from recallql.grammar import did_you_mean
 from recallql.repl.commands import COMMANDS, HELP, Command, parse_command
 from recallql.repl.input import is_complete, split_statements
 from recallql.ui.render import make_console
@@ -128,7 +129,8 @@ class Repl:
 
             self.execute(f"DESCRIBE {quote_identifier(arg)}" if arg else "SHOW COLLECTIONS")
         else:
-            return self._error(f"unknown command {name} (\\help lists the commands)")
+            hint = did_you_mean(name, [c for c, *_ in COMMANDS], listing=False)
+            return self._error(f"unknown command {name}; " + (hint or "\\help lists the commands"))
         return True
 
     def execute(self, text: str) -> None:

@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from rich import box
@@ -26,6 +26,7 @@ from rich.text import Text
 
 from recallql.engine.models import Explain, ReasonEntry, Result, Row
 from recallql.engine.reasons import Reason
+from recallql.grammar.timestamps import format_timestamp
 
 FORMATS = ("table", "json")
 #: Output width when stdout is not a terminal and ``COLUMNS`` is not set.
@@ -76,11 +77,10 @@ def shorten(text: str, width: int = TEXT_WIDTH) -> str:
 
 
 def date_of(value: Any) -> str:
-    """An epoch-seconds or datetime value as ``YYYY-MM-DD`` (UTC); ``""`` when missing."""
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%d")
-    if isinstance(value, int | float) and value == value:  # not NaN
-        return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d")
+    """An epoch-seconds or datetime value as ``YYYY-MM-DD`` (UTC; the date part of
+    `format_timestamp`, for the results table's date column); ``""`` when missing."""
+    if isinstance(value, datetime) or (isinstance(value, int | float) and value == value):
+        return format_timestamp(value)[:10]
     return ""
 
 
@@ -225,7 +225,7 @@ def cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.5g}"
     if isinstance(value, datetime):
-        value = value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        value = format_timestamp(value)
     text = str(value)
     fraction = _ISO_FRACTION.match(text)
     return fraction.group(1) + (fraction.group(2) or "") if fraction else text
@@ -336,11 +336,6 @@ def warnings_text(result: Result) -> Text | None:
     return Text("\n".join(lines), style="yellow") if lines else None
 
 
-def iso_utc(epoch: float) -> str:
-    """Epoch seconds as ISO-8601 UTC with microseconds: ``2025-01-06T09:00:00.000000Z``."""
-    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def json_data(outcome: Result | Explain, catalog: Catalog | None = None) -> dict[str, Any]:
     """The outcome as JSON data (the pydantic dump: rows with reasons, warnings, snapshot,
     stats), with row fields that are timestamps (``created_at`` and the collection's declared
@@ -353,7 +348,7 @@ def json_data(outcome: Result | Explain, catalog: Catalog | None = None) -> dict
             value = fields.get(name)
             if isinstance(value, int | float) and not isinstance(value, bool) \
                     and math.isfinite(value):
-                fields[name] = iso_utc(value)
+                fields[name] = format_timestamp(value)
     return data
 
 
@@ -392,7 +387,7 @@ def render(outcome: Result | Explain, catalog: Catalog | None = None,
             return Text(to_json(outcome, catalog), no_wrap=True, overflow="ignore")
         return explain_text(outcome, width)
     parts: list[RenderableType] = []
-    if _is_one_session(outcome):
+    if _is_one_session(outcome) and outcome.records and outcome.columns:
         return record_view({c: outcome.records[0].get(c) for c in outcome.columns})
     if outcome.columns is not None:
         parts.append(records_table(outcome.columns, outcome.records or [], width=width))
@@ -422,7 +417,7 @@ def print_outcome(console: Console, outcome: Result | Explain,
     console.print(shown, soft_wrap=isinstance(shown, Text))
 
 
-__all__ = ["FORMATS", "Catalog", "cell", "date_of", "explain_text", "iso_utc", "json_data",
+__all__ = ["FORMATS", "Catalog", "cell", "date_of", "explain_text", "json_data",
            "json_lines", "make_console",
            "print_outcome", "record_view", "records_table", "render", "result_table", "row_text",
            "shorten", "summary", "to_json", "warnings_text", "why", "wrap_parts", "wrap_reasons"]
