@@ -70,7 +70,7 @@ def test_every_stopword_is_dropped_and_the_list_is_snowballs():
     assert analyze(" ".join(sorted(STOPWORDS)) + " backup") == ["backup"]
 
 
-# -- Unicode ----------------------------------------------------------------------------------------
+# -- Unicode --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
     ("stored", "query"),
@@ -110,7 +110,7 @@ def test_annotation_keywords_in_another_normal_form_match():
     assert reasons["plain"]["SESSION_KEYWORDS"] == "0/1"
 
 
-# -- long tokens and CJK runs -----------------------------------------------------------------------
+# -- long tokens and CJK runs ---------------------------------------------------------------------
 
 SHA1 = hashlib.sha1(b"recallql").hexdigest()
 SHA256 = hashlib.sha256(b"recallql").hexdigest()

@@ -107,7 +107,7 @@ def test_the_marker_survives_tantivy_garbage_collection(tmp_path):
     assert (_text_dir(path) / ANALYZER_FILE).is_file()
 
 
-# -- BM25 statistics after delete and replace: the Lucene rule, then exact --------------------------
+# -- BM25 statistics after delete and replace: the Lucene rule, then exact ------------------------
 
 DOCS = [{"id": f"d{i}", "title": "alpha " + "gamma " * (i % 3), "body": f"n{i}"}
         for i in range(30)]
