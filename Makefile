@@ -5,17 +5,26 @@ PY     := $(VENV)/bin/python
 
 .PHONY: demo test test-fast bench lint deadcode clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	touch $@
+
+# The development install: every extra (mcp, demo, pandas, arrow) and the dev tools.
+$(VENV)/.installed: pyproject.toml $(VENV)/.created
 	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# What the demo needs: recallql and its `demo` extra (the chitchat-dataset conversations).
+$(VENV)/.demo-installed: pyproject.toml $(VENV)/.created
+	$(PY) -m pip install --quiet -e '.[demo]'
 	touch $@
 
 $(VENV)/.bench-installed: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	touch $@
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.demo-installed
 	$(VENV)/bin/recallql demo
 
 test: $(VENV)/.installed

@@ -12,9 +12,11 @@ collection, and exposes `sessions` and `messages`.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -26,16 +28,19 @@ from recallql.engine.models import Explain, Result
 from recallql.grammar.errors import QueryError
 from recallql.importers.hermes_store import HermesFormatError, HermesStoreBusy
 from recallql.index import embedders as emb
+from recallql.index.analysis import CURRENT_VERSION, describe
 from recallql.index.batch import DeleteReport, IngestReport
 from recallql.index.embedders import Embedder, HashEmbedder, MiniLMEmbedder
 from recallql.index.embedders import resolve as resolve_embedder
 from recallql.index.errors import (
+    AnalyzerOutdatedWarning,
     DatabaseLocked,
     FilterError,
     IngestError,
     SignalRejected,
     StoreError,
 )
+from recallql.index.reindex import ReindexReport
 from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, FieldType, make_info
 from recallql.index.snapshot import CollectionSnapshot
 from recallql.index.store import META_FILE, Store, check_same
@@ -142,14 +147,36 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
 
     Raises:
         DatabaseLocked: another writer has the database open.
-        StoreError: not a recallql database, or an embedder that does not match.
+        StoreError: not a recallql database, an embedder that does not match, or a text index
+            of an analyser version this recallql does not know.
+
+    Warns:
+        AnalyzerOutdatedWarning: collections indexed by an older text analyser (they keep it
+            until `Database.reindex` / ``recallql reindex``).
     """
     store = Store.open(path, readonly=readonly)
     try:
-        return Database(store, embedder, signal_policy=signal_policy, clock=clock)
+        db = Database(store, embedder, signal_policy=signal_policy, clock=clock)
+        _warn_outdated(db)
     except BaseException:
         store.close()
         raise
+    return db
+
+
+def _warn_outdated(db: Database) -> None:
+    """Warn (`AnalyzerOutdatedWarning`) about collections indexed by an older text analyser."""
+    by_version: dict[int, list[str]] = {}
+    for name, version in sorted(db.store.analyzer_versions().items()):
+        if version < CURRENT_VERSION:
+            by_version.setdefault(version, []).append(repr(name))
+    for version, names in by_version.items():
+        warnings.warn(AnalyzerOutdatedWarning(
+            f"{db.path}: collection{'s' if len(names) > 1 else ''} {', '.join(names)} "
+            f"{'were' if len(names) > 1 else 'was'} indexed by text {describe(version)}; this "
+            f"recallql writes {describe(CURRENT_VERSION)}. Statements keep the old analyser "
+            f"until you run `recallql reindex --db {db.path}` (it rebuilds the text index "
+            "from the stored texts; nothing is lost)."), stacklevel=3)
 
 
 class Database:
@@ -324,6 +351,42 @@ class Database:
         """
         return self.store.delete(collection, ids, doc_ids)
 
+    def reindex(self, collections: Sequence[str] | None = None, *, only_needed: bool = False,
+                progress: Callable[[str, int, int], None] | None = None
+                ) -> list[ReindexReport]:
+        """Rebuild collections' text indexes from their stored texts with the current analyser.
+
+        This migrates an index built by an older analyser and makes BM25's statistics exact:
+        after deletes and replacements tantivy keeps counting the removed rows (N, document
+        frequencies, average length) until their segments merge, as Lucene does; a rebuilt
+        index counts the live rows only. Results of a collection change only through those
+        statistics and the analyser.
+
+        Args:
+            collections: names (default: every collection).
+            only_needed: skip collections already on the current analyser whose statistics
+                count no removed row (``recallql optimize``).
+            progress: called with (collection, rows done, rows total).
+
+        Returns:
+            One `ReindexReport` per rebuilt collection.
+
+        Raises:
+            StoreError: an unknown collection; read-only database.
+        """
+        names = list(collections) if collections is not None else [
+            c.name for c in self.collections()]
+        reports = []
+        for name in names:
+            snap = self.snapshot(name)
+            counted = snap.bm25_documents()
+            exact = counted is not None and counted == int(snap.live.sum())
+            if only_needed and exact:
+                continue
+            tick = None if progress is None else functools.partial(progress, name)
+            reports.append(self.store.reindex(name, tick))
+        return reports
+
     def collections(self) -> list[CollectionInfo]:
         """All collections."""
         return self.store.collections()
@@ -349,9 +412,27 @@ class Database:
             StoreError: the database is closed.
         """
         self.store.check_open()
-        return self._engine.execute(text, *args, **params)
+        return self._with_timestamps(self._engine.execute(text, *args, **params))
 
     query = execute
+
+    def _with_timestamps(self, outcome: Result | Explain) -> Result | Explain:
+        """`outcome` with its collection's declared timestamp fields named on the `Result`
+        (`Result.to_dicts()` turns them into datetimes)."""
+        result = outcome.result if isinstance(outcome, Explain) else outcome
+        if result.collection is None or result.records is not None:
+            return outcome
+        try:
+            fields = self.store.collection(result.collection).fields
+        except StoreError:
+            return outcome
+        names = sorted(n for n, t in fields.items() if t == FieldType.TIMESTAMP)
+        if not names:
+            return outcome
+        result = result.model_copy(update={"timestamp_fields": names})
+        if isinstance(outcome, Explain):
+            return outcome.model_copy(update={"result": result})
+        return result
 
     def explain(self, text: str, /, *args: object, analyze: bool = False,
                 verbose: bool = False, **params: object) -> Explain:
@@ -368,12 +449,16 @@ class Database:
 
         stmt = bind(parse(text), *args, **params)
         if isinstance(stmt, st.Explain):
-            return self._engine.explain(stmt, analyze=analyze or stmt.analyze,
-                                        verbose=verbose or stmt.verbose)
-        if not isinstance(stmt, st.Search | st.Retrieve):
+            explained = self._engine.explain(stmt, analyze=analyze or stmt.analyze,
+                                             verbose=verbose or stmt.verbose)
+        elif not isinstance(stmt, st.Search | st.Retrieve):
             raise QuerySemanticError("EXPLAIN applies to SEARCH and RETRIEVE statements",
                                      text=stmt.source, span=(0, len(stmt.source)))
-        return self._engine.explain(stmt, analyze=analyze, verbose=verbose)
+        else:
+            explained = self._engine.explain(stmt, analyze=analyze, verbose=verbose)
+        out = self._with_timestamps(explained)
+        assert isinstance(out, Explain)
+        return out
 
     def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """A consistent read view of the metadata store (sessions, signals)."""

@@ -17,6 +17,9 @@ EXPECTED = {  # a line each example must print
     "embedded_queries.py": "a hostile value is just words",
     "explain_walkthrough.py": "SESSION_KEYWORDS(1/1)",
     "hermes_import.py": "GROUP BY CONVERSATION",
+    # the scripted agent loop over a real `recallql mcp` server: it writes memories, recalls
+    # the best one, rewards it and gets EXPLAIN with that reward in the score arithmetic
+    "mcp_agent_loop.py": "SIGNAL_BOOST(entity=restore, reward=1.000) +0.05000",
 }
 NEEDS_IMPORTER = {"hermes_import.py"}
 

@@ -37,7 +37,7 @@ class Size:
 
 SIZES = {
     "small": Size(docs=200, long_chats=3, turns=60, short_chats=20),
-    "default": Size(docs=3000, long_chats=6, turns=160, short_chats=100),
+    "default": Size(docs=1500, long_chats=6, turns=160, short_chats=100),
     "all": Size(docs=None, long_chats=6, turns=160, short_chats=100),
 }
 

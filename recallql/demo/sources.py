@@ -162,8 +162,9 @@ def chitchat_path() -> Path:
 
     spec = importlib.util.find_spec("chitchat_dataset")
     if spec is None or not spec.submodule_search_locations:
-        raise DemoError("the chitchat-dataset package is not installed (pip install "
-                        "chitchat-dataset)")
+        raise DemoError("the demo's conversations come from the chitchat-dataset package, "
+                        "which is not installed: pip install 'recallql[demo]' (or run "
+                        "`make demo` in a clone, which installs it)")
     return Path(list(spec.submodule_search_locations)[0]) / "dataset.json"
 
 

@@ -251,16 +251,37 @@ def _add_column(table: Table, name: str, cells: Sequence[str]) -> None:
     table.add_column(name, no_wrap=_single_token(cells), overflow="ellipsis")
 
 
+_ISO_SECOND = re.compile(r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}):\d{2}Z$")
+
+
+def short_time(text: str) -> str:
+    """``2025-01-06T09:00:00Z`` as ``2025-01-06 09:00`` (UTC, to the minute) for tables; other
+    text unchanged."""
+    match = _ISO_SECOND.match(text)
+    return f"{match.group(1)} {match.group(2)}" if match else text
+
+
+def fit_columns(columns: Sequence[str], rows: list[list[str]]
+                ) -> tuple[list[str], list[list[str]]]:
+    """Drop the columns that are empty in every row (when there are rows), and shorten
+    timestamps to the minute, so wide records fit."""
+    if not rows:
+        return list(columns), rows
+    keep = [i for i in range(len(columns)) if any(r[i] for r in rows)]
+    return [columns[i] for i in keep], [[short_time(r[i]) for i in keep] for r in rows]
+
+
 def records_table(columns: Sequence[str], records: Sequence[Mapping[str, Any]],
                   title: str | None = None, width: int | None = None) -> RenderableType:
-    """SHOW / DESCRIBE output (or any list of records) as a table; when it cannot fit `width`
+    """SHOW / DESCRIBE output (or any list of records) as a table, without the columns empty
+    in every record and with timestamps to the minute; when it still cannot fit `width`
     columns without cutting values, each record vertically instead (like psql's expanded
-    display)."""
-    rows = [[cell(record.get(c)) for c in columns] for record in records]
-    least = sum(_least_width(n, [r[i] for r in rows]) for i, n in enumerate(columns))
-    if width is not None and len(columns) > 2 and least + 3 * (len(columns) - 1) > width:
+    display, which keeps every field and full timestamps)."""
+    full = [[cell(record.get(c)) for c in columns] for record in records]
+    if width is not None and len(columns) > 2 and _too_wide(*fit_columns(columns, full), width):
         return Group(*(record_view(dict(zip(columns, row, strict=True)), title=f"-[ {i} ]-")
-                       for i, row in enumerate(rows, start=1)))
+                       for i, row in enumerate(full, start=1)))
+    columns, rows = fit_columns(columns, full)
     table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False,
                   show_edge=False)
     for i, name in enumerate(columns):
@@ -268,6 +289,11 @@ def records_table(columns: Sequence[str], records: Sequence[Mapping[str, Any]],
     for row in rows:
         table.add_row(*(Text(c) for c in row))
     return table
+
+
+def _too_wide(columns: Sequence[str], rows: list[list[str]], width: int) -> bool:
+    least = sum(_least_width(n, [r[i] for r in rows]) for i, n in enumerate(columns))
+    return least + 3 * (len(columns) - 1) > width
 
 
 def record_view(record: Mapping[str, Any], title: str | None = None) -> Table:
