@@ -48,7 +48,13 @@ from recallql.index.timestamps import parse_timestamp  # noqa: F401  (the CLI's 
 from recallql.sessions.input import SessionError
 from recallql.sessions.lifecycle import Sessions
 from recallql.sessions.messages import COLLECTION as MESSAGES
-from recallql.sessions.messages import Messages, session_item_ids
+from recallql.sessions.messages import (
+    SESSION_FIELDS,
+    Messages,
+    message_activity,
+    session_fields_filler,
+    session_item_ids,
+)
 from recallql.sessions.signals import SignalPolicy
 
 if TYPE_CHECKING:
@@ -105,6 +111,18 @@ class _SessionStore:
                         extra_sql: Callable[[sqlite3.Connection], object]) -> int:
         ids = session_item_ids(self._store.snapshot(MESSAGES), session_ids)
         return self._store.delete(MESSAGES, ids, extra_sql=extra_sql).deleted
+
+    def message_activity(self) -> dict[str, tuple[float | None, int]]:
+        if MESSAGES not in {c.name for c in self._store.collections()}:
+            return {}
+        return message_activity(self._store.snapshot(MESSAGES))
+
+
+def _older_builtin(stored: CollectionInfo, wanted: CollectionInfo) -> bool:
+    """Whether `stored` is a built-in collection as an earlier version wrote it: the same text
+    fields, a subset of today's fields (a reader cannot upgrade it; a writer does on open)."""
+    return (stored.text_fields == wanted.text_fields
+            and all(wanted.fields.get(k) == v for k, v in stored.fields.items()))
 
 
 def connect(path: str | os.PathLike | None = None, *, embedder: object = "default",
@@ -174,6 +192,9 @@ class Database:
         self.store = store
         clock = clock or time.time
         self.sessions = Sessions(_SessionStore(store), signal_policy, clock)
+        self.sessions.prepare(writable=not store.readonly)
+        if not store.readonly:
+            self._upgrade_messages()
         self.messages = Messages(self, clock)
         self._engine = QueryEngine(self, clock)
         self._embedders: dict[str, emb.Embedder | None] = {}
@@ -183,6 +204,20 @@ class Database:
                 continue
             dim = None if resolved is not None else emb.MINILM_DIM
             self._open_collection(name, text_fields, fields, dim, resolved, builtin=True)
+
+    def _upgrade_messages(self) -> None:
+        """Give the `messages` collection of a store an earlier version wrote the fields
+        messages now carry from their session (`source`, `agent_id`), filled in from the
+        sessions table (one transaction)."""
+        row = self.store.meta.collection(MESSAGES)
+        if row is None:
+            return
+        wanted = BUILTIN_COLLECTIONS[MESSAGES][1]
+        missing = {k: wanted[k] for k in SESSION_FIELDS if k not in row.info.fields}
+        if missing:
+            with self.read_transaction() as conn:
+                fill = session_fields_filler(conn)
+            self.store.add_fields(MESSAGES, missing, fill)
 
     @property
     def path(self) -> str | None:
@@ -210,8 +245,10 @@ class Database:
                 raise StoreError(f"the database {self.path} is open read-only; cannot create "
                                  f"collection {name!r}")
             info = existing.info
-            check_same(info, make_info(name, text_fields, fields, dim,
-                                       embedder.name if embedder is not None else None))
+            wanted = make_info(name, text_fields, fields, dim,
+                               embedder.name if embedder is not None else None)
+            if not (builtin and _older_builtin(info, wanted)):
+                check_same(info, wanted)
         else:
             info = self.store.create_collection(name, text_fields, fields, dim,
                                                 embedder.name if embedder is not None else None)

@@ -32,7 +32,6 @@ from recallql.grammar.timestamps import format_timestamp
 from recallql.index import filters as f
 from recallql.index.schema import CollectionInfo
 from recallql.sessions.lifecycle import Sessions
-from recallql.sessions.lineage import LineageResolver
 from recallql.sessions.live_context import LiveContext
 
 #: Deeper re-runs for grouping stop at this candidate window.
@@ -156,8 +155,8 @@ class QueryEngine:
                            "swept); ran without the session boost")
             else:
                 ctx.session, snapshot = found
-        if messages:
-            ctx.services["fetch"] = sessions.fetcher(conn)
+        if messages:  # a statement's resolver: stored roots (or the walk on an older store)
+            ctx.services["lineage"] = lambda budget: sessions.resolver(conn, budget)
         return ctx, snapshot
 
     def _run(self, spec: QuerySpec, ctx: ExecutionContext, snap: Any, can_embed: bool,
@@ -168,7 +167,7 @@ class QueryEngine:
             ctx.stats.clear()
             ctx.notices = {k: v for k, v in ctx.notices.items() if k is Reason.SESSION_NOT_FOUND}
             ctx.truncated = False
-            if "fetch" in ctx.services:  # a fresh memo and budget per attempt
+            if "lineage" in ctx.services:  # a fresh memo and budget per attempt
                 _start_lineage(ctx, spec)
             out, stats = run(ran.root, ctx)
             legs_cut = any(v["rows"] >= v["window"] for v in ctx.stats.get("legs", {}).values())
@@ -229,9 +228,9 @@ def _embed_ahead(ctx: ExecutionContext, spec: QuerySpec) -> float | None:
 
 
 def _start_lineage(ctx: ExecutionContext, spec: QuerySpec) -> None:
-    """A statement's lineage resolver (one memo and budget B) and, under FOR SESSION, the live
-    context, reading session rows through `ctx.services["fetch"]`."""
-    resolver = LineageResolver(ctx.services["fetch"], spec.budget)
+    """A statement's lineage resolver (one memo; budget B for walks, where any remain) and,
+    under FOR SESSION, the live context, from `ctx.services["lineage"]`."""
+    resolver = ctx.services["lineage"](spec.budget)
     ctx.services["resolver"] = resolver
     if spec.session_id is not None:
         ctx.services["live_context"] = LiveContext.build(spec.session_id, resolver)

@@ -283,6 +283,29 @@ class MetadataStore:
                 (info.name, json.dumps(list(info.text_fields)), json.dumps(fields), info.dim,
                  info.embedder_name, time.time()))
 
+    def add_fields(self, collection: CollectionRow, info: CollectionInfo,
+                   fill: Callable[[dict], dict] | None) -> None:
+        """Record `info`'s declared fields for an existing collection and give every stored row
+        the values `fill(row_fields)` returns for the new fields (None: absent), in one
+        transaction. A changed row's fingerprint is cleared (it no longer describes the row; a
+        NULL fingerprint never matches, so an identical re-ingest rewrites it once)."""
+        fields = {k: v.value for k, v in info.fields.items()}
+        with self.transaction() as conn:
+            conn.execute("UPDATE collections SET fields = ? WHERE id = ?",
+                         (json.dumps(fields), collection.id))
+            if fill is None:
+                return
+            rows = conn.execute("SELECT row, fields FROM items WHERE collection_id = ?",
+                                (collection.id,)).fetchall()
+            updates = []
+            for row, raw in rows:
+                values = json.loads(raw) if raw else {}
+                added = {k: v for k, v in fill(values).items() if v is not None}
+                if added:
+                    updates.append((json.dumps({**values, **added}), collection.id, row))
+            conn.executemany("UPDATE items SET fields = ?, content_hash = NULL "
+                             "WHERE collection_id = ? AND row = ?", updates)
+
     def pending_purge(self, collection: CollectionRow) -> list[int]:
         """Rowids tombstoned since the tantivy index last deleted them."""
         return [r for (r,) in self.write.execute(

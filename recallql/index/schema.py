@@ -155,6 +155,8 @@ BUILTIN_COLLECTIONS: dict[str, tuple[tuple[str, ...], dict[str, FieldType]]] = {
             "role": FieldType.STR,
             "active": FieldType.BOOL,
             "compacted": FieldType.BOOL,
+            "source": FieldType.STR,
+            "agent_id": FieldType.STR,
         },
     ),
 }

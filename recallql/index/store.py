@@ -22,7 +22,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from recallql.index import batch as batches
@@ -150,6 +150,35 @@ class Store:
                 return existing.info
             TextIndex(self._text_dir(name)).close()
             self.meta.insert_collection(info)
+            return info
+
+    def add_fields(self, name: str, fields: Mapping[str, object],
+                   fill: Callable[[dict], dict] | None = None) -> CollectionInfo:
+        """Declare more filterable fields on an existing collection, as SQL's ``ALTER TABLE ADD
+        COLUMN``: stored rows get what `fill(row_fields)` returns for them (a dict of new field
+        values; missing or None: absent). One transaction; the collection's cached state is
+        rebuilt on its next use. Text fields, vectors and the tantivy index are unchanged.
+
+        Returns:
+            The collection's new `CollectionInfo`.
+
+        Raises:
+            StoreError: unknown collection, a name that is taken, an invalid type, or a
+                read-only store.
+        """
+        with self._mutex:
+            self._check_writable()
+            row = self._row(name)
+            taken = sorted(set(fields) & set(row.info.fields))
+            if taken:
+                raise StoreError(f"collection {name!r} already has field(s) {taken}")
+            old = row.info
+            info = make_info(name, old.text_fields, {**old.fields, **fields}, old.dim,
+                             old.embedder_name)
+            self.meta.add_fields(row, info, fill)
+            state = self._states.pop(name, None)
+            if state is not None:
+                state.text.close()
             return info
 
     # -- writes --------------------------------------------------------------------------------

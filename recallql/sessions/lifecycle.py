@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import functools
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -31,7 +30,7 @@ from typing import Any, Protocol
 
 from recallql.grammar.timestamps import format_timestamp
 from recallql.index.errors import SignalRejected, StoreError
-from recallql.sessions import state
+from recallql.sessions import roots, state
 from recallql.sessions import sweep as sweeping
 from recallql.sessions.input import (
     SessionError,
@@ -42,6 +41,7 @@ from recallql.sessions.input import (
     to_epoch,
 )
 from recallql.sessions.lineage import SessionRow
+from recallql.sessions.lineage_access import LineageAccess
 from recallql.sessions.models import SessionSnapshot, SessionState
 from recallql.sessions.signals import SignalPolicy, no_session, short_repr, validate_id
 from recallql.sessions.state import to_datetime
@@ -65,8 +65,12 @@ class MetaStore(Protocol):
         """Delete the live messages of these sessions in one all-or-nothing batch, running
         `extra_sql(conn)` in its SQLite transaction; returns the number of messages deleted."""
 
+    def message_activity(self) -> Mapping[str, tuple[float | None, int]]:
+        """``{session_id: (latest message time or None, live message count)}`` over the
+        messages collection at its last committed batch."""
 
-class Sessions:
+
+class Sessions(LineageAccess):
     """`db.sessions`: the session lifecycle and the per-statement session state.
 
     Args:
@@ -124,6 +128,7 @@ class Sessions:
                 (id, agent_id, parent, source, branched_from, delegate_from, started, meta_json,
                  title),
             )
+            roots.refresh(conn, [id])
         return self.snapshot(id, as_of=max(started, self._clock()))
 
     def _check_new(self, id: str, agent_id: str, refs: tuple[str | None, ...], source: str,
@@ -249,36 +254,52 @@ class Sessions:
             return self.snapshot(id, as_of=ended)
         return SessionSnapshot.model_validate_json(stored)
 
-    def sweep(self, older_than: timedelta | float) -> SweepReport:
-        """Remove the sessions whose last activity (end; for open sessions the latest of start,
-        signal and annotation) is more than `older_than` before now, with their annotations,
-        signals and messages (the items of `messages` with their `session_id`), in one
-        all-or-nothing batch.
+    def sweep(self, older_than: timedelta | float, *, dry_run: bool = False) -> SweepReport:
+        """Remove the sessions whose whole conversation has been inactive for more than
+        `older_than`, with their annotations, signals and messages (the items of `messages`
+        with their `session_id`), in one all-or-nothing batch. The rule is
+        `recallql.sessions.sweep`: a session's activity is the latest of its start, end,
+        signals, annotations and messages; a conversation (the sessions sharing a root) goes as
+        a whole; a surviving child of a swept session loses its parent link and stays the root
+        of its own conversation.
 
         Args:
             older_than: the retention, a timedelta or a number of days (≥ 0).
+            dry_run: only report what would go; nothing is written (works on a read-only
+                database).
 
         Returns:
-            The number of sessions removed, as a `SweepReport` (an int; `.messages` is the number
-            of messages deleted).
+            The number of sessions removed, as a `SweepReport` (an int; `.messages`,
+            `.swept`, `.kept`, `.detached`, `.dry_run`).
 
         Raises:
             SessionError: a negative or non-finite retention.
-            StoreError: the database is read-only.
+            StoreError: the database is read-only (unless `dry_run`).
         """
         days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) \
             else retention_days(older_than)
         if not math.isfinite(days) or days < 0:
             raise SessionError(f"older_than must be a non-negative duration, got {older_than!r}")
         cutoff = self._clock() - days * 86400
+        if dry_run:
+            found = self._sweep_plan(cutoff)
+            return SweepReport(len(found.swept), sum(x.messages for x in found.swept),
+                               swept=found.swept, kept=found.kept, dry_run=True)
         with self._guard("sweep sessions"), self._meta.writing():  # select and delete as one
-            with self._meta.read_transaction() as conn:
-                ids = [r[0] for r in conn.execute(sweeping.SWEEP_SQL, (cutoff,))]
-            if not ids:
-                return SweepReport(0)
+            found = self._sweep_plan(cutoff)
+            if not found.swept:
+                return SweepReport(0, kept=found.kept)
+            ids = [x.id for x in found.swept]
+            detached: list[str] = []
             messages = self._meta.delete_messages(
-                ids, functools.partial(sweeping.delete_sessions, ids))
-        return SweepReport(len(ids), messages)
+                ids, lambda conn: detached.extend(sweeping.delete_sessions(ids, conn)))
+        return SweepReport(len(ids), messages, swept=found.swept, kept=found.kept,
+                           detached=tuple(detached))
+
+    def _sweep_plan(self, cutoff: float) -> sweeping.SweepPlan:
+        activity = self._meta.message_activity()
+        with self._meta.read_transaction() as conn:
+            return sweeping.plan(conn, activity, cutoff, self._has_roots(conn))
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -308,11 +329,6 @@ class Sessions:
         """The session's lineage row, or None."""
         with self._meta.read_transaction() as conn:
             return self._row(conn, id)
-
-    def fetcher(self, conn: Any) -> Callable[[str], SessionRow | None]:
-        """A `fetch(session_id)` for the lineage resolver, reading through `conn` (one prepared
-        statement; this is the per-session cost of every lineage walk)."""
-        return state.row_fetcher(conn)
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every session as a dict of its columns (times in epoch seconds UTC), ordered by
@@ -382,9 +398,8 @@ class Sessions:
         except ValueError as exc:
             raise SessionError(str(exc)) from None
 
-    @staticmethod
-    def _row(conn: Any, id: str) -> SessionRow | None:
-        return state.session_row(conn, id)
+    def _row(self, conn: Any, id: str) -> SessionRow | None:
+        return state.session_row(conn, id, self._columns(conn))
 
     def _require_open(self, conn: Any, id: str) -> SessionRow:
         row = self._row(conn, id)
@@ -404,6 +419,7 @@ class Sessions:
                                f"{_iso(floor)}")
         conn.execute("UPDATE sessions SET status = 'closed', end_reason = ?, ended_at = ? "
                      "WHERE id = ?", (end_reason, when, row.id))
+        roots.refresh(conn, [row.id])  # its end reason decides its children's edges
 
 
 def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:

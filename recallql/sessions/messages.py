@@ -2,8 +2,10 @@
 
 A message is an item of `messages`: item id `msg:<message_id>`, text field `content`, fields
 `session_id`, `message_id`, `seq` (1-based order within its session), `role`, `active`,
-`compacted`; `doc_id` is `session:<session_id>` (so GROUP BY DOCUMENT groups by session) and
-`created_at` is the message time. `active=False, compacted=True` marks a message summarised away
+`compacted`, and its session's `source` and `agent_id` (copied when the message is written, so
+agents can filter, e.g. `WHERE source NOT IN ('subagent', 'tool') AND role != 'tool'`);
+`doc_id` is `session:<session_id>` (so GROUP BY DOCUMENT groups by session) and `created_at` is
+the message time. `active=False, compacted=True` marks a message summarised away
 but still searchable; `active=False, compacted=False` a message rewound by the user, never
 searchable.
 """
@@ -81,7 +83,8 @@ class Messages:
         when = message_time(at, self._clock(), row.started_at)
         message_id, seq = self.next_ids(session_id)
         self._db.ingest(COLLECTION, [message_item(session_id, message_id, seq, role, content,
-                                                  when, active, compacted)])
+                                                  when, active, compacted, source=row.source,
+                                                  agent_id=row.agent_id)])
         return message_id
 
     def next_ids(self, session_id: str) -> tuple[int, int]:
@@ -175,17 +178,60 @@ def session_item_ids(snap: Any, session_ids: Sequence[str]) -> list[str]:
     return snap.column("id").take(rows, snap.size)
 
 
+def message_activity(snap: Any) -> dict[str, tuple[float | None, int]]:
+    """Per session of a `messages` snapshot: the latest `created_at` of its live rows (epoch
+    seconds UTC; None when none has a time) and how many live rows it has (the sweep rule's
+    message activity, `recallql.sessions.sweep`)."""
+    if snap.size == 0:
+        return {}
+    column = snap.column("session_id")
+    codes = column.codes(snap.size)
+    rows = snap.live & (codes >= 0)
+    picked, times = codes[rows], snap.created_at[rows]
+    width = len(column.pool.vocab)
+    counts = np.bincount(picked, minlength=width)
+    latest = np.full(width, -np.inf)
+    np.maximum.at(latest, picked, np.where(np.isnan(times), -np.inf, times))
+    vocab = column.pool.vocab
+    return {vocab[c]: (float(latest[c]) if np.isfinite(latest[c]) else None, int(counts[c]))
+            for c in np.flatnonzero(counts)}
+
+
 def _iso(ts: float) -> str:
     return format_timestamp(ts)
 
 
 def message_item(session_id: str, message_id: int, seq: int, role: str, content: str,
-                 at: float | None, active: bool, compacted: bool) -> dict[str, Any]:
-    """The `messages` item of one message."""
-    return {
+                 at: float | None, active: bool, compacted: bool, *, source: str | None = None,
+                 agent_id: str | None = None) -> dict[str, Any]:
+    """The `messages` item of one message (`source`, `agent_id`: its session's)."""
+    item = {
         "id": f"msg:{message_id}", "content": content,
         "created_at": at if at is not None and math.isfinite(at) else None,
         "doc_id": f"session:{session_id}", "position": seq,
         "session_id": session_id, "message_id": message_id, "seq": seq, "role": role,
         "active": bool(active), "compacted": bool(compacted),
     }
+    if source is not None:
+        item["source"] = source
+    if agent_id is not None:
+        item["agent_id"] = agent_id
+    return item
+
+
+#: The fields a message copies from its session (issue 14).
+SESSION_FIELDS = ("source", "agent_id")
+
+
+def session_fields_filler(conn: Any) -> Callable[[dict], dict]:
+    """For upgrading a `messages` collection an earlier version wrote (`Store.add_fields`):
+    a function from a stored message's fields to its session's `source` and `agent_id`, read
+    once from the sessions table through `conn`."""
+    sessions = {sid: (source, agent) for sid, source, agent in conn.execute(
+        "SELECT id, source, agent_id FROM sessions")}
+
+    def fill(fields: dict) -> dict:
+        found = sessions.get(fields.get("session_id"))  # type: ignore[arg-type]
+        return {} if found is None else dict(zip(SESSION_FIELDS, found, strict=True))
+
+    return fill
