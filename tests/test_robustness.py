@@ -1013,8 +1013,10 @@ def test_connect_to_things_that_are_not_databases(tmp_path):
 def test_one_writer_many_readers(tmp_path):
     path = tmp_path / "db"
     writer = make_db([doc("a", "alpha", "", vec(1, 0, 0, 0))], path=path)
-    with pytest.raises(recallql.DatabaseLocked):
-        recallql.connect(path, embedder=None)
+    second = recallql.connect(path, embedder=None, lock_timeout=0.05)  # writers take turns
+    with writer.store.writing(), pytest.raises(recallql.DatabaseLocked):  # a write in progress
+        second.ingest("kb", [doc("c", "gamma")])
+    second.close()
     reader = recallql.connect(path, embedder=None, readonly=True)
     for write in (lambda: reader.ingest("kb", [doc("b", "beta")]),
                   lambda: reader.sessions.create("s1", "agent"),

@@ -96,10 +96,28 @@ def test_replacing_an_id_tombstones_the_old_row(index_db, index_docs):
     assert _lexical(index_db, "credentials")[0] == []
     ids, _ = _semantic(index_db, index_db.embedder("docs")(["Rotate credentials"])[0], 10)
     assert ids.count("creds") == 1 and len(ids) == 5
-    # the tombstoned document is purged from tantivy with the next batch
+    # the tombstoned document stays in tantivy for AS OF (the retention window) ...
     index_db.ingest("docs", [{"id": "later", "title": "later"}])
-    searcher = index_db.store._state("docs").text.searcher()
-    assert searcher.num_docs == 6
+    index_db.ingest("docs", [{"id": "later2", "title": "later"}])
+    assert index_db.store._state("docs").text.searcher().num_docs == 8
+    # ... until vacuum purges it (and its vector)
+    index_db.vacuum()
+    assert index_db.store._state("docs").text.searcher().num_docs == 7
+    assert sum(len(s.rowids) for s in index_db.store._state("docs").segments) == 7
+
+
+def test_without_retention_a_tombstoned_document_is_purged_two_batches_later(
+        tmp_path, index_embedder, index_docs):
+    """The purge lags one batch: batch S+1 records the horizon S, batch S+2 deletes the
+    documents tombstoned up to S (so a reader of S+1's predecessor never loses a row)."""
+    with recallql.connect(tmp_path / "db", embedder=index_embedder, retention=0) as db:
+        db.ingest("docs", index_docs)
+        db.ingest("docs", [{"id": "creds", "title": "Rotate secrets quarterly"}])  # batch 2
+        text = db.store._state("docs").text
+        db.ingest("docs", [{"id": "later", "title": "later"}])  # records horizon 2
+        assert text.searcher().num_docs == 7
+        db.ingest("docs", [{"id": "later2", "title": "later"}])  # purges rows dead at <= 2
+        assert text.searcher().num_docs == 7
 
 
 def test_snapshot_is_stable_and_refreshes_after_commit(index_db, index_docs):

@@ -57,6 +57,10 @@ def _root(
                                         )] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
+    wait: Annotated[float | None, typer.Option(
+        "--wait", min=0.0, metavar="SECONDS",
+        help="How long each write waits while another process writes to the database "
+             "(default 5; 0: fail at once). Also accepted after the command.")] = None,
 ) -> None:
     """recallql: an embedded query engine for AI-agent memory.
 
@@ -65,6 +69,8 @@ def _root(
     (--db, default ./recallql.db or $RECALLQL_DB).
     """
     State.debug = State.debug or debug
+    if wait is not None:
+        State.wait = wait
 
 
 app.command(cls=Command, short_help="Ingest files and directories into a collection."

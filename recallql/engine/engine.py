@@ -47,7 +47,7 @@ class Backend(Protocol):
 
     def collections(self) -> list[CollectionInfo]: ...
 
-    def snapshot(self, collection: str) -> Any: ...
+    def snapshot(self, collection: str, as_of: float | None = None) -> Any: ...
 
     def embedder(self, collection: str) -> Callable[[list[str]], np.ndarray] | None: ...
 
@@ -125,8 +125,8 @@ class QueryEngine:
                 f"collection '{info.name}' has no embedder for USING SEMANTIC",
                 text=stmt.source, span=tuple(stmt.using.span),
                 hint="pass a query vector with NEAR :v, or attach one with db.set_embedder()")
-        snap = self._db.snapshot(info.name)
         now_ts = spec.as_of.timestamp() if spec.as_of is not None else self._clock()
+        snap = self._db.snapshot(info.name, as_of=now_ts if spec.as_of is not None else None)
         with self._db.read_transaction() as conn:
             ctx, snapshot = self._context(spec, snap, now_ts, embedder, conn, messages)
             embed_ms = _embed_ahead(ctx, spec)
@@ -136,6 +136,7 @@ class QueryEngine:
             ctx.stats["embed_ms"] = embed_ms
         details = _verbose(snap, ran, rows, out) if verbose else {}
         notices = [Notice(code=c, message=m) for c, m in (*ran.notices, *ctx.notices.items())]
+        notices += [Notice(code=Reason(c), message=m) for c, m in snap.notices]
         result = Result(statement=stmt.to_text(), collection=info.name, rows=rows,
                         session_snapshot=snapshot, warnings=_dedupe(notices),
                         truncated=ctx.truncated, stats=_stats(ctx, ran, spec.as_of, now_ts))

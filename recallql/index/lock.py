@@ -1,49 +1,102 @@
 """The writer lock of a database directory: one writer at a time, across processes.
 
-``<db>/LOCK`` is held with a non-blocking ``fcntl.flock``; the holder writes its pid into it.
-A second writer (another process, or another `Store` in this process) gets `DatabaseLocked` at
-once. Readers take no lock.
+``<db>/LOCK`` is held with ``fcntl.flock`` for the duration of one write (a batch, a session
+transaction, a sweep), not for the life of a connection, so several processes can each keep a
+database open for writing and take turns, as SQLite's connections do. The holder writes its pid
+into the file. A writer that finds the lock held retries (sleeping 1, 2, 5, 10, 20, then 50 ms
+between attempts, like SQLite's busy handler) until `timeout` seconds have passed, then raises
+`DatabaseLocked` naming the holder's pid. Readers take no lock.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import time
 from pathlib import Path
 
 from recallql.index.errors import DatabaseLocked
 
 LOCK_FILE = "LOCK"
+#: Default seconds a writer waits for the lock (Python's sqlite3 default ``timeout``).
+DEFAULT_LOCK_TIMEOUT = 5.0
+_BACKOFF = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
 
 
-def acquire_lock(directory: Path) -> tuple[int, bool]:
-    """Take the writer lock of `directory`.
+def acquire_lock(directory: Path, timeout: float = 0.0) -> tuple[int, bool]:
+    """Take the writer lock of `directory`, waiting up to `timeout` seconds.
+
+    Args:
+        directory: the database directory.
+        timeout: seconds to wait for another writer to release the lock (0: do not wait).
 
     Returns:
-        (the open file descriptor, whether this call created the lock file).
+        (the open file descriptor, whether this call created the lock file). Closing the
+        descriptor releases the lock.
 
     Raises:
-        DatabaseLocked: another writer holds it.
+        DatabaseLocked: another writer held it for the whole `timeout` (names its pid).
     """
     path = directory / LOCK_FILE
+    deadline = time.monotonic() + max(0.0, timeout)
+    attempt = 0
     while True:
-        try:
-            fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
-        except FileExistsError:
-            fd, created = os.open(path, os.O_RDWR | os.O_CREAT, 0o644), False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise DatabaseLocked(
-                f"the database {directory} is locked by another writer (lock file {path}); "
-                "close it there, or open this one read-only (readonly=True)") from None
-        if _is_current(fd, path):
-            break
-        os.close(fd)  # a failed open removed the file while we waited: lock the new one
+        fd, created = _open(path)
+        if _try_lock(fd):
+            if _is_current(fd, path):
+                break
+            os.close(fd)  # a failed open removed the file while we waited: lock the new one
+            continue
+        os.close(fd)
+        pause = _BACKOFF[min(attempt, len(_BACKOFF) - 1)]
+        if time.monotonic() + pause > deadline:
+            pid = holder_pid(path)
+            raise DatabaseLocked(_locked_message(directory, path, pid, timeout),
+                                 path=directory, pid=pid, waited=max(0.0, timeout)) from None
+        time.sleep(pause)
+        attempt += 1
     os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd, created
+
+
+def _open(path: Path) -> tuple[int, bool]:
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+    except FileExistsError:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644), False
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def holder_pid(path: Path) -> int | None:
+    """The pid written in a lock file by its last holder, or None (none, or unreadable)."""
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def holder(pid: int | None) -> str:
+    """The lock holder in words: ``process 1234``."""
+    if pid is None:
+        return "another process"
+    if pid == os.getpid():
+        return f"this process ({pid}, through another connection)"
+    return f"process {pid}"
+
+
+def _locked_message(directory: Path, path: Path, pid: int | None, timeout: float) -> str:
+    return (f"the database {directory} is locked by another writer, {holder(pid)} (lock file "
+            f"{path}); waited {max(0.0, timeout):g} s. Retry, pass a longer lock_timeout, or "
+            "open it read-only (readonly=True) to read meanwhile")
 
 
 def _is_current(fd: int, path: Path) -> bool:
