@@ -4,6 +4,8 @@
     recallql query "STATEMENTS"      run statements, print tables (or --json)
     recallql explain "STATEMENT"     plan and per-row score arithmetic
     recallql shell                   interactive shell
+    recallql check                   verify a database (SQLite, text index, vectors agree)
+    recallql vacuum                  purge deleted rows now
     recallql sessions ...            list, show, create, annotate, signal, close, archive, sweep
     recallql import hermes STATE_DB  import a Hermes Agent session store
     recallql demo                    build a demo database from real data and tour it
@@ -21,6 +23,7 @@ import typer
 
 from recallql.cli import delete as _delete
 from recallql.cli import ingest as _ingest
+from recallql.cli import maintenance as _maintenance
 from recallql.cli import query as _query
 from recallql.cli import sessions as _sessions
 from recallql.cli import tools as _tools
@@ -80,6 +83,10 @@ app.command(cls=Command, short_help="Run statements and print their results.")(_
 app.command(cls=Command, short_help="Show a statement's plan and each row's score arithmetic."
             )(_query.explain)
 app.command(cls=Command, short_help="Interactive shell (or run a piped script).")(_tools.shell)
+app.command(cls=Command, short_help="Verify a database; report damage (repairs nothing)."
+            )(_maintenance.check)
+app.command(cls=Command, short_help="Purge deleted rows now (AS OF then stops showing them)."
+            )(_maintenance.vacuum)
 app.add_typer(_sessions.app, name="sessions")
 app.add_typer(_tools.import_app, name="import")
 app.command(cls=Command, short_help="Build a demo database from real data and tour it."

@@ -548,3 +548,24 @@ def check_same(stored: CollectionInfo, wanted: CollectionInfo) -> None:
         raise StoreError(
             f"collection {stored.name!r} uses embedder {stored.embedder_name!r} (dim "
             f"{stored.dim}); asked for embedder {wanted.embedder_name!r} (dim {wanted.dim})")
+
+
+def check_directory(path: str | os.PathLike) -> CheckReport:
+    """Check the database at `path` without refusing it for damage (``recallql check``): the
+    store is opened read-only and unvalidated, and whatever is wrong is reported.
+
+    Returns:
+        The `CheckReport`; a store that cannot even be opened (its ``meta.sqlite`` missing or
+        damaged) gives a report holding that one error.
+    """
+    directory = Path(path)
+    try:
+        layout.check_directory(directory, readonly=True)
+        store = Store(directory, True)
+    except StoreError as exc:
+        problem = integrity.Problem(str(directory / META_FILE), "error", "missing", str(exc))
+        return CheckReport(str(directory), 0, [], [problem])
+    try:
+        return store.check()
+    finally:
+        store.close()

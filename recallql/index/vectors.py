@@ -338,6 +338,8 @@ def _coarse(segments: Sequence[Segment], q32: np.ndarray, eligible: np.ndarray, 
             if skip is not None:
                 skip(seg.file, seg.rowids_at(bad))
             score = score[finite]
+            if len(score) == 0:
+                continue
         keep = _candidates(score, n)
         locs.append(keep if local is None else local[keep])
         scores.append(score[keep])
