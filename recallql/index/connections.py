@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from recallql.index.errors import StoreError
+from recallql.index.storage import AFTER
 
 FORMAT_VERSION = 1
 #: The first 16 bytes of every SQLite 3 database file.
@@ -288,5 +289,6 @@ def sqlite_errors(path: Path | None, action: str) -> Iterator[None]:
         raise  # a mistake in the statement, not in the storage
     except sqlite3.Error as exc:
         where = "(in memory)" if path is None else str(path)
+        after = "" if action == "read" else f"; {AFTER} (the transaction was rolled back)"
         raise StoreError(f"cannot {action} the metadata store {where}: {exc} "
-                         f"({type(exc).__name__})") from exc
+                         f"({type(exc).__name__}){after}") from exc
