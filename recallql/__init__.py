@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "SignalRejected": "recallql.index.errors",
     "DatabaseLocked": "recallql.index.errors",
     "StoreError": "recallql.index.errors",
+    "IdempotencyKeyReused": "recallql.index.errors",
     # sessions
     "SessionError": "recallql.engine.sessions",
     "SessionNotFound": "recallql.engine.sessions",
@@ -49,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "IngestReport": "recallql.index.batch",
     "DeleteReport": "recallql.index.batch",
     "SweepReport": "recallql.engine.session_sweep",
+    "CheckReport": "recallql.index.checks",
     "ImportReport": "recallql.engine.importer",
 }
 

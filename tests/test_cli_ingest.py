@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import gzip
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner

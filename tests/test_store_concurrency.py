@@ -15,7 +15,6 @@ import threading
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 import recallql
 from recallql.index.embedders import HashEmbedder

@@ -176,7 +176,7 @@ def test_non_finite_vectors_that_appear_later_are_skipped_with_a_reason(tmp_path
         first = db.execute("SEARCH docs NEAR :v LIMIT 10", v=v)
         assert first.ids()[0] == "v" and not first.warnings
         target = sorted((path / "collections" / "docs" / "vectors").glob("*.npy"))[-1]
-        with open(target, "r+b") as file:  # in place (the segment of row 'v'): the open memory map sees it
+        with open(target, "r+b") as file:  # in place (row 'v'): the memory map sees it
             data = bytearray(file.read())
             data[-64:] = np.full(16, np.nan, "<f4").tobytes()
             file.seek(0)

@@ -7,8 +7,16 @@ from dataclasses import asdict
 
 import typer
 
-from recallql.cli.common import DEFAULT_DB, DbOption, JsonOption, fail, handled, no_database, \
-    open_db, out
+from recallql.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    JsonOption,
+    fail,
+    handled,
+    no_database,
+    open_db,
+    out,
+)
 
 
 def check(db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:

@@ -125,10 +125,13 @@ class Messages:
         ones (call it holding the writer)."""
         now = self._clock()
         rows = {}
-        for m in checked:
+        for i, m in enumerate(checked):
             sid = m["session_id"]
             if not isinstance(sid, str) or sid not in rows:  # a non-str id is not found
-                rows[sid] = self._open_session(sid)
+                try:
+                    rows[sid] = self._open_session(sid)
+                except SessionError as exc:
+                    raise _numbered(exc, i if numbered else None) from None
         snap = self._db.snapshot(COLLECTION)
         message_id = next_message_id(snap)
         seqs = {sid: next_seq(snap, sid) for sid in rows}

@@ -21,6 +21,8 @@ leg (`recallql.index.snapshot`). A directory that holds any part of a store is n
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import os
 import sqlite3
 import threading
@@ -213,9 +215,11 @@ class Store:
                 raise StoreError(f"collection {name!r} uses embedder "
                                  f"{state.info.embedder_name!r}, not {embedder.name!r}")
             stamp = self._begin(state)
+            req = None
             if key is not None:
-                req = keys.request(key, f"ingest:{name}", batches.request_parts(
-                    state, items := list(items), replace_documents))
+                items = list(items)
+                req = keys.request(key, f"ingest:{name}",
+                                   batches.request_parts(state, items, replace_documents))
                 done = keys.replay(self.meta.write, req)
                 if done is not None:
                     return IngestReport(**done)  # type: ignore[arg-type]
@@ -225,19 +229,27 @@ class Store:
             except BaseException:
                 state.text.rollback()
                 raise
-            first_row = state.size
-            n, replaced = len(plan.batch), len(plan.replaced)
+            return self._commit_ingest(state, stamp, plan, extra_sql, req, started)
 
-            def report(batch: int) -> IngestReport:
-                return IngestReport(name, batch, n - replaced, replaced, plan.embedded, first_row,
-                                    time.perf_counter() - started, plan.unchanged,
-                                    len(plan.removed))
-
-            if key is not None:
-                extra_sql = _with_key(extra_sql, req, lambda: report(stamp.seq), stamp.at,
-                                      plan.writes_nothing())
-            written = self._write(state, stamp, plan, extra_sql)
-            return report(stamp.seq if written else 0)
+    def _commit_ingest(self, state: CollectionState, stamp: Stamp, plan: Plan,
+                       extra_sql: ExtraSql | None, req: keys.Request | None, started: float
+                       ) -> IngestReport:
+        """Commit an ingest's plan (with its idempotency key, when given) and report it."""
+        nothing = plan.writes_nothing() and extra_sql is None
+        report = IngestReport(state.info.name, 0 if nothing else stamp.seq,
+                              len(plan.batch) - len(plan.replaced), len(plan.replaced),
+                              plan.embedded, state.size, time.perf_counter() - started,
+                              plan.unchanged, len(plan.removed))
+        if req is None:
+            self._write(state, stamp, plan, extra_sql)
+        elif nothing:  # no batch to carry the key: it gets its own transaction
+            state.text.rollback()
+            with self.meta.transaction() as conn:
+                keys.record(conn, req, dataclasses.asdict(report), stamp.at)
+        else:
+            self._write(state, stamp, plan, _and(extra_sql, functools.partial(
+                keys.record, req=req, response=dataclasses.asdict(report), at=stamp.at)))
+        return report
 
     def delete(self, name: str, ids: Iterable[object] | None = None,
                doc_ids: Iterable[object] | None = None, *,
@@ -525,15 +537,12 @@ class Store:
         self.close()
 
 
-def _with_key(extra_sql: ExtraSql | None, req: keys.Request, report: Callable[[], IngestReport],
-              at: float, nothing: bool) -> ExtraSql:
-    """`extra_sql` that also records the idempotency key with the batch's report."""
+def _and(first: ExtraSql | None, then: ExtraSql) -> ExtraSql:
+    """`first` (when given), then `then`, in the same transaction."""
     def run(conn: sqlite3.Connection) -> None:
-        if extra_sql is not None:
-            extra_sql(conn)
-        done = report()
-        keys.record(conn, req, {**done.__dict__, "batch": 0 if nothing and extra_sql is None
-                                else done.batch}, at)
+        if first is not None:
+            first(conn)
+        then(conn)
     return run
 
 
