@@ -18,12 +18,14 @@ lock, with rowids ``next_row … next_row+n-1`` (dense; ``n`` may be 0):
    `IngestError` and the queued documents are rolled back: nothing has been written.
 2. Write the batch's vectors to a new segment file ``b<S>.npy`` (temp file, fsync, rename, fsync
    directory). Files are never overwritten in place.
-3. tantivy: queue the deletion of documents tombstoned by earlier committed batches, then
-   ``commit()``.
+3. tantivy: queue the deletion of the documents of rows tombstoned at or before the retention
+   horizon recorded by batch ``S-1`` (and not deleted yet), then ``commit()``.
 4. One SQLite transaction (WAL, ``synchronous=FULL``): tombstones (``dead_batch = S``) of the
    replaced, deleted and stale rows, item rows (with their fingerprints), the manifest entry of
-   the segment, the collection's ``next_row``, the caller's `extra_sql`, and
-   ``state.committed_batch = S``. Its COMMIT is the commit point.
+   the segment, the collection's ``next_row``, its purge mark (the horizon just purged to) and
+   its new horizon (the last batch committed at least `Store.retention` seconds before ``S``),
+   the batch's commit time (``batches.committed_at``, for ``AS OF``), the caller's
+   `extra_sql`, and ``state.committed_batch = S``. Its COMMIT is the commit point.
 5. On any failure after step 1 (and whenever a writer opens): recovery deletes tantivy documents
    whose batch is greater than the committed one and removes segment files the manifest does not
    name. Until then they are invisible anyway: readers only return rows that SQLite says are
@@ -31,15 +33,21 @@ lock, with rowids ``next_row … next_row+n-1`` (dense; ``n`` may be 0):
    is safe because recovery runs first.
 
 Documents of tombstoned rows (replaced, deleted or stale) are deleted from tantivy only by a
-*later* batch's commit (step 3), so a crash between the tantivy commit and the SQLite commit can
-never remove a committed row; until then the `live` mask hides them.
+*later* batch's commit (step 3), and only once the retention window has passed (`AS OF` may show
+them until then: `recallql.index.history`); the purge lags the horizon by one batch, so a reader
+of batch ``S`` — whose searcher may already hold batch ``S+1``'s commit — never loses a row it
+can see. A crash between the tantivy commit and the SQLite commit can never remove a committed
+row; until the purge the `live` mask hides them.
 
 A call that changes nothing (every item unchanged, every id to delete missing, no `extra_sql`)
 writes no batch and reports batch 0.
 
 After the commit, small vector segments may be merged (`merge_segments`); a merge writes a new
-file, swaps the manifest rows in one transaction, then unlinks the inputs, so a crash at any
-point leaves either the old or the new segments listed, and the other files are orphans.
+file (never over an existing one), swaps the manifest rows in one transaction, then unlinks the
+inputs, so a crash at any point leaves either the old or the new segments listed, and the other
+files are orphans. A merge keeps the vectors of live rows and of rows tombstoned after the
+horizon. Every step runs under the writer lock (`recallql.index.lock`), and recovery of a
+collection runs first in each hold of it.
 """
 
 from __future__ import annotations

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from recallql.index.connections import check_header, create_file
 from recallql.index.errors import StoreError
-from recallql.index.lock import LOCK_FILE, acquire_lock
+from recallql.index.lock import LOCK_FILE, TURN_FILE, acquire_lock
 
 META_FILE = "meta.sqlite"
 #: What an interrupted creation may leave in a directory without ``meta.sqlite``.
-_CREATION_LEFTOVERS = {LOCK_FILE, f"{META_FILE}.creating", f"{META_FILE}.creating-wal",
+_CREATION_LEFTOVERS = {LOCK_FILE, TURN_FILE, f"{META_FILE}.creating", f"{META_FILE}.creating-wal",
                        f"{META_FILE}.creating-shm"}
 
 
@@ -85,6 +85,7 @@ def create(directory: Path, lock_timeout: float) -> None:
     except BaseException:
         if created:  # unlinked under the lock: leave the directory as this open found it
             (directory / LOCK_FILE).unlink(missing_ok=True)
+            (directory / TURN_FILE).unlink(missing_ok=True)
         if made:
             os.close(fd)
             fd = -1

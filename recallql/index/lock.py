@@ -5,7 +5,9 @@ transaction, a sweep), not for the life of a connection, so several processes ca
 database open for writing and take turns, as SQLite's connections do. The holder writes its pid
 into the file. A writer that finds the lock held retries (sleeping 1, 2, 5, 10, 20, then 50 ms
 between attempts, like SQLite's busy handler) until `timeout` seconds have passed, then raises
-`DatabaseLocked` naming the holder's pid. Readers take no lock.
+`DatabaseLocked` naming the holder's pid. Waiting writers queue at a turnstile
+(``<db>/LOCK.wait``) so that none is starved by a process writing back to back. Readers take no
+lock.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from recallql.index.errors import DatabaseLocked
 
 LOCK_FILE = "LOCK"
+#: The turnstile writers queue at while they wait for `LOCK_FILE`.
+TURN_FILE = "LOCK.wait"
 #: Default seconds a writer waits for the lock (Python's sqlite3 default ``timeout``).
 DEFAULT_LOCK_TIMEOUT = 5.0
 _BACKOFF = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
@@ -25,6 +30,10 @@ _BACKOFF = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
 
 def acquire_lock(directory: Path, timeout: float = 0.0) -> tuple[int, bool]:
     """Take the writer lock of `directory`, waiting up to `timeout` seconds.
+
+    Waiting writers queue at a turnstile (``LOCK.wait``, held while waiting for ``LOCK``): a
+    writer that just released ``LOCK`` must pass the turnstile again, behind the writer already
+    waiting there, so a process writing back to back cannot starve the others.
 
     Args:
         directory: the database directory.
@@ -39,25 +48,43 @@ def acquire_lock(directory: Path, timeout: float = 0.0) -> tuple[int, bool]:
     """
     path = directory / LOCK_FILE
     deadline = time.monotonic() + max(0.0, timeout)
-    attempt = 0
-    while True:
-        fd, created = _open(path)
-        if _try_lock(fd):
-            if _is_current(fd, path):
-                break
-            os.close(fd)  # a failed open removed the file while we waited: lock the new one
-            continue
-        os.close(fd)
-        pause = _BACKOFF[min(attempt, len(_BACKOFF) - 1)]
-        if time.monotonic() + pause > deadline:
-            pid = holder_pid(path)
-            raise DatabaseLocked(_locked_message(directory, path, pid, timeout),
-                                 path=directory, pid=pid, waited=max(0.0, timeout)) from None
-        time.sleep(pause)
-        attempt += 1
+    turn = os.open(directory / TURN_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if not _wait_for(lambda: _try_lock(turn), deadline):
+            raise _locked(directory, path, timeout)
+        while True:
+            fd, created = _open(path)
+            if _wait_for(lambda: _try_lock(fd), deadline):
+                if _is_current(fd, path):
+                    break
+                os.close(fd)  # a failed open removed the file meanwhile: lock the new one
+                continue
+            os.close(fd)
+            raise _locked(directory, path, timeout)
+    finally:
+        os.close(turn)  # the next waiter may now queue for LOCK
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd, created
+
+
+def _wait_for(attempt: Callable[[], bool], deadline: float) -> bool:
+    """Call `attempt` until it succeeds (True) or `deadline` (monotonic) would pass (False),
+    sleeping 1, 2, 5, 10, 20, then 50 ms between calls."""
+    tries = 0
+    while not attempt():
+        pause = _BACKOFF[min(tries, len(_BACKOFF) - 1)]
+        if time.monotonic() + pause > deadline:
+            return False
+        time.sleep(pause)
+        tries += 1
+    return True
+
+
+def _locked(directory: Path, path: Path, timeout: float) -> DatabaseLocked:
+    pid = holder_pid(path)
+    return DatabaseLocked(_locked_message(directory, path, pid, timeout), path=directory,
+                          pid=pid, waited=max(0.0, timeout))
 
 
 def _open(path: Path) -> tuple[int, bool]:

@@ -36,7 +36,7 @@ from recallql.index import requests as keys
 from recallql.index.batch import DeleteReport, IngestReport, Stamp
 from recallql.index.changes import Plan
 from recallql.index.embedders import Embedder
-from recallql.index.errors import StoreError
+from recallql.index.errors import DatabaseLocked, StoreError
 from recallql.index.history import as_of_snapshot
 from recallql.index.integrity import CheckReport
 from recallql.index.items import ItemBatch
@@ -487,14 +487,31 @@ class Store:
     def check(self) -> CheckReport:
         """Verify the database: SQLite's ``PRAGMA integrity_check``, the three stores'
         agreement on rowids and batches, every vector segment's shape and finiteness (see
-        `recallql.index.integrity.check`). Never raises for damage: it is reported.
+        `recallql.index.integrity.check`). Never raises for damage: it is reported. Holds the
+        writer lock while it reads (waiting up to `lock_timeout`), so no write runs meanwhile.
 
         Raises:
             StoreError: the store is closed.
         """
         self.check_open()
         with self._mutex:
-            return integrity.check(self)
+            if self.path is None or self._depth:
+                return integrity.check(self)
+            try:  # no write may run meanwhile: the three stores are read as one state
+                fd: int | None = acquire_lock(self.path, self.lock_timeout)[0]
+            except (DatabaseLocked, OSError):
+                fd = None
+            try:
+                report = integrity.check(self)
+            finally:
+                if fd is not None:
+                    os.close(fd)
+            if fd is None:
+                report.problems.append(integrity.Problem(
+                    str(self.path / "LOCK"), "warning", "unlocked", "checked without the writer "
+                    "lock (held too long, or not writable here): a write running meanwhile may "
+                    "show as damage; check again"))
+            return report
 
     def _collection_dir(self, name: str) -> Path | None:
         return None if self.path is None else self.path / "collections" / name
