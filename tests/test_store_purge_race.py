@@ -7,8 +7,10 @@ from the lexical leg (`LEG_ABSENT`): 4–15 torn statements per few thousand.
 
 The writer process runs with ``retention=0`` (tombstoned rows purged as early as the protocol
 allows) and cycles: ingest a large batch (20,000 rows, so a reader's refresh to it takes long)
-holding one probe row with its own word and vector, delete the previous cycle's rows, ingest one
-unrelated row (the batch whose tantivy commit purged the deleted rows before the fix). Reader
+holding one probe row with its own word and vector, delete the previous cycle's probe, ingest
+two unrelated rows (before the fix, the first one's tantivy commit purged the deleted probe;
+with the fix the purge lags one batch more, so the second one's does) — all while a reader may
+still be refreshing to the large batch. Reader
 processes run statements; each checks that both legs find exactly the probe rows the snapshot
 says are live. Run as a script, this
 module is a helper: ``python test_store_purge_race.py writer|reader DB [STATEMENTS]``.
@@ -28,9 +30,10 @@ import pytest
 
 HERE = Path(__file__).resolve()
 DIM = 8
-STATEMENTS = 5_000  # per reader; two readers
-ROWS = 20_000
-CYCLES = 40  # then the writer stops (the database stays a few hundred MB)
+STATEMENTS = 5_000  # at least, per reader (two readers), and for as long as the writer writes
+ROWS = 40_000
+TICKS = 2
+CYCLES = 20  # then the writer stops (the database stays a few hundred MB)
 
 
 PROBE = np.eye(DIM, dtype=np.float32)[0]
@@ -47,10 +50,13 @@ def _writer(path: str) -> None:
         rows = [{"id": f"r{k}-{j}", "text": f"common row {k}", "vector": rng.standard_normal(DIM)}
                 for j in range(ROWS)]
         rows.append({"id": f"probe{k}", "text": f"probe{k} common", "vector": PROBE})
-        db.ingest("c", rows)
+        db.ingest("c", rows)  # batch S: a reader's refresh to it reads 20,000 rows
         if k > 1:
-            db.delete("c", [f"r{k - 1}-{j}" for j in range(ROWS)] + [f"probe{k - 1}"])
-        db.ingest("c", [{"id": f"tick{k}", "text": "other", "vector": rng.standard_normal(DIM)}])
+            db.delete("c", [f"probe{k - 1}"])  # S+1: quick, while readers still refresh to S
+        for t in range(TICKS):  # S+2, S+3: with retention 0, S+3's tantivy commit purges it
+            db.ingest("c", [{"id": f"tick{k}-{t}", "text": "other",
+                             "vector": rng.standard_normal(DIM)}])
+    Path(path).with_name("writer-done").touch()
     print("done", flush=True)
     sys.stdin.read()  # stay until the test ends
 
@@ -61,13 +67,12 @@ def _reader(path: str, statements: str) -> None:
     db = recallql.connect(path, embedder=None, readonly=True)
     torn = checked = 0
     batches = set()
-    while checked < int(statements):
+    done = Path(path).with_name("writer-done")
+    while checked < int(statements) or not done.exists():  # for as long as the writer writes
         snap = db.snapshot("c")
         if snap.size == 0:
             continue
-        tail = max(0, snap.size - 3 * (ROWS + 2))  # the probes live are in the last cycles
-        probes = {r: snap.ids[r] for r in (tail + np.flatnonzero(snap.live[tail:])).tolist()
-                  if snap.ids[r].startswith("probe")}
+        probes = _probes(snap)
         lexical = {r for r, name in probes.items()
                    if r in snap.lexical_topn([name], 3)[0].tolist()}
         semantic = set(snap.semantic_topn(PROBE, len(probes) or 1)[0].tolist()) & set(probes)
@@ -76,6 +81,17 @@ def _reader(path: str, statements: str) -> None:
         checked += 1
         batches.add(snap.seq)
     print(json.dumps({"checked": checked, "torn": torn, "batches": len(batches)}), flush=True)
+
+
+def _probes(snap) -> dict[int, str]:
+    """The live probe rows of a snapshot: cycle k's rows are ``(k-1)·(ROWS+1+TICKS) …``, its
+    probe the last row of its ingest batch (then the tick rows)."""
+    stride = ROWS + 1 + TICKS
+    first = max(ROWS, (snap.size // stride - 3) * stride + ROWS)
+    rows = [r for r in range(first, snap.size, stride) if snap.live[r]]
+    found = {r: snap.ids[r] for r in rows}
+    assert all(name.startswith("probe") for name in found.values()), found
+    return found
 
 
 def _spawn(*args: str) -> subprocess.Popen:
