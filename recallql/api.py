@@ -31,9 +31,9 @@ from recallql.index.batch import DeleteReport, IngestReport
 from recallql.index.errors import StoreError
 from recallql.index.integrity import CheckReport
 from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
-from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, make_info
+from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, check_same, make_info
 from recallql.index.snapshot import CollectionSnapshot
-from recallql.index.store import Store, check_same
+from recallql.index.store import Store
 from recallql.index.timestamps import to_epoch
 
 if TYPE_CHECKING:

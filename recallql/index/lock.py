@@ -13,6 +13,7 @@ lock.
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -50,11 +51,11 @@ def acquire_lock(directory: Path, timeout: float = 0.0) -> tuple[int, bool]:
     deadline = time.monotonic() + max(0.0, timeout)
     turn = os.open(directory / TURN_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if not _wait_for(lambda: _try_lock(turn), deadline):
+        if not _wait_for(functools.partial(_try_lock, turn), deadline):
             raise _locked(directory, path, timeout)
         while True:
             fd, created = _open(path)
-            if _wait_for(lambda: _try_lock(fd), deadline):
+            if _wait_for(functools.partial(_try_lock, fd), deadline):
                 if _is_current(fd, path):
                     break
                 os.close(fd)  # a failed open removed the file meanwhile: lock the new one

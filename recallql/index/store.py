@@ -25,28 +25,28 @@ import dataclasses
 import functools
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from recallql.index import batch as batches
-from recallql.index import changes, integrity, layout
+from recallql.index import changes, integrity, layout, maintenance
 from recallql.index import requests as keys
 from recallql.index.batch import DeleteReport, IngestReport, Stamp
 from recallql.index.changes import Plan
 from recallql.index.embedders import Embedder
-from recallql.index.errors import DatabaseLocked, StoreError
+from recallql.index.errors import StoreError
 from recallql.index.history import as_of_snapshot
 from recallql.index.integrity import CheckReport
 from recallql.index.items import ItemBatch
-from recallql.index.lock import DEFAULT_LOCK_TIMEOUT, acquire_lock
+from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
 from recallql.index.metadata import CollectionRow, ExtraSql, MetadataStore
-from recallql.index.schema import CollectionInfo, make_info
+from recallql.index.schema import CollectionInfo, check_same, make_info
 from recallql.index.snapshot import CollectionSnapshot, CollectionState
 from recallql.index.storage import storage_errors
 from recallql.index.text import TextIndex
 from recallql.index.vectors import SegmentFiles
+from recallql.index.writer import Writer
 
 META_FILE = layout.META_FILE
 #: Default AS OF retention: tombstoned rows stay searchable `AS OF` a time for this long
@@ -78,10 +78,8 @@ class Store:
         self.lock_timeout = float(lock_timeout)
         self.retention = float(retention)
         self.clock = clock
-        self._mutex = threading.RLock()
-        self._depth = 0  # nesting of the writer hold in this process
-        self._lock_fd: int | None = None
-        self._recovered: set[str] = set()  # collections recovered under the current hold
+        self.writer = Writer(path, self.lock_timeout)
+        self._mutex = self.writer.mutex
         self._states: dict[str, CollectionState] = {}
         self._broken: str | None = None
         self._closed = False
@@ -300,32 +298,17 @@ class Store:
                 committed batch).
             DatabaseLocked: another process's write held the lock for `lock_timeout`.
         """
-        written = []
-        with self._hold():
-            write = self.meta.write
-            for row in self.meta.collections(write):
-                if not write.execute("SELECT 1 FROM items WHERE collection_id = ? AND "
-                                     "dead_batch > ? LIMIT 1", (row.id, row.purged_batch)
-                                     ).fetchone():
-                    continue  # every tombstoned row is purged already
-                state = self._state(row.info.name)
-                for _ in range(2):
-                    stamp = self._begin(state, horizon=self.meta.committed_batch(write))
-                    self._write(state, stamp, Plan(), batches.no_sql)
-                    written.append(stamp.seq)
-                with storage_errors(self._collection_dir(row.info.name)):
-                    batches.compact_segments(state, self.meta)
-        return written
+        return maintenance.vacuum(self)
 
     def _begin(self, state: CollectionState, horizon: int | None = None) -> Stamp:
         """The stamp of the next batch, with `state` brought up to the committed one (and, first
         in a hold, recovered from what a crashed writer left)."""
         write = self.meta.write
         committed = self.meta.committed_batch(write)
-        if self.path is not None and state.info.name not in self._recovered:
+        if self.path is not None and state.info.name not in self.writer.recovered:
             with storage_errors(self._collection_dir(state.info.name)):
                 batches.recover(state, committed)
-            self._recovered.add(state.info.name)
+            self.writer.recovered.add(state.info.name)
         state.current(committed)
         last = self.meta.committed_at(committed, write) or 0.0
         at = max(self.clock(), last)
@@ -370,27 +353,12 @@ class Store:
             StoreError: read-only, closed or broken store.
             DatabaseLocked: the LOCK stayed held by another process for `lock_timeout`.
         """
-        with self._mutex:
-            self._check_writable()
-            if self._depth == 0 and self.path is not None:
-                self._lock_fd = acquire_lock(self.path, self.lock_timeout)[0]
-                self._recovered = set()
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
-                if self._depth == 0 and self.path is not None:
-                    self._release()
+        with self.writer.hold(self._check_writable, self._release):
+            yield
 
     def _release(self) -> None:
-        try:
-            for state in self._states.values():
-                state.text.close()
-        finally:
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)
-                self._lock_fd = None
+        for state in self._states.values():
+            state.text.close()
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
@@ -434,7 +402,7 @@ class Store:
                 state = self._state(row.info.name)
                 with storage_errors(self._collection_dir(row.info.name)):
                     batches.recover(state, committed)
-                self._recovered.add(row.info.name)
+                self.writer.recovered.add(row.info.name)
 
     def _recover_after_failure(self, state: CollectionState) -> None:
         try:
@@ -494,24 +462,7 @@ class Store:
             StoreError: the store is closed.
         """
         self.check_open()
-        with self._mutex:
-            if self.path is None or self._depth:
-                return integrity.check(self)
-            try:  # no write may run meanwhile: the three stores are read as one state
-                fd: int | None = acquire_lock(self.path, self.lock_timeout)[0]
-            except (DatabaseLocked, OSError):
-                fd = None
-            try:
-                report = integrity.check(self)
-            finally:
-                if fd is not None:
-                    os.close(fd)
-            if fd is None:
-                report.problems.append(integrity.Problem(
-                    str(self.path / "LOCK"), "warning", "unlocked", "checked without the writer "
-                    "lock (held too long, or not writable here): a write running meanwhile may "
-                    "show as damage; check again"))
-            return report
+        return maintenance.check(self)
 
     def _collection_dir(self, name: str) -> Path | None:
         return None if self.path is None else self.path / "collections" / name
@@ -543,9 +494,7 @@ class Store:
                 state.text.close()
             self._states.clear()
             self.meta.close()
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)
-                self._lock_fd = None
+            self.writer.close()
 
     def __enter__(self) -> Store:
         return self
@@ -561,19 +510,6 @@ def _and(first: ExtraSql | None, then: ExtraSql) -> ExtraSql:
             first(conn)
         then(conn)
     return run
-
-
-def check_same(stored: CollectionInfo, wanted: CollectionInfo) -> None:
-    """Raise `StoreError` naming both definitions when they differ."""
-    if not stored.same_schema(wanted):
-        raise StoreError(
-            f"collection {stored.name!r} exists with text fields {list(stored.text_fields)} and "
-            f"fields {dict(stored.fields)}; asked for {list(wanted.text_fields)} and "
-            f"{dict(wanted.fields)}")
-    if stored.embedder_name != wanted.embedder_name or stored.dim != wanted.dim:
-        raise StoreError(
-            f"collection {stored.name!r} uses embedder {stored.embedder_name!r} (dim "
-            f"{stored.dim}); asked for embedder {wanted.embedder_name!r} (dim {wanted.dim})")
 
 
 def check_directory(path: str | os.PathLike) -> CheckReport:
