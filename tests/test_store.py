@@ -425,3 +425,51 @@ def test_merges_of_interleaved_segments_with_tombstones_keep_rowids(tmp_path):
             rows, cos = snap.semantic_topn(vec, 1)
             assert snap.ids[rows[0]] == item_id and cos[0] == pytest.approx(1.0)
         assert snap.semantic_topn(expected["b1-0"], 10**6)[0].size == len(expected) + 2
+
+
+def test_a_store_of_the_previous_format_is_read_and_migrated(tmp_path, index_embedder):
+    """A store written before AS OF retention and idempotency keys (no `collections.horizon`,
+    no `request_keys`, no `batches_time`) is read as it is, and migrated by its first writer."""
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=index_embedder) as db:
+        db.ingest("docs", [{"id": "a", "title": "alpha"}, {"id": "b", "title": "alpha"}])
+        db.delete("docs", ["a"])
+    with sqlite3.connect(path / "meta.sqlite") as conn:
+        conn.execute("ALTER TABLE collections DROP COLUMN horizon")
+        conn.execute("DROP TABLE request_keys")
+        conn.execute("DROP INDEX batches_time")
+    conn.close()
+    reader = recallql.connect(path, embedder=index_embedder, readonly=True)
+    assert reader.execute("SEARCH docs MATCHING 'alpha'").ids() == ["b"]
+    with recallql.connect(path, embedder=index_embedder) as db:
+        db.ingest("docs", [{"id": "c", "title": "alpha"}], key="k")
+        assert db.check().ok
+        names = {n for (n,) in db.store.meta.read.execute("SELECT name FROM sqlite_master")}
+        assert {"request_keys", "batches_time"} <= names
+    assert reader.execute("SEARCH docs MATCHING 'alpha'").ids() == ["b", "c"]
+    reader.close()
+
+
+def test_leftovers_of_an_unfinished_batch_are_removed_even_after_its_number_was_reused(
+        tmp_path, index_embedder):
+    """Batch numbers are global: after a writer died between its tantivy commit and its SQLite
+    commit in `docs`, another process may commit a `messages` batch with the same number. The
+    dead batch's documents are then not "after the committed batch" any more; recovery still
+    removes them (they are of rowids SQLite does not have), so the next row of `docs` does not
+    inherit a ghost document."""
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=index_embedder) as db:
+        db.ingest("docs", [{"id": "a", "title": "alpha"}])
+        db.sessions.create("s", "agent")
+        committed = db.store.committed_batch()
+        with db.store.writing():  # what the dead writer left: tantivy only
+            text = db.store._state("docs").text
+            text.add([1], committed + 1, ["ghost words"])
+            text.commit()
+    with recallql.connect(path, embedder=index_embedder) as db:
+        db.messages.append("s", "user", "another collection takes the batch number")
+        assert db.store.committed_batch() == committed + 1
+        db.ingest("docs", [{"id": "b", "title": "beta"}])  # rowid 1
+        assert db.execute("SEARCH docs MATCHING 'ghost' USING LEXICAL").ids() == []
+        assert db.execute("SEARCH docs MATCHING 'beta' USING LEXICAL").ids() == ["b"]
+        assert db.check().ok and db.check().problems == []

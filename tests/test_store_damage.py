@@ -135,17 +135,24 @@ def test_a_healthy_store_checks_ok_with_counts(tmp_path):
 
 
 def test_check_finds_a_ghost_document_the_stores_disagree_on(tmp_path):
-    """A tantivy document for a rowid SQLite does not have (what re-creating a store left)."""
+    """An old document for a row of another batch (what re-creating a store left): an error;
+    a document of a rowid SQLite does not have is an unfinished batch's: a warning."""
     path = tmp_path / "db"
     build(path)
     with recallql.connect(path, embedder=HashEmbedder(16)) as db:
         with db.store.writing():
             text = db.store._state("docs").text
-            text.add([99], 1, ["ghost text"])
+            text.add([99], 9, ["unfinished"])
+            text.commit()
+        report = db.check()
+        assert report.ok and [p.kind for p in report.problems] == ["uncommitted"]
+        with db.store.writing():
+            text.add([5], 1, ["ghost text"])  # row 5 is of batch 2
             text.commit()
         report = db.check()
     assert not report.ok
-    assert any("ghosts" in p.detail for p in report.problems), report.to_text()
+    details = " ".join(p.detail for p in report.problems)
+    assert "more than one document" in details and "another batch" in details, details
 
 
 def test_recallql_check_cli_exit_codes(tmp_path):
@@ -159,6 +166,9 @@ def test_recallql_check_cli_exit_codes(tmp_path):
     good = run()
     assert good.returncode == 0, good.stderr
     assert "ok: the stores agree" in good.stdout
+    vacuumed = subprocess.run([sys.executable, "-m", "recallql.cli", "vacuum", "--db", str(path)],
+                              capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert vacuumed.returncode == 0 and "nothing to vacuum" in vacuumed.stdout, vacuumed.stderr
     damaged = nan_segment(path)
     bad = run()
     assert bad.returncode == 1

@@ -226,9 +226,12 @@ class Sessions:
             values = []
             for i, sig in enumerate(checked):
                 sid = sig["session_id"]
-                if not isinstance(sid, str) or sid not in rows:  # a non-str id is not found
-                    rows[sid if isinstance(sid, str) else ""] = self._row(conn, sid)
-                row = rows[sid if isinstance(sid, str) else ""]
+                if not isinstance(sid, str):  # not hashable, maybe: never cached, not found
+                    row = self._row(conn, sid)
+                elif sid in rows:
+                    row = rows[sid]
+                else:
+                    row = rows[sid] = self._row(conn, sid)
                 try:
                     number = self.policy.check(sid, sig["name"], sig["value"],
                                                row.status if row else None)

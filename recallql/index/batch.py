@@ -317,11 +317,15 @@ def request_parts(state: CollectionState, items: list[object], replace_documents
 
 def recover(state: CollectionState, committed: int) -> None:
     """Undo what an unfinished batch or merge left: tantivy documents of batches after
-    `committed`, and segment files the manifest does not name."""
+    `committed` or of rowids SQLite does not have (batch numbers are global: a batch of another
+    collection may have committed the unfinished batch's number since), and segment files the
+    manifest does not name."""
     state.text.rollback()
     state.text.collect_garbage()
-    if state.text.batches_after(committed):
-        state.text.delete_batches_after(committed)
+    row = state.meta.collection(state.info.name, state.meta.write)
+    first = state.size if row is None else row.next_row
+    if state.text.batches_after(committed) or state.text.rows_from(first):
+        state.text.delete_uncommitted(committed, first)
         state.text.commit()
     known = {s.file for s in state.meta.segments(state.id, state.meta.write)}
     state.files.remove_orphans(known)

@@ -6,8 +6,9 @@ The three stores of a collection agree when
   batch after the committed one;
 * tantivy holds exactly one document, with the row's batch number, for every row that is live
   or tombstoned after the purge mark (`CollectionRow.purged_batch`), and no document of a row
-  SQLite does not have (documents of a later batch are an unfinished batch: a warning, removed by
-  the next writer);
+  that carries another batch (what re-creating a store did: old documents for new rows);
+  documents of rowids SQLite does not have are an unfinished batch's (a warning: the next write
+  to the collection removes them);
 * the vector segments named by the manifest exist, have the manifest's shape, hold only finite
   values, and hold each row that SQLite says has a vector (live, or tombstoned after the
   retention horizon) exactly once, and no row that has none.
@@ -158,17 +159,12 @@ def _check_text(store: Store, row: CollectionRow, rows: np.ndarray, batch: np.nd
                                 "missing", str(exc)))
         return 0
     doc_rows, doc_batches = doc_rows.astype(np.int64), doc_batches.astype(np.int64)
-    later = doc_batches > committed
+    later = doc_rows >= len(rows)  # new rows of a batch that never committed
     if later.any():
         problems.append(Problem(where, "warning", "uncommitted",
-                                f"{int(later.sum())} documents of an unfinished batch (the next "
-                                "writer removes them)"))
+                                f"{int(later.sum())} documents of an unfinished batch, for rowids "
+                                "SQLite does not have (the next write removes them)"))
     doc_rows, doc_batches = doc_rows[~later], doc_batches[~later]
-    unknown = doc_rows >= len(rows)
-    if unknown.any():
-        problems.append(Problem(where, "error", "text", f"{int(unknown.sum())} documents of "
-                                "rows SQLite does not have (ghosts)"))
-    doc_rows, doc_batches = doc_rows[~unknown], doc_batches[~unknown]
     counts = np.bincount(doc_rows, minlength=len(rows))
     if (counts > 1).any():
         problems.append(Problem(where, "error", "text", f"{int((counts > 1).sum())} rows have "

@@ -87,6 +87,7 @@ class MetadataStore:
         self._closed = False
         self._lock = lock or threading.RLock()
         self._write: sqlite3.Connection | None = None
+        self._columns = _COLLECTION_COLUMNS
         self._reads = None if path is None else ReadConnections(path)
         try:
             if not readonly:
@@ -94,6 +95,7 @@ class MetadataStore:
             if path is None:
                 create_schema(self.write, None)
             self._check_format()
+            self._columns = self._collection_columns()
         except BaseException:
             self.close()
             raise
@@ -108,12 +110,20 @@ class MetadataStore:
         if up_to_date(self.write):
             return False
         create_schema(self.write, self.path)
+        self._columns = self._collection_columns()
         return True
 
     def up_to_date(self) -> bool:
         """Whether the schema needs no migration."""
         with self.reading() as conn:
             return up_to_date(conn)
+
+    def _collection_columns(self) -> str:
+        """The columns of a collection row; a store written by an earlier version (read before
+        a writer migrated it) has no ``horizon``: its purge mark is its horizon."""
+        names = {name for (_, name, *_) in self.read.execute("PRAGMA table_info(collections)")}
+        return _COLLECTION_COLUMNS if "horizon" in names else _COLLECTION_COLUMNS.replace(
+            " horizon", " purged_batch")
 
     def _check_format(self) -> None:
         try:
@@ -224,7 +234,7 @@ class MetadataStore:
     def collections(self, conn: sqlite3.Connection | None = None) -> list[CollectionRow]:
         """All collections, by name."""
         with self.reading(conn) as c:
-            rows = c.execute(f"SELECT {_COLLECTION_COLUMNS} FROM collections ORDER BY name"
+            rows = c.execute(f"SELECT {self._columns} FROM collections ORDER BY name"
                              ).fetchall()
         return [_collection_row(r) for r in rows]
 
@@ -234,7 +244,7 @@ class MetadataStore:
         if not isinstance(name, str) or NAME_RE.fullmatch(name) is None:
             return None
         with self.reading(conn) as c:
-            row = c.execute(f"SELECT {_COLLECTION_COLUMNS} FROM collections WHERE name = ?",
+            row = c.execute(f"SELECT {self._columns} FROM collections WHERE name = ?",
                             (name,)).fetchone()
         return None if row is None else _collection_row(row)
 

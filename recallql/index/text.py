@@ -121,13 +121,25 @@ class TextIndex:
         self.index.reload()
         return self.index.searcher().search(self._after(seq), 1, count=True).count
 
-    def delete_batches_after(self, seq: int) -> None:
-        """Queue deletion of every document whose batch number is greater than `seq`."""
+    def rows_from(self, first: int) -> int:
+        """Number of documents whose rowid is `first` or more (rows SQLite does not have)."""
+        self.index.reload()
+        return self.index.searcher().search(self._from(first), 1, count=True).count
+
+    def delete_uncommitted(self, seq: int, first: int) -> None:
+        """Queue deletion of every document of a batch after `seq` or of a rowid from `first`
+        on: what an unfinished batch left (its batch number may since have been committed by a
+        batch of another collection, so the rowid is what identifies it)."""
         self.writer.delete_documents_by_query(self._after(seq))
+        self.writer.delete_documents_by_query(self._from(first))
 
     @staticmethod
     def _after(seq: int) -> Query:
         return Query.range_query(SCHEMA, "batch", TantivyType.Unsigned, seq + 1, None)
+
+    @staticmethod
+    def _from(first: int) -> Query:
+        return Query.range_query(SCHEMA, "rowid", TantivyType.Unsigned, first, None)
 
     def commit(self) -> None:
         """Commit queued changes durably and make them searchable in this process.
