@@ -3,11 +3,11 @@
 ``<db>/LOCK`` is held with ``fcntl.flock`` for the duration of one write (a batch, a session
 transaction, a sweep), not for the life of a connection, so several processes can each keep a
 database open for writing and take turns, as SQLite's connections do. The holder writes its pid
-into the file. A writer that finds the lock held retries (sleeping 1, 2, 5, 10, 20, then 50 ms
-between attempts, like SQLite's busy handler) until `timeout` seconds have passed, then raises
-`DatabaseLocked` naming the holder's pid. Waiting writers queue at a turnstile
-(``<db>/LOCK.wait``) so that none is starved by a process writing back to back. Readers take no
-lock.
+into the file. A writer that finds the lock held retries every few milliseconds (jittered) until
+`timeout` seconds have passed, then raises `DatabaseLocked` naming the holder's pid. Waiting
+writers queue at a turnstile (``<db>/LOCK.wait``): a writer that just released ``LOCK`` must
+pass it again behind the one waiting there, so a process writing back to back cannot starve
+the others. Readers take no lock.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import os
+import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +27,10 @@ LOCK_FILE = "LOCK"
 TURN_FILE = "LOCK.wait"
 #: Default seconds a writer waits for the lock (Python's sqlite3 default ``timeout``).
 DEFAULT_LOCK_TIMEOUT = 5.0
-_BACKOFF = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
+#: Seconds between attempts (then the last value, plus up to as much again at random). Short,
+#: because a fresh writer tries at once: waiters that slept longer would lose every race to a
+#: process writing back to back (a write is a few to a few tens of milliseconds).
+_BACKOFF = (0.001, 0.002, 0.003, 0.005)
 
 
 def acquire_lock(directory: Path, timeout: float = 0.0) -> tuple[int, bool]:
@@ -71,10 +75,12 @@ def acquire_lock(directory: Path, timeout: float = 0.0) -> tuple[int, bool]:
 
 def _wait_for(attempt: Callable[[], bool], deadline: float) -> bool:
     """Call `attempt` until it succeeds (True) or `deadline` (monotonic) would pass (False),
-    sleeping 1, 2, 5, 10, 20, then 50 ms between calls."""
+    sleeping `_BACKOFF` between calls (its last value, jittered, from then on)."""
     tries = 0
     while not attempt():
         pause = _BACKOFF[min(tries, len(_BACKOFF) - 1)]
+        if tries >= len(_BACKOFF):
+            pause += random.uniform(0.0, pause)
         if time.monotonic() + pause > deadline:
             return False
         time.sleep(pause)
