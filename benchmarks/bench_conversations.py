@@ -29,8 +29,8 @@ import time
 
 import recallql
 from benchmarks.bench_ingest import real_texts
-from recallql.engine.messages import message_item
 from recallql.index.embedders import HashEmbedder
+from recallql.sessions.messages import message_item
 
 T0 = 1_700_000_000.0
 QUERY = "algorithm program data system"

@@ -34,15 +34,15 @@ def shared_ir() -> Path | None:
 
 def real_texts() -> list[dict]:
     """Title/body/date/source of every real document available here."""
-    from recallql.index import loaders
+    from recallql.datasets import corpora
 
     keep = ("title", "body", "created_at", "source", "id")
     docs: list[dict] = []
     ir = shared_ir()
     if ir is not None:
-        docs += loaders.load_cacm(ir / "cacm")
-        docs += loaders.load_cranfield(ir / "cranfield")
-    docs += loaders.load_debian()
+        docs += corpora.load_cacm(ir / "cacm")
+        docs += corpora.load_cranfield(ir / "cranfield")
+    docs += corpora.load_debian()
     if not docs:
         sys.exit("no real text found (shared data or /usr/share/doc changelogs)")
     return [{k: d[k] for k in keep if k in d} for d in docs]
@@ -91,14 +91,14 @@ def bench_small_batches(items: list[dict], count: int = 300) -> None:
 
 def bench_embed(count: int) -> None:
     import recallql
-    from recallql.index import loaders
+    from recallql.datasets import corpora
 
     ir = shared_ir()
     if ir is None:
         print("ingest with the default embedder: skipped (no shared CACM data)")
         return
     docs = [{k: d[k] for k in ("id", "title", "body", "created_at") if k in d}
-            for d in itertools.islice(loaders.load_cacm(ir / "cacm"), count)]
+            for d in itertools.islice(corpora.load_cacm(ir / "cacm"), count)]
     with tempfile.TemporaryDirectory() as tmp, recallql.connect(tmp) as db:
         db.embedder("docs")(["warm up"])  # model load is a one-off per process
         started = time.perf_counter()

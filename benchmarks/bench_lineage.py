@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from recallql.engine.lineage import LineageResolver, SessionRow
+from recallql.sessions.lineage import LineageResolver, SessionRow
 
 REPEATS = 7
 _COLUMNS = ("id, parent_session_id, source, end_reason, branched_from, delegate_from, status,"

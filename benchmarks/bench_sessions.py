@@ -37,14 +37,14 @@ KEYWORDS = "parsing Compiler algorithm syntax sorting matrix"
 
 def cacm_items() -> list[dict]:
     """The CACM documents as items: entity = first author (several documents share one)."""
-    from recallql.index import loaders
+    from recallql.datasets import corpora
 
     root = next((p / "ir" / "cacm" for p in DATA_CANDIDATES if (p / "ir" / "cacm").is_dir()),
                 None)
     if root is None:
         sys.exit("CACM not found beside the repository (../shared/data/ir/cacm)")
     items = []
-    for doc in loaders.load_cacm(root):
+    for doc in corpora.load_cacm(root):
         item = {k: doc[k] for k in ("id", "title", "body", "source", "authors", "tags",
                                     "created_at") if k in doc}
         if doc["authors"]:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from recallql.index import loaders
+from recallql.datasets import corpora
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_CANDIDATES = (
@@ -71,13 +71,13 @@ def ir_set(name: str) -> IRSet:
     if root is None:
         raise FileNotFoundError("shared IR data (ir/cacm, ir/cranfield) not found")
     if name == "cacm":
-        raw = loaders.load_cacm(root / "cacm")
-        queries = loaders.load_cacm_queries(root / "cacm")
-        qrels = loaders.load_cacm_qrels(root / "cacm")
+        raw = corpora.load_cacm(root / "cacm")
+        queries = corpora.load_cacm_queries(root / "cacm")
+        qrels = corpora.load_cacm_qrels(root / "cacm")
     else:
-        raw = loaders.load_cranfield(root / "cranfield")
-        queries = loaders.load_cranfield_queries(root / "cranfield")
-        qrels = loaders.load_cranfield_qrels(root / "cranfield")
+        raw = corpora.load_cranfield(root / "cranfield")
+        queries = corpora.load_cranfield_queries(root / "cranfield")
+        qrels = corpora.load_cranfield_qrels(root / "cranfield")
     keep = ("id", "title", "body", "created_at")
     docs = [{k: d[k] for k in keep if k in d} for d in raw]
     judged = {q: set(rel) for q, rel in qrels.items() if rel and q in queries}
@@ -131,12 +131,12 @@ def _documents() -> Iterator[tuple[str, str, dt.datetime | None]]:
     """(doc id, text, date) of every source document, in a fixed order."""
     root = ir_root()
     if root is not None:
-        for doc in loaders.load_cacm(root / "cacm"):
+        for doc in corpora.load_cacm(root / "cacm"):
             yield doc["id"], joined_text(doc), doc.get("created_at")
-        for doc in loaders.load_cranfield(root / "cranfield"):
+        for doc in corpora.load_cranfield(root / "cranfield"):
             yield doc["id"], joined_text(doc), None
     yield from python_news()
-    for entry in loaders.load_debian():
+    for entry in corpora.load_debian():
         yield entry["id"], f"{entry['title']}: {entry['body']}", entry.get("created_at")
 
 

@@ -3,7 +3,7 @@
 Every system gets the same documents (title and body joined by a newline, as recallql indexes
 them), the same document and query vectors (all-MiniLM-L6-v2 int8, cached by
 `benchmarks.vectors_cache`) and returns 100 ids per judged query. Metrics (binary gains, means
-over judged queries): nDCG@10, MAP, recall@100 (`recallql.evaluation`). recallql runs
+over judged queries): nDCG@10, MAP, recall@100 (`recallql.datasets.evaluation`). recallql runs
 ``WITHOUT RECENCY``; one extra row shows the default recency boost with ``AS OF 1980-01-01``
 (CACM is dated 1958–1979, so the boost is at its largest; Cranfield is undated: boost 0).
 Paired per-query comparisons of recallql hybrid against each peer use `benchmarks.stats`.
@@ -19,7 +19,7 @@ import numpy as np
 
 from benchmarks import corpus, peers, stats, targets
 from benchmarks.vectors_cache import embed_cached
-from recallql.evaluation import evaluate, per_query_metrics
+from recallql.datasets.evaluation import evaluate, per_query_metrics
 
 DEPTH = 100
 NDCG = "ndcg@10"

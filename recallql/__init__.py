@@ -28,14 +28,15 @@ _EXPORTS: dict[str, str] = {
     "ParameterError": "recallql.grammar.errors",
     # storage
     "IngestError": "recallql.index.errors",
+    "AnalyzerOutdatedWarning": "recallql.index.errors",
     "SignalRejected": "recallql.index.errors",
     "DatabaseLocked": "recallql.index.errors",
     "StoreError": "recallql.index.errors",
     "IdempotencyKeyReused": "recallql.index.errors",
     # sessions
-    "SessionError": "recallql.engine.sessions",
-    "SessionNotFound": "recallql.engine.sessions",
-    "SignalPolicy": "recallql.engine.signals",
+    "SessionError": "recallql.sessions",
+    "SessionNotFound": "recallql.sessions",
+    "SignalPolicy": "recallql.sessions.signals",
     # database API and result models
     "connect": "recallql.api",
     "Database": "recallql.api",
@@ -44,14 +45,14 @@ _EXPORTS: dict[str, str] = {
     "Explain": "recallql.engine.models",
     "Notice": "recallql.engine.models",
     "ReasonEntry": "recallql.engine.models",
-    "SessionSnapshot": "recallql.engine.models",
+    "SessionSnapshot": "recallql.sessions.models",
     "Reason": "recallql.engine.reasons",
     # write reports
     "IngestReport": "recallql.index.batch",
     "DeleteReport": "recallql.index.batch",
-    "SweepReport": "recallql.engine.session_sweep",
+    "SweepReport": "recallql.sessions.sweep",
     "CheckReport": "recallql.index.checks",
-    "ImportReport": "recallql.engine.importer",
+    "ImportReport": "recallql.importers.hermes",
 }
 
 __all__ = sorted(_EXPORTS)

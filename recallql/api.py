@@ -12,39 +12,95 @@ collection, and exposes `sessions` and `messages`.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recallql.engine.analyzer import BUILTIN_FIELDS
 from recallql.engine.engine import QueryEngine
-from recallql.engine.messages import COLLECTION as MESSAGES
-from recallql.engine.messages import Messages, session_item_ids
 from recallql.engine.models import Explain, Result
-from recallql.engine.sessions import Sessions
-from recallql.engine.signals import SignalPolicy
+from recallql.grammar.errors import QueryError
+from recallql.importers.hermes_store import HermesFormatError, HermesStoreBusy
 from recallql.index import embedders as emb
+from recallql.index.analysis import CURRENT_VERSION, describe
 from recallql.index.batch import DeleteReport, IngestReport
-from recallql.index.errors import StoreError
+from recallql.index.embedders import Embedder, HashEmbedder, MiniLMEmbedder
+from recallql.index.embedders import resolve as resolve_embedder
+from recallql.index.errors import (
+    AnalyzerOutdatedWarning,
+    DatabaseLocked,
+    FilterError,
+    IdempotencyKeyReused,
+    IngestError,
+    SignalRejected,
+    StoreError,
+)
 from recallql.index.integrity import CheckReport
 from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
-from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, check_same, make_info
+from recallql.index.reindex import ReindexReport
+from recallql.index.schema import (
+    BUILTIN_COLLECTIONS,
+    CollectionInfo,
+    FieldType,
+    check_same,
+    make_info,
+)
 from recallql.index.snapshot import CollectionSnapshot
-from recallql.index.store import Store
-from recallql.index.timestamps import to_epoch
+from recallql.index.store import META_FILE, Store
+from recallql.index.timestamps import (
+    parse_timestamp,  # noqa: F401  (the CLI's --param)
+    to_epoch,
+)
+from recallql.sessions.input import SessionError
+from recallql.sessions.lifecycle import Sessions
+from recallql.sessions.messages import COLLECTION as MESSAGES
+from recallql.sessions.messages import Messages, session_item_ids
+from recallql.sessions.signals import SignalPolicy
 
 if TYPE_CHECKING:
-    from recallql.engine.importer import ImportReport
+    from recallql.importers.hermes import ImportReport
 
-__all__ = ["Database", "DeleteReport", "IngestReport", "connect"]
+__all__ = ["BUILTIN_FIELDS", "USER_ERRORS", "Database", "DeleteReport", "Embedder", "FieldType",
+           "HashEmbedder", "IngestReport", "MiniLMEmbedder", "connect", "is_database",
+           "resolve_embedder", "stored_embedder"]
+
+#: Exceptions that are the user's or the data's fault (a message, no traceback, exit 1 in the CLI).
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    QueryError, IngestError, SignalRejected, DatabaseLocked, StoreError, SessionError, FilterError,
+    IdempotencyKeyReused, HermesFormatError, HermesStoreBusy, OSError)
+
+
+def is_database(path: str | os.PathLike) -> bool:
+    """Whether `path` is an existing recallql database directory."""
+    return (Path(path) / META_FILE).is_file()
+
+
+def stored_embedder(path: str | os.PathLike, collection: str = "docs") -> Embedder | None:
+    """The embedder a collection of the existing database at `path` was created with (None:
+    vectors come from the caller, or no such collection). Opens the database read-only.
+
+    Raises:
+        StoreError: `path` is not a recallql database.
+    """
+    store = Store.open(path, readonly=True)
+    try:
+        names = {c.name: c.embedder_name for c in store.collections()}
+    finally:
+        store.close()
+    return emb.by_name(names.get(collection))
 
 
 class _SessionStore:
     """Sessions' view of the store: SQLite-only write transactions (with the writer checks),
-    consistent reads, and message deletion for sweeps (see `recallql.engine.sessions.MetaStore`)."""
+    consistent reads, and message deletion for sweeps (see
+    `recallql.sessions.lifecycle.MetaStore`)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -92,10 +148,15 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
             or days; default 7 days); `vacuum` purges them at once.
 
     Raises:
-        DatabaseLocked: creating or recovering the database waited `lock_timeout` for another
-            writer.
+        DatabaseLocked: creating the database, or migrating one written by an earlier
+            version, waited `lock_timeout` for another writer.
         StoreError: not a recallql database, a missing or damaged file (named; nothing is
-            changed), or an embedder that does not match.
+            changed), an embedder that does not match, or a text index of an analyser version
+            this recallql does not know.
+
+    Warns:
+        AnalyzerOutdatedWarning: collections indexed by an older text analyser (they keep it
+            until `Database.reindex` / ``recallql reindex``).
     """
     seconds = retention.total_seconds() if isinstance(retention, timedelta) \
         else float(retention) * 86400.0
@@ -105,10 +166,27 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
     store = Store.open(path, readonly=readonly, lock_timeout=lock_timeout, retention=seconds,
                        clock=clock or time.time)
     try:
-        return Database(store, embedder, signal_policy=signal_policy, clock=clock)
+        db = Database(store, embedder, signal_policy=signal_policy, clock=clock)
+        _warn_outdated(db)
     except BaseException:
         store.close()
         raise
+    return db
+
+
+def _warn_outdated(db: Database) -> None:
+    """Warn (`AnalyzerOutdatedWarning`) about collections indexed by an older text analyser."""
+    by_version: dict[int, list[str]] = {}
+    for name, version in sorted(db.store.analyzer_versions().items()):
+        if version < CURRENT_VERSION:
+            by_version.setdefault(version, []).append(repr(name))
+    for version, names in by_version.items():
+        warnings.warn(AnalyzerOutdatedWarning(
+            f"{db.path}: collection{'s' if len(names) > 1 else ''} {', '.join(names)} "
+            f"{'were' if len(names) > 1 else 'was'} indexed by text {describe(version)}; this "
+            f"recallql writes {describe(CURRENT_VERSION)}. Statements keep the old analyser "
+            f"until you run `recallql reindex --db {db.path}` (it rebuilds the text index "
+            "from the stored texts; nothing is lost)."), stacklevel=3)
 
 
 class Database:
@@ -161,10 +239,10 @@ class Database:
                                  f"collection {name!r}")
             info = existing.info
             check_same(info, make_info(name, text_fields, fields, dim,
-                                       embedder and embedder.name))
+                                       embedder.name if embedder is not None else None))
         else:
             info = self.store.create_collection(name, text_fields, fields, dim,
-                                                embedder and embedder.name)
+                                                embedder.name if embedder is not None else None)
         self._embedders[name] = embedder
         return info
 
@@ -271,6 +349,42 @@ class Database:
         """
         return self.store.delete(collection, ids, doc_ids)
 
+    def reindex(self, collections: Sequence[str] | None = None, *, only_needed: bool = False,
+                progress: Callable[[str, int, int], None] | None = None
+                ) -> list[ReindexReport]:
+        """Rebuild collections' text indexes from their stored texts with the current analyser.
+
+        This migrates an index built by an older analyser and makes BM25's statistics exact:
+        after deletes and replacements tantivy keeps counting the removed rows (N, document
+        frequencies, average length) until their segments merge, as Lucene does; a rebuilt
+        index counts the live rows only. Results of a collection change only through those
+        statistics and the analyser.
+
+        Args:
+            collections: names (default: every collection).
+            only_needed: skip collections already on the current analyser whose statistics
+                count no removed row (``recallql optimize``).
+            progress: called with (collection, rows done, rows total).
+
+        Returns:
+            One `ReindexReport` per rebuilt collection.
+
+        Raises:
+            StoreError: an unknown collection; read-only database.
+        """
+        names = list(collections) if collections is not None else [
+            c.name for c in self.collections()]
+        reports = []
+        for name in names:
+            snap = self.snapshot(name)
+            counted = snap.bm25_documents()
+            exact = counted is not None and counted == int(snap.live.sum())
+            if only_needed and exact:
+                continue
+            tick = None if progress is None else functools.partial(progress, name)
+            reports.append(self.store.reindex(name, tick))
+        return reports
+
     def collections(self) -> list[CollectionInfo]:
         """All collections."""
         return self.store.collections()
@@ -324,9 +438,27 @@ class Database:
             StoreError: the database is closed.
         """
         self.store.check_open()
-        return self._engine.execute(text, *args, **params)
+        return self._with_timestamps(self._engine.execute(text, *args, **params))
 
     query = execute
+
+    def _with_timestamps(self, outcome: Result | Explain) -> Result | Explain:
+        """`outcome` with its collection's declared timestamp fields named on the `Result`
+        (`Result.to_dicts()` turns them into datetimes)."""
+        result = outcome.result if isinstance(outcome, Explain) else outcome
+        if result.collection is None or result.records is not None:
+            return outcome
+        try:
+            fields = self.store.collection(result.collection).fields
+        except StoreError:
+            return outcome
+        names = sorted(n for n, t in fields.items() if t == FieldType.TIMESTAMP)
+        if not names:
+            return outcome
+        result = result.model_copy(update={"timestamp_fields": names})
+        if isinstance(outcome, Explain):
+            return outcome.model_copy(update={"result": result})
+        return result
 
     def explain(self, text: str, /, *args: object, analyze: bool = False,
                 verbose: bool = False, **params: object) -> Explain:
@@ -343,12 +475,16 @@ class Database:
 
         stmt = bind(parse(text), *args, **params)
         if isinstance(stmt, st.Explain):
-            return self._engine.explain(stmt, analyze=analyze or stmt.analyze,
-                                        verbose=verbose or stmt.verbose)
-        if not isinstance(stmt, st.Search | st.Retrieve):
+            explained = self._engine.explain(stmt, analyze=analyze or stmt.analyze,
+                                             verbose=verbose or stmt.verbose)
+        elif not isinstance(stmt, st.Search | st.Retrieve):
             raise QuerySemanticError("EXPLAIN applies to SEARCH and RETRIEVE statements",
                                      text=stmt.source, span=(0, len(stmt.source)))
-        return self._engine.explain(stmt, analyze=analyze, verbose=verbose)
+        else:
+            explained = self._engine.explain(stmt, analyze=analyze, verbose=verbose)
+        out = self._with_timestamps(explained)
+        assert isinstance(out, Explain)
+        return out
 
     def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """A consistent read view of the metadata store (sessions, signals)."""
@@ -360,13 +496,13 @@ class Database:
         """Import a Hermes Agent `state.db` (read-only; never written) into sessions and
         messages. Re-importing the same file adds nothing twice. `progress(done, total)` is
         called with message items written (a progress-bar hook); each batch of about
-        `batch_size` messages (whole sessions) is all-or-nothing. See `recallql.engine.importer`.
+        `batch_size` messages (whole sessions) is all-or-nothing. See `recallql.importers.hermes`.
 
         Raises:
             HermesFormatError: not a Hermes store. HermesStoreBusy: it kept changing.
             StoreError: the database is closed.
         """
-        from recallql.engine.importer import import_hermes
+        from recallql.importers.hermes import import_hermes
 
         self.store.check_open()
         return import_hermes(self, path, progress=progress, batch_size=batch_size)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from recallql.engine.lineage import SessionRow
+from recallql.sessions.lineage import SessionRow
 
 
 def row(sid, parent=None, reason=None, source="cli", branched=None, delegate=None) -> SessionRow:

@@ -7,7 +7,7 @@ queries must fail closed on it. Tests that need that lineage write the row like 
 
 from __future__ import annotations
 
-from recallql.engine.sessions import to_epoch
+from recallql.sessions.lifecycle import to_epoch
 
 
 def write_session_row(db, sid: str, agent_id: str = "agent-1", *, parent: str | None = None,

@@ -132,7 +132,7 @@ def test_locked_database_is_a_clean_error(db):
     assert reader.returncode == 0  # readers never wait for the writer
 
 
-@pytest.mark.skipif(importlib.util.find_spec("recallql.engine.importer") is None,
+@pytest.mark.skipif(importlib.util.find_spec("recallql.importers.hermes") is None,
                     reason="the Hermes importer is not on this branch yet")
 def test_import_hermes(tmp_path):
     sys.path.insert(0, str(REPO / "tests" / "fixtures" / "hermes"))

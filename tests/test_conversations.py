@@ -10,8 +10,8 @@ import pytest
 from test_conversations_support import T0, connect, query, rows, run, session, text
 
 from recallql import QuerySemanticError
-from recallql.engine.messages import message_item
 from recallql.engine.reasons import Reason
+from recallql.sessions.messages import message_item
 
 
 @pytest.fixture

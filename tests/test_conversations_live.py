@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from test_conversations_support import connect, rows, run, session
 
-from recallql.engine.lineage import FRESH_RESET_REASONS
 from recallql.engine.reasons import Reason
+from recallql.sessions.lineage import FRESH_RESET_REASONS
 
 
 @pytest.fixture

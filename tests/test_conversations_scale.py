@@ -1,6 +1,6 @@
 """Lineage at scale and at the budget's edges, end to end (SPEC §6).
 
-Budget arithmetic (see `recallql.engine.lineage`): resolving a hit in a continuation chain of
+Budget arithmetic (see `recallql.sessions.lineage`): resolving a hit in a continuation chain of
 depth d (d + 1 sessions, the root without a parent link) costs d + 1 successful row fetches; a
 root with a non-continuation parent link costs one more (that parent's row is read to see that
 the edge is not a continuation); a cycle of k sessions is proven after k fetches.

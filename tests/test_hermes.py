@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from recallql.index import hermes
-from recallql.index.hermes import (
+from recallql.importers import hermes_store as hermes
+from recallql.importers.hermes_store import (
     HermesFormatError,
     HermesStoreBusy,
     decode_content,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from test_conversations_support import connect
 
+from recallql.importers.hermes_store import HermesFormatError
 from recallql.index.errors import StoreError
-from recallql.index.hermes import HermesFormatError
 
 _BUILDER = Path(__file__).parent / "fixtures" / "hermes" / "build_state_db.py"
 _spec = importlib.util.spec_from_file_location("build_state_db", _BUILDER)

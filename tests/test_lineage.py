@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lineage_helpers import Store, row
 
-from recallql.engine.lineage import (
+from recallql.sessions.lineage import (
     FRESH_RESET_REASONS,
     EdgeVerdict,
     LineageResolver,

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from recallql.engine.lineage import (
+from recallql.importers.hermes_store import read_hermes_store
+from recallql.sessions.lineage import (
     EdgeVerdict,
     LineageResolver,
     SessionRow,
     UnresolvedReason,
 )
-from recallql.engine.live_context import LiveContext
-from recallql.index.hermes import read_hermes_store
+from recallql.sessions.live_context import LiveContext
 
 _BUILDER = Path(__file__).parent / "fixtures" / "hermes" / "build_state_db.py"
 _spec = importlib.util.spec_from_file_location("build_state_db", _BUILDER)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from lineage_helpers import Store, row
 
-from recallql.engine.lineage import (
+from recallql.sessions.lineage import (
     FRESH_RESET_REASONS,
     LineageResolver,
     ResolutionStatus,
     UnresolvedReason,
 )
-from recallql.engine.live_context import LiveContext, is_searchable
+from recallql.sessions.live_context import LiveContext, is_searchable
 
 ROWS = [
     row("root", reason="compression"), row("mid", "root", "compression"), row("tip", "mid"),

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 import recallql
-from recallql.index import loaders
+from recallql.datasets import corpora
+from recallql.importers import files as loaders
 from recallql.index.embedders import HashEmbedder
 from recallql.index.errors import IngestError
 
 
 def test_cacm_documents(index_shared_data):
-    docs = list(loaders.load_cacm(index_shared_data / "ir" / "cacm"))
+    docs = list(corpora.load_cacm(index_shared_data / "ir" / "cacm"))
     assert len(docs) == 3204 and len({d["id"] for d in docs}) == 3204
     dated = [d["created_at"] for d in docs if "created_at" in d]
     # Every .B line has a month and a year; 24 of them are written "July,1962" or "JUly, 1972",
@@ -41,16 +42,16 @@ def test_cacm_documents(index_shared_data):
                                              (" CACM February, 1974 ", (1974, 2)),
                                              ("CACM June 1964", (1964, 6))])
 def test_cacm_date_variants(line, month):
-    assert loaders.cacm_date(line) == dt.datetime(*month, 1, tzinfo=dt.UTC)
+    assert corpora.cacm_date(line) == dt.datetime(*month, 1, tzinfo=dt.UTC)
 
 
 def test_cacm_date_missing():
-    assert loaders.cacm_date("no date here") is None
+    assert corpora.cacm_date("no date here") is None
 
 
 def test_cacm_queries_and_qrels(index_shared_data):
     root = index_shared_data / "ir" / "cacm"
-    queries, qrels = loaders.load_cacm_queries(root), loaders.load_cacm_qrels(root)
+    queries, qrels = corpora.load_cacm_queries(root), corpora.load_cacm_qrels(root)
     assert len(queries) == 64 and queries["1"].startswith("What articles exist which deal")
     assert len(qrels) == 52 and set(qrels) <= set(queries)
     assert sum(len(v) for v in qrels.values()) == 796
@@ -59,10 +60,10 @@ def test_cacm_queries_and_qrels(index_shared_data):
 
 def test_cranfield(index_shared_data):
     root = index_shared_data / "ir" / "cranfield"
-    docs = list(loaders.load_cranfield(root))
+    docs = list(corpora.load_cranfield(root))
     assert len(docs) == 1400 and not any("created_at" in d for d in docs)
     assert docs[0]["title"].startswith("experimental investigation of the aerodynamics")
-    queries, qrels = loaders.load_cranfield_queries(root), loaders.load_cranfield_qrels(root)
+    queries, qrels = corpora.load_cranfield_queries(root), corpora.load_cranfield_qrels(root)
     assert len(queries) == 225 and len(qrels) == 225
     assert list(queries)[-1] == "225"  # positional, not cran.qry's 1..365 numbering
     assert queries["3"].startswith("what problems of heat conduction in composite slabs")
@@ -134,7 +135,7 @@ def test_debian_system_changelogs():
     files = sorted(Path("/usr/share/doc").glob("*/changelog.Debian.gz"))
     if not files:
         pytest.skip("no Debian changelogs on this machine")
-    items = list(loaders.load_debian(files[:40]))
+    items = list(corpora.load_debian(files[:40]))
     assert items and len({i["id"] for i in items}) == len(items)
     assert sum("created_at" in i for i in items) >= 0.95 * len(items)
 
@@ -186,36 +187,47 @@ def test_text_chunks(tmp_path, monkeypatch):
     os.utime(doc, (1700000000, 1700000000))
     (tmp_path / "notes" / "skip.bin").write_bytes(b"\0\1")
     items = list(loaders.load_path(tmp_path))
+    # the 1,500-character paragraph is split at a space; its tail merges with the last one
     assert [i["id"] for i in items] == ["notes/ops.md#0", "notes/ops.md#1", "notes/ops.md#2"]
     assert items[0]["body"] == "First paragraph."
-    assert items[2]["body"] == "Last one."
+    assert len(items[1]["body"]) <= 1200 and items[2]["body"].endswith("long\n\nLast one.")
     assert {i["title"] for i in items} == {"Operations"}
     assert {i["created_at"] for i in items} == {dt.datetime.fromtimestamp(1700000000, dt.UTC)}
     assert [i["position"] for i in items] == [0, 1, 2]
     assert Counter(i["doc_id"] for i in items) == {"notes/ops.md": 3}
 
 
-@pytest.mark.parametrize("named", [
-    ["notes/ops.md"], ["./notes/../notes/ops.md"], ["notes"], ["notes/"], ["."], ["{abs}"],
-    ["notes", "notes/ops.md"],
+@pytest.mark.parametrize(("named", "expected"), [
+    (["notes/ops.md"], "ops.md#0"), (["./notes/../notes/ops.md"], "ops.md#0"),
+    (["notes"], "ops.md#0"), (["notes/"], "ops.md#0"), (["."], "notes/ops.md#0"),
+    (["{abs}"], "ops.md#0"), (["notes", "notes/ops.md"], "ops.md#0"),
 ], ids=["file", "unnormalised", "dir", "dir-slash", "cwd", "absolute", "dir-and-file"])
-def test_text_doc_id_does_not_depend_on_how_the_file_was_named(tmp_path, monkeypatch, named):
+def test_text_doc_id_is_relative_to_the_path_given(tmp_path, monkeypatch, named, expected):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "ops.md").write_text("# Ops\n\nOne paragraph.\n")
     paths = [p.format(abs=tmp_path / "notes" / "ops.md") for p in named]
-    assert [i["id"] for i in loaders.load_paths(paths)] == ["notes/ops.md#0"]
+    assert [i["id"] for i in loaders.load_paths(paths)] == [expected]
 
 
-def test_text_doc_id_outside_the_current_directory_is_absolute(tmp_path, monkeypatch):
-    for name in ("p1", "p2", "cwd"):
-        (tmp_path / name).mkdir()
-    for name in ("p1", "p2"):
-        (tmp_path / name / "README.md").write_text(f"# {name}\n\nAbout {name}.\n")
-    monkeypatch.chdir(tmp_path / "cwd")
-    items = list(loaders.load_paths(["../p1/README.md", tmp_path / "p2"]))
-    assert [i["doc_id"] for i in items] == [(tmp_path / n / "README.md").as_posix()
-                                            for n in ("p1", "p2")]
+def test_text_doc_id_does_not_depend_on_the_current_directory(tmp_path, monkeypatch):
+    (tmp_path / "kb" / "sub").mkdir(parents=True)
+    (tmp_path / "kb" / "sub" / "a.md").write_text("# A\n\nText.\n")
+    ids = []
+    for cwd in (tmp_path, tmp_path / "kb", tmp_path / "kb" / "sub"):
+        monkeypatch.chdir(cwd)
+        ids.append([i["doc_id"] for i in loaders.load_paths([tmp_path / "kb"])])
+    assert ids == [["sub/a.md"]] * 3
+
+
+def test_split_long_cuts_after_sentences_then_spaces():
+    from recallql.importers.files import split_long
+
+    text = "One two three. Four five six. " * 10
+    pieces = split_long(text.strip(), 100)
+    assert all(len(p) <= 100 for p in pieces) and all(p.endswith(".") for p in pieces)
+    assert " ".join(pieces) == text.strip()
+    assert split_long("x" * 250, 100) == ["x" * 100, "x" * 100, "x" * 50]
 
 
 def test_missing_path_and_unknown_format(tmp_path):
@@ -226,7 +238,7 @@ def test_missing_path_and_unknown_format(tmp_path):
 
 
 def test_opening_markdown_heading_is_the_title_only(tmp_path):
-    from recallql.index.loaders import load_text
+    from recallql.importers.files import load_text
 
     text = "# Backup policy\n\nDaily backups.\n\n## Monthly\n\nKept a year.\n"
     (tmp_path / "b.md").write_text(text)

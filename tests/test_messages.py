@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from test_conversations_support import T0, connect, session
 
-from recallql.engine.sessions import SessionError, SessionNotFound
+from recallql.sessions.lifecycle import SessionError, SessionNotFound
 
 
 @pytest.fixture

@@ -144,7 +144,7 @@ def test_explain_format_json_prints_json(repl):
 
 @pytest.mark.parametrize("width", [40, 60, 80])
 def test_narrow_tables_never_split_a_word_or_a_timestamp(width):
-    from recallql.render import records_table
+    from recallql.ui.render import records_table
 
     out = io.StringIO()
     console = Console(file=out, width=width, color_system=None)
@@ -152,13 +152,29 @@ def test_narrow_tables_never_split_a_word_or_a_timestamp(width):
                 "started_at": "2025-01-06T09:00:00.123456Z", "note": "a few words to wrap"}]
     console.print(records_table(list(records[0]), records * 2, width=width))
     text = out.getvalue()
-    for word in ("continuation", "compression", "2025-01-06T09:00:00Z", "a few words"):
-        assert text.count(word) == 2, text  # too narrow for a table: each record vertically
+    for word in ("continuation", "compression", "a few words"):
+        assert text.count(word) == 2, text
+    if width < 80:  # too narrow for a table: each record vertically, full timestamps
+        assert text.count("2025-01-06T09:00:00Z") == 2, text
+    else:           # a table, timestamps to the minute so it fits
+        assert text.count("2025-01-06 09:00") == 2 and "started_at" in text.split("\n")[0]
     assert ".123456" not in text
 
 
+def test_tables_drop_columns_empty_in_every_record():
+    from recallql.ui.render import records_table
+
+    out = io.StringIO()
+    records = [{"id": "s-1", "parent_session_id": None, "title": "", "status": "open"},
+               {"id": "s-2", "parent_session_id": None, "title": "", "status": "closed"}]
+    Console(file=out, width=100, color_system=None).print(
+        records_table(list(records[0]), records, width=100))
+    header = out.getvalue().split("\n")[0]
+    assert header.split() == ["id", "status"]
+
+
 def test_long_reason_lines_wrap_between_reasons():
-    from recallql.render import wrap_reasons
+    from recallql.ui.render import wrap_reasons
 
     line = ("   SESSION_KEYWORDS(1/1) +0.30000  SESSION_VELOCITY(uniform, v=1.000) +0.10000  "
             "SESSION_ENTITY(entity=a  b, e=1.000) +0.10000  RECENCY(age=0.00d) +0.00500")

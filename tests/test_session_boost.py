@@ -274,7 +274,7 @@ def test_archived_session_ranks_as_it_did_at_close(handmade, clock):
 
 
 def test_frozen_snapshot_survives_a_policy_change(tmp_path, clock):
-    from recallql.engine.signals import SignalPolicy
+    from recallql.sessions.signals import SignalPolicy
 
     with recallql.connect(tmp_path / "db", embedder=None, clock=clock) as db:
         db.sessions.create("s", "agent")

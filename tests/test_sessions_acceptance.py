@@ -16,7 +16,7 @@ from engine_helpers import Clock
 import recallql
 from recallql import SignalRejected
 from recallql.engine.reasons import Reason
-from recallql.engine.sessions import SessionError
+from recallql.sessions.lifecycle import SessionError
 
 T0 = 1_750_000_000.0  # 2025-06-15T15:06:40Z
 HOUR, DAY = 3600.0, 86400.0

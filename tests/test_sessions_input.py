@@ -14,8 +14,8 @@ import pytest
 
 import recallql
 from recallql import IngestError, SignalRejected
-from recallql.engine.session_state import MAX_TIME, MIN_TIME
-from recallql.engine.sessions import SessionError, SessionNotFound
+from recallql.sessions.lifecycle import SessionError, SessionNotFound
+from recallql.sessions.state import MAX_TIME, MIN_TIME
 
 T0 = 1_750_000_000.0
 DAY = 86400.0

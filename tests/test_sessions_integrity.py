@@ -7,10 +7,10 @@ import pytest
 from engine_helpers import Clock
 
 import recallql
-from recallql.engine import session_sweep
 from recallql.engine.reasons import Reason
-from recallql.engine.sessions import SessionError, SweepReport
 from recallql.index.embedders import HashEmbedder
+from recallql.sessions import sweep as session_sweep
+from recallql.sessions.lifecycle import SessionError, SweepReport
 
 T0 = 1_750_000_000.0
 DAY = 86400.0

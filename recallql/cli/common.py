@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -17,7 +18,7 @@ import typer
 from rich.text import Text
 from typer.core import TyperCommand
 
-from recallql.render import make_console
+from recallql.ui.render import make_console
 
 if TYPE_CHECKING:
     from recallql.api import Database
@@ -136,15 +137,11 @@ def print_error(exc: BaseException) -> None:
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that are the user's or the data's fault: printed, exit 1, no traceback."""
-    import recallql
-    from recallql.engine.sessions import SessionError
-    from recallql.index.errors import FilterError
-    from recallql.index.hermes import HermesFormatError, HermesStoreBusy
+    """Exceptions that are the user's or the data's fault: printed, exit 1, no traceback
+    (`recallql.api.USER_ERRORS`)."""
+    from recallql.api import USER_ERRORS
 
-    return (recallql.QueryError, recallql.IngestError, recallql.SignalRejected,
-            recallql.DatabaseLocked, recallql.StoreError, SessionError, FilterError,
-            HermesFormatError, HermesStoreBusy, OSError)
+    return USER_ERRORS
 
 
 @contextlib.contextmanager
@@ -167,30 +164,24 @@ def handled() -> Iterator[None]:
 
 def is_database(path: Path) -> bool:
     """Whether `path` is an existing recallql database directory."""
-    from recallql.index.store import META_FILE
+    from recallql.api import is_database as exists
 
-    return (path / META_FILE).is_file()
+    return exists(path)
 
 
 def recorded_embedder(path: Path) -> Any:
     """The embedder the built-in `docs` collection of an existing database was created with
     (an `Embedder`, or None for caller-supplied vectors); ``"default"`` for a new database."""
-    from recallql.index.embedders import by_name
-    from recallql.index.store import Store
+    from recallql.api import stored_embedder
 
     if not is_database(path):
         return "default"
-    store = Store.open(path, readonly=True)
-    try:
-        names = {c.name: c.embedder_name for c in store.collections()}
-    finally:
-        store.close()
-    return by_name(names.get("docs"))
+    return stored_embedder(path, "docs")
 
 
 def embedder_for(name: str, path: Path) -> Any:
     """Resolve an ``--embedder`` choice for the database at `path`."""
-    from recallql.index.embedders import HashEmbedder
+    from recallql.api import HashEmbedder
 
     if name not in EMBEDDERS:
         raise typer.BadParameter(f"use one of: {', '.join(EMBEDDERS)}", param_hint="--embedder")
@@ -268,12 +259,21 @@ def take_wait(argv: list[str]) -> list[str]:
     return argv
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """Print a warning as ``warning: message`` on stderr (no source location)."""
+    text = Text("warning: ", style="bold yellow")
+    text.append(str(message))
+    err.print(text, soft_wrap=True)
+
+
 def run_main(app: typer.Typer) -> None:
     """Run the typer app; an unexpected exception prints one line (the traceback with
     ``--debug`` or ``RECALLQL_DEBUG=1``) and exits 1."""
     args, debug = take_debug(sys.argv[1:])
     args = take_wait(args)
     State.debug = debug or os.environ.get("RECALLQL_DEBUG", "") not in ("", "0")
+    warnings.showwarning = _show_warning
     try:
         app(args=args, prog_name="recallql")
     except KeyboardInterrupt:

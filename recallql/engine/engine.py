@@ -21,18 +21,19 @@ from recallql.engine.analyzer import QuerySpec, analyze
 from recallql.engine.candidates import Candidates
 from recallql.engine.executor import run
 from recallql.engine.explain import plan_node, row_reasons
-from recallql.engine.lineage import LineageResolver
-from recallql.engine.live_context import LiveContext
 from recallql.engine.models import Explain, Notice, Result, Row, SessionSnapshot
 from recallql.engine.operators.base import ExecutionContext
 from recallql.engine.planner import Plan, plan
 from recallql.engine.reasons import Reason
-from recallql.engine.sessions import Sessions
 from recallql.grammar import bind, parse
 from recallql.grammar import statements as s
 from recallql.grammar.errors import QuerySemanticError
+from recallql.grammar.timestamps import format_timestamp
 from recallql.index import filters as f
 from recallql.index.schema import CollectionInfo
+from recallql.sessions.lifecycle import Sessions
+from recallql.sessions.lineage import LineageResolver
+from recallql.sessions.live_context import LiveContext
 
 #: Deeper re-runs for grouping stop at this candidate window.
 MAX_WINDOW = 10_000
@@ -259,7 +260,7 @@ def _stats(ctx: ExecutionContext, ran: Plan, as_of: datetime | None, now_ts: flo
     stats = {k: v for k, v in ctx.stats.items() if k != "underfilled"}
     stats["window"] = ran.window
     now = as_of if as_of is not None else datetime.fromtimestamp(now_ts, tz=UTC)
-    stats["now"] = now.isoformat()
+    stats["now"] = format_timestamp(now)
     return stats
 
 

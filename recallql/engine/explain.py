@@ -1,29 +1,17 @@
-"""Result rows with reasons, and EXPLAIN rendering (SPEC §5, STYLE §8).
+"""Result rows with reasons, and the executed plan tree (SPEC §5, STYLE §8).
 
 Rows and their reasons are built from the executed `Candidates`: the same arrays the executor
-summed, so each row's contributions add up (left to right) to exactly its score. The text format
-is deterministic (fixed float precision) so golden files can hold it.
+summed, so each row's contributions add up (left to right) to exactly its score. The text
+rendering is `recallql.engine.explain_text`.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
-from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
-
 from recallql.engine.candidates import Candidates
 from recallql.engine.executor import OperatorStats
-from recallql.engine.models import Explain, PlanNode, ReasonEntry
+from recallql.engine.models import PlanNode, ReasonEntry
 from recallql.engine.operators.base import Operator
 from recallql.engine.reasons import Reason
-
-SCORE_PRECISION = 5
-#: Stats keys of the conversation operators, printed by EXPLAIN even without ANALYZE.
-LINEAGE_STATS = ("conversation", "live_context")
 
 
 def _age(days: float) -> str:
@@ -106,92 +94,3 @@ def plan_node(op: Operator, stats: OperatorStats | None, analyze: bool) -> PlanN
         time_ms=round(stats.time_ns / 1e6, 3) if analyze and stats else None,
         children=[plan_node(c, s, analyze) for c, s in zip(kids, child_stats, strict=True)],
     )
-
-
-_BARE = re.compile(r"[A-Za-z0-9_.:]+")
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, str):
-        return v if _BARE.fullmatch(v) else "'" + v.replace("'", "''") + "'"
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(str(x) for x in v) + "]"
-    if isinstance(v, float):
-        return repr(v)
-    return str(v)
-
-
-def _plan_lines(node: PlanNode, depth: int, out: list[str]) -> None:
-    props = " ".join(f"{k}={_value(v)}" for k, v in node.properties.items())
-    line = "  " * depth + f"{node.operator}:" + (f" {props}" if props else "")
-    if node.rows_out is not None:
-        rows = f"rows={node.rows_in}→{node.rows_out}" if node.children else f"rows={node.rows_out}"
-        line += f"  {rows} time={node.time_ms:.3f}ms"
-    out.append(line)
-    for child in node.children:
-        _plan_lines(child, depth + 1, out)
-
-
-def _reason_lines(reasons: Sequence[ReasonEntry]) -> list[str]:
-    legs = [r for r in reasons if r.code in (Reason.LEXICAL_MATCH, Reason.SEMANTIC_MATCH,
-                                             Reason.LEG_ABSENT, Reason.NO_RELEVANCE)]
-    rest = [r for r in reasons if r not in legs]
-    lines = ["   " + "  ".join(r.render(SCORE_PRECISION) for r in legs)] if legs else []
-    if rest:
-        lines.append("   " + "  ".join(r.render(SCORE_PRECISION) for r in rest))
-    return lines
-
-
-def render_text(explain: Explain) -> str:
-    """EXPLAIN's text format: the plan root first, then one block per result row."""
-    lines: list[str] = []
-    _plan_lines(explain.plan, 0, lines)
-    result = explain.result
-    for notice in result.warnings:
-        lines.append(f"warning: {notice.code.value}: {notice.message}")
-    if explain.analyze and result.stats:
-        lines.append("stats: " + " ".join(f"{k}={_value(v)}" for k, v in _flat(result.stats)))
-    else:  # lineage work is part of the plan's story: shown without ANALYZE too
-        for key in LINEAGE_STATS:
-            if key in result.stats:
-                pairs = _flat(result.stats[key], f"{key}.")
-                lines.append("stats: " + " ".join(f"{k}={_value(v)}" for k, v in pairs))
-    for rank, row in enumerate(result.rows, start=1):
-        extra = f"  session={row.session_id}" if row.session_id else ""
-        lines.append(f"#{rank} {row.id}  score={row.score:.{SCORE_PRECISION}f}{extra}")
-        lines.extend(_reason_lines(row.reasons))
-        detail = explain.verbose_details.get(row.id)
-        if detail:
-            lines.extend("      " + d for d in bm25_tree(detail))
-    if not result.rows:
-        lines.append("(no rows)")
-    return "\n".join(lines)
-
-
-def bm25_tree(detail: str) -> list[str]:
-    """tantivy's BM25 `Explanation` JSON as compact lines: `value  description`, indented."""
-    try:
-        root = json.loads(detail)
-    except ValueError:
-        return detail.splitlines()
-    out: list[str] = []
-    stack = [(root, 0)]
-    while stack:
-        node, depth = stack.pop()
-        out.append(f"{'  ' * depth}{node.get('value', 0.0):.4f}  {node.get('description', '')}")
-        stack.extend((child, depth + 1) for child in reversed(node.get("details", [])))
-    return out
-
-
-def _flat(stats: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
-    for key, value in stats.items():
-        if isinstance(value, dict):
-            out.extend(_flat(value, f"{prefix}{key}."))
-        elif isinstance(value, float) and not math.isfinite(value):
-            out.append((prefix + key, str(value)))
-        elif isinstance(value, np.generic):
-            out.append((prefix + key, value.item()))
-        else:
-            out.append((prefix + key, value))
-    return out

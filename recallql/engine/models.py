@@ -5,13 +5,13 @@ Rendering (text tables, EXPLAIN trees) lives in `recallql.engine.explain`, not h
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from recallql.engine.reasons import Reason
+from recallql.engine.result_api import ResultConversions
+from recallql.sessions.models import SessionSnapshot
 
 
 class _Model(BaseModel):
@@ -53,32 +53,6 @@ class Row(_Model):
     conversation_root: str | None = None
 
 
-class SessionSnapshot(_Model):
-    """A session's state at a point in time (SPEC §2, issue 5).
-
-    Times are aware UTC datetimes. `signal_scores` are decayed sums by signal name and
-    `entities` decayed sums by entity, both at `as_of` (frozen at `ended_at` for closed and
-    archived sessions).
-    """
-
-    id: str
-    agent_id: str
-    status: str
-    source: str | None = None
-    parent_session_id: str | None = None
-    end_reason: str | None = None
-    branched_from: str | None = None
-    delegate_from: str | None = None
-    started_at: datetime
-    ended_at: datetime | None = None
-    as_of: datetime
-    keywords: list[str] = Field(default_factory=list)
-    signal_scores: dict[str, float] = Field(default_factory=dict)
-    velocity: float = 0.0
-    entities: dict[str, float] = Field(default_factory=dict)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
 class PlanNode(_Model):
     """One operator of an executed plan, root first."""
 
@@ -90,10 +64,12 @@ class PlanNode(_Model):
     children: list[PlanNode] = Field(default_factory=list)
 
 
-class Result(_Model):
+class Result(ResultConversions, _Model):
     """The result of a statement: ranked rows plus what the agent needs alongside them.
 
-    Iterable over rows and `len()`-able.
+    A sequence of its entries — the `Row`s of SEARCH / RETRIEVE, the record dicts of SHOW /
+    DESCRIBE: `len`, iteration, ``result[i]``, ``result[i:j]``, `to_dicts()`, `to_pandas()`,
+    `to_arrow()` (see `recallql.engine.result_api`).
     """
 
     statement: str = ""
@@ -105,12 +81,9 @@ class Result(_Model):
     stats: dict[str, Any] = Field(default_factory=dict)
     columns: list[str] | None = None
     records: list[dict[str, Any]] | None = None
-
-    def __iter__(self) -> Iterator[Row]:  # type: ignore[override]
-        return iter(self.rows)
-
-    def __len__(self) -> int:
-        return len(self.rows) if self.records is None else len(self.records)
+    #: The collection's declared timestamp fields besides ``created_at`` (set by
+    #: `Database.execute`; `to_dicts()` turns them into datetimes).
+    timestamp_fields: list[str] = Field(default_factory=list)
 
     def ids(self) -> list[str]:
         """The row ids in result order."""
@@ -133,7 +106,7 @@ class Explain(_Model):
         return self.result.rows
 
     def to_text(self) -> str:
-        from recallql.engine.explain import render_text
+        from recallql.engine.explain_text import render_text
 
         return render_text(self)
 

@@ -11,6 +11,7 @@ See ``docs/language.md`` for every statement, clause and AST node. This package 
 nothing else of the project.
 """
 
+from recallql.grammar import render as _render  # noqa: F401  (registers the canonical renderers)
 from recallql.grammar.bind import bind
 from recallql.grammar.errors import (
     ParameterError,
@@ -72,9 +73,11 @@ from recallql.grammar.statements import (
     StatementBase,
     Using,
 )
+from recallql.grammar.suggest import did_you_mean
+from recallql.grammar.timestamps import format_timestamp
 
 __all__ = [
-    "parse", "parse_script", "bind", "clear_cache",
+    "parse", "parse_script", "bind", "clear_cache", "did_you_mean", "format_timestamp",
     "QueryError", "QuerySyntaxError", "QuerySemanticError", "ParameterError",
     "RESERVED", "NON_RESERVED",
     "Span", "Node", "Identifier", "ScalarLiteral", "Scalar", "Value", "StringLiteral",

@@ -16,6 +16,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from recallql.grammar import hints
 from recallql.grammar.errors import QuerySyntaxError
 from recallql.grammar.keywords import KEYWORDS, NON_RESERVED
+from recallql.grammar.lalr import lark_parser
 
 __all__ = ["syntax_error", "describe_expected", "describe_found"]
 
@@ -72,13 +73,11 @@ def _replay(text: str, pos: int) -> tuple[list[Token], set[str]]:
     asking the interactive parser what it accepts (it tries each terminal on a copy) is exact.
     Only the error path pays for it.
     """
-    from recallql.grammar.parser import lark_parser
-
     interactive = lark_parser().parse_interactive(text)
     tokens: list[Token] = []
     try:
         for token in interactive.iter_parse():
-            if token.start_pos >= pos:
+            if (token.start_pos or 0) >= pos:
                 break
             tokens.append(token)
     except UnexpectedInput:
@@ -93,8 +92,9 @@ def _unexpected_token(exc: UnexpectedToken, text: str) -> QuerySyntaxError:
         span = (end, end)
         previous, expected = _replay(text, len(text) + 1)
     else:
-        span = (token.start_pos, token.end_pos)
-        previous, expected = _replay(text, token.start_pos)
+        start = token.start_pos or 0  # lark sets both on every lexed token
+        span = (start, token.end_pos or start)
+        previous, expected = _replay(text, start)
     prev = previous[-1] if previous else None
     names = describe_expected(expected, prev)
     message = f"expected {join_or(names)}{_after(prev)}, found {describe_found(token)}"
@@ -103,7 +103,7 @@ def _unexpected_token(exc: UnexpectedToken, text: str) -> QuerySyntaxError:
 
 
 def _unexpected_character(exc: UnexpectedCharacters, text: str) -> QuerySyntaxError:
-    pos = exc.pos_in_stream
+    pos = exc.pos_in_stream or 0  # always set when the lexer raises
     previous, expected = _replay(text, pos)
     prev = previous[-1] if previous else None
     special = hints.for_character(text, pos, prev)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import functools
 
-from lark import Lark
 from lark.exceptions import UnexpectedInput
 
 from recallql.grammar.checks import validate
 from recallql.grammar.diagnostics import syntax_error
 from recallql.grammar.errors import QuerySyntaxError
+from recallql.grammar.lalr import lark_parser
 from recallql.grammar.limits import check_limits
 from recallql.grammar.nodes import Span
 from recallql.grammar.statements import StatementBase
@@ -27,19 +27,6 @@ from recallql.grammar.transform import AstBuilder
 __all__ = ["parse", "parse_script", "clear_cache", "lark_parser"]
 
 CACHE_SIZE = 1024
-
-
-@functools.cache
-def lark_parser() -> Lark:
-    """The one LALR parser for ``recallql.lark`` (built on first use)."""
-    return Lark.open(
-        "recallql.lark",
-        rel_to=__file__,
-        start="script",
-        parser="lalr",
-        lexer="basic",
-        propagate_positions=True,
-    )
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)

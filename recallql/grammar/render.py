@@ -1,4 +1,4 @@
-"""Canonical text of AST nodes (``Node.to_text()`` delegates here).
+"""Canonical text of AST nodes: the renderers behind `nodes.render` (``Node.to_text()``).
 
 Canonical form: keywords upper-case, one space between tokens, clauses in grammar order,
 strings single-quoted with ``''``, identifiers bare unless they need quoting, floats printed
@@ -9,7 +9,6 @@ For every canonical statement ``q``, ``parse(q).to_text() == q``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC
 from typing import Any
 
 from recallql.grammar.keywords import quote_identifier
@@ -34,6 +33,7 @@ from recallql.grammar.nodes import (
     StringLiteral,
     TimestampLiteral,
     VectorLiteral,
+    render,
 )
 from recallql.grammar.statements import (
     Describe,
@@ -58,19 +58,6 @@ from recallql.grammar.statements import (
 __all__ = ["render", "string_literal", "number"]
 
 
-def render(node: Node) -> str:
-    """Return the canonical text of ``node``.
-
-    Raises:
-        TypeError: for an object that is not an AST node.
-    """
-    for cls in type(node).__mro__:
-        renderer = _RENDERERS.get(cls)
-        if renderer is not None:
-            return renderer(node)
-    raise TypeError(f"cannot render {type(node).__name__}")
-
-
 def string_literal(value: str) -> str:
     """``value`` as a single-quoted string literal (``'`` doubled)."""
     return "'" + value.replace("'", "''") + "'"
@@ -82,8 +69,7 @@ def number(value: int | float) -> str:
 
 
 def _timestamp(node: TimestampLiteral) -> str:
-    naive = node.value.astimezone(UTC).replace(tzinfo=None)
-    return f"TIMESTAMP '{naive.isoformat()}Z'"
+    return f"TIMESTAMP {string_literal(node.value)}"
 
 
 def _parameter(node: Parameter) -> str:
@@ -224,3 +210,6 @@ _RENDERERS: dict[type, Callable[[Any], str]] = {
     ShowLineage: lambda n: f"SHOW LINEAGE {render(n.session)}",
     Describe: lambda n: f"DESCRIBE {render(n.collection)}",
 }
+
+for _cls, _renderer in _RENDERERS.items():
+    render.register(_cls)(_renderer)

@@ -30,7 +30,7 @@ from recallql.index.checks import (
 )
 from recallql.index.errors import StoreError
 from recallql.index.metadata import CollectionRow, SegmentRow
-from recallql.index.text import TextIndex
+from recallql.index.text import TextIndex, siblings
 from recallql.index.vectors import open_segment
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def validate(store: Store) -> None:
 def _validate_collection(path: Path, row: CollectionRow, segments: list[SegmentRow]) -> None:
     base = path / "collections" / row.info.name
     text = base / "text"
-    if not text.is_dir():
+    if not text.is_dir() and not siblings(text)[0].is_dir():  # (a rebuild between renames)
         raise StoreError(f"the text index {text} of collection {row.info.name!r} is missing: "
                          "the database is damaged (restore it from a backup)")
     TextIndex(text, readonly=True)  # refuses a missing meta.json or an unreadable index

@@ -31,7 +31,9 @@ from pathlib import Path
 
 from recallql.index import batch as batches
 from recallql.index import changes, integrity, layout, maintenance
+from recallql.index import reindex as rebuilds
 from recallql.index import requests as keys
+from recallql.index.analysis import CURRENT_VERSION as CURRENT
 from recallql.index.batch import DeleteReport, IngestReport, Stamp
 from recallql.index.changes import Plan
 from recallql.index.embedders import Embedder
@@ -41,10 +43,11 @@ from recallql.index.integrity import CheckReport
 from recallql.index.items import ItemBatch
 from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
 from recallql.index.metadata import CollectionRow, ExtraSql, MetadataStore
+from recallql.index.reindex import Progress, ReindexReport
 from recallql.index.schema import CollectionInfo, check_same, make_info
 from recallql.index.snapshot import CollectionSnapshot, CollectionState
 from recallql.index.storage import storage_errors
-from recallql.index.text import TextIndex
+from recallql.index.text import TextIndex, rebuild_pending, recover_rebuild, stored_version
 from recallql.index.vectors import SegmentFiles
 from recallql.index.writer import Writer
 
@@ -285,6 +288,45 @@ class Store:
             return DeleteReport(name, stamp.seq if written else 0, len(plan.removed), missing,
                                 time.perf_counter() - started)
 
+    def reindex(self, name: str, progress: Progress | None = None) -> ReindexReport:
+        """Rebuild the collection's text index from its live rows with the current analyser:
+        migrates an index of an older analyser and makes BM25's statistics exact (no deleted
+        or replaced row counted). See `recallql.index.reindex`. The rebuilt index holds no
+        tombstoned row, so a batch first moves the retention horizon to the last batch: `AS OF`
+        an earlier time then says rows deleted since are purged, as after `vacuum`.
+
+        Raises:
+            StoreError: unknown collection, read-only, closed or broken store; a storage
+                failure (the old index is kept).
+            DatabaseLocked: another process's write held the lock for `lock_timeout`.
+        """
+        with self._hold():
+            state = self._state(name)
+            write = self.meta.write
+            stamp = self._begin(state, horizon=self.meta.committed_batch(write))
+            self._write(state, stamp, Plan(), batches.no_sql)
+            try:
+                with storage_errors(self._text_dir(name)):
+                    report = rebuilds.rebuild(state, self._text_dir(name), stamp.seq, progress)
+            except BaseException:
+                state.text.close()
+                self._states.pop(name, None)  # reopened (and the rebuild recovered) on next use
+                raise
+            with self.meta.transaction() as conn:  # tantivy holds no tombstoned row now
+                conn.execute("UPDATE collections SET purged_batch = horizon WHERE id = ?",
+                             (state.id,))
+            return report
+
+    def analyzer_versions(self) -> dict[str, int]:
+        """The text analyser version of each collection's index (`recallql.index.analysis`)."""
+        out = {}
+        for info in self.collections():
+            state = self._states.get(info.name)
+            path = self._text_dir(info.name)
+            found = None if path is None else stored_version(path)
+            out[info.name] = state.text.version if state is not None else found or CURRENT
+        return out
+
     def vacuum(self) -> list[int]:
         """Purge every tombstoned row now: its tantivy document and its vector (`AS OF` can no
         longer show rows deleted before now). Writes two batches per collection with
@@ -353,8 +395,23 @@ class Store:
             StoreError: read-only, closed or broken store.
             DatabaseLocked: the LOCK stayed held by another process for `lock_timeout`.
         """
-        with self.writer.hold(self._check_writable, self._release):
+        with self.writer.hold(self._check_writable, self._release, self._acquired):
             yield
+
+    def _acquired(self) -> None:
+        """Finish or discard a text-index rebuild a crashed writer left (the collection's
+        in-memory state is reopened from the settled directory)."""
+        root = None if self.path is None else self.path / "collections"
+        if root is None or not root.is_dir():
+            return
+        for folder in root.iterdir():
+            text = folder / "text"
+            if rebuild_pending(text):
+                state = self._states.pop(folder.name, None)
+                if state is not None:
+                    state.text.close(quiet=True)
+                with storage_errors(text):
+                    recover_rebuild(text)
 
     def _release(self) -> None:
         for state in self._states.values():

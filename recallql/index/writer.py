@@ -45,12 +45,15 @@ class Writer:
         return self._depth > 0
 
     @contextlib.contextmanager
-    def hold(self, check: Callable[[], None], release: Callable[[], None]) -> Iterator[None]:
+    def hold(self, check: Callable[[], None], release: Callable[[], None],
+             acquired: Callable[[], None] = lambda: None) -> Iterator[None]:
         """Be the writer for the block.
 
         Args:
             check: called first, under the mutex (raises when the store refuses writes).
             release: called when the outermost hold ends, before the LOCK is released.
+            acquired: called when the outermost hold has taken the LOCK (the store finishes
+                what another process's crash left that must be settled before anything else).
 
         Raises:
             DatabaseLocked: the LOCK stayed held by another process for `timeout`.
@@ -60,6 +63,11 @@ class Writer:
             if self._depth == 0 and self.path is not None:
                 self._fd = acquire_lock(self.path, self.timeout)[0]
                 self.recovered = set()
+                try:
+                    acquired()
+                except BaseException:
+                    self.close()
+                    raise
             self._depth += 1
             try:
                 yield

@@ -17,6 +17,7 @@ import numpy as np
 from recallql.engine.reasons import Reason
 from recallql.grammar.errors import QuerySemanticError
 from recallql.index.errors import FilterError
+from recallql.sessions.models import SessionState
 
 
 class SignalSource(Protocol):
@@ -26,23 +27,6 @@ class SignalSource(Protocol):
                     ) -> dict[str, dict[str, float]]:
         """`{name: {entity: decayed sum}}` for the given entities and signal names at `now_ts`."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class SessionState:
-    """What the session boost needs of a session (SPEC §4.3), computed once per statement.
-
-    Attributes:
-        session_id: the session.
-        keywords: lower-cased, de-duplicated annotation keywords.
-        velocity: decayed sum of accepted `reward` signals at `now` (frozen at `ended_at`).
-        entities: decayed signal sums by entity.
-    """
-
-    session_id: str
-    keywords: tuple[str, ...] = ()
-    velocity: float = 0.0
-    entities: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(eq=False)

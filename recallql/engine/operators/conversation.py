@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from recallql.engine.candidates import Candidates
-from recallql.engine.lineage import LineageResolver, Resolution, ResolutionStatus
-from recallql.engine.live_context import SHOWN_END_REASONS, LiveContext
 from recallql.engine.operators.base import ExecutionContext, Operator
 from recallql.engine.ordering import total_order
 from recallql.engine.reasons import Reason
+from recallql.sessions.lineage import LineageResolver, Resolution, ResolutionStatus
+from recallql.sessions.live_context import SHOWN_END_REASONS, LiveContext
 
 
 @dataclass(slots=True)

@@ -1,7 +1,8 @@
 """`db.import_hermes(path)`: a Hermes Agent session store into sessions and messages (SPEC §6).
 
-The store is read strictly read-only by `recallql.index.hermes.read_hermes_store` (the file, its
-``-wal`` and ``-shm`` stay byte-identical). Mapping:
+The store is read strictly read-only by
+`recallql.importers.hermes_store.read_hermes_store` (the file, its ``-wal`` and ``-shm`` stay
+byte-identical). Mapping:
 
 - **Session** → a row of the sessions table: same id, ``agent_id = 'hermes'``, ``source``,
   ``parent_session_id``, ``end_reason``, ``started_at`` / ``ended_at`` (epoch seconds),
@@ -37,11 +38,11 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from recallql.engine.lineage import LineageResolver
-from recallql.engine.messages import COLLECTION, message_item, next_message_id
-from recallql.engine.session_state import MAX_TIME, MIN_TIME
-from recallql.engine.signals import validate_id
-from recallql.index.hermes import HermesStore, read_hermes_store
+from recallql.importers.hermes_store import HermesStore, read_hermes_store
+from recallql.sessions.lineage import LineageResolver
+from recallql.sessions.messages import COLLECTION, message_item, next_message_id
+from recallql.sessions.signals import validate_id
+from recallql.sessions.state import MAX_TIME, MIN_TIME
 
 AGENT_ID: Final = "hermes"
 ORIGIN: Final = "hermes"

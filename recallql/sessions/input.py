@@ -1,5 +1,5 @@
 """Checking what callers pass to `db.sessions` and `db.messages`: times, text, retention and
-metadata; and the lifecycle errors (re-exported by `recallql.engine.sessions`, where callers
+metadata; and the lifecycle errors (re-exported by `recallql.sessions.lifecycle`, where callers
 import them from).
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from recallql.engine import session_state as state
-from recallql.engine.signals import short_repr
+from recallql.sessions import state
+from recallql.sessions.signals import short_repr
 
 
 class SessionError(ValueError):

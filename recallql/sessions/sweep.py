@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recallql.engine import session_state as state
+from recallql.sessions import state
 
 
 class SweepReport(int):

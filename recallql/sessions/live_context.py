@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from recallql.engine.lineage import (
+from recallql.sessions.lineage import (
     COMPRESSION,
     DEFAULT_MAX_STEPS,
     FRESH_RESET_REASONS,

@@ -19,6 +19,7 @@ database raises `StoreError` naming the action.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import math
@@ -28,12 +29,12 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from recallql.engine import session_state as state
-from recallql.engine import session_sweep as sweeping
-from recallql.engine.lineage import SessionRow
-from recallql.engine.models import SessionSnapshot
-from recallql.engine.operators.base import SessionState
-from recallql.engine.session_input import (
+from recallql.grammar.timestamps import format_timestamp
+from recallql.index import requests
+from recallql.index.errors import SignalRejected, StoreError
+from recallql.sessions import state
+from recallql.sessions import sweep as sweeping
+from recallql.sessions.input import (
     SessionError,
     SessionNotFound,
     check_text,
@@ -41,11 +42,11 @@ from recallql.engine.session_input import (
     retention_days,
     to_epoch,
 )
-from recallql.engine.session_state import to_datetime
-from recallql.engine.session_sweep import SweepReport
-from recallql.engine.signals import SignalPolicy, no_session, short_repr, validate_id
-from recallql.index import requests
-from recallql.index.errors import SignalRejected, StoreError
+from recallql.sessions.lineage import SessionRow
+from recallql.sessions.models import SessionSnapshot, SessionState
+from recallql.sessions.signals import SignalPolicy, no_session, short_repr, validate_id
+from recallql.sessions.state import to_datetime
+from recallql.sessions.sweep import SweepReport
 
 
 class MetaStore(Protocol):
@@ -412,7 +413,7 @@ class Sessions:
                 out.append(row)
         return out
 
-    def entity_sums(self, entities: list[str], names: list[str], now_ts: float
+    def entity_sums(self, entities: builtins.list[str], names: builtins.list[str], now_ts: float
                     ) -> dict[str, dict[str, float]]:
         """Cross-session decayed sums `{name: {entity: sum}}` at `now_ts` (epoch seconds UTC;
         SPEC §4.4), each session's signals decayed to its reference time (frozen at
@@ -486,7 +487,7 @@ def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:
 
 
 def _iso(ts: float) -> str:
-    return to_datetime(ts).isoformat()  # type: ignore[union-attr]  # ts is a stored time
+    return format_timestamp(ts)
 
 
 __all__ = ["SessionError", "SessionNotFound", "Sessions", "SweepReport", "check_text", "short_repr",

@@ -18,18 +18,18 @@ from typing import Any
 
 import numpy as np
 
-from recallql.engine.session_state import to_datetime
-from recallql.engine.sessions import (
+from recallql.grammar.timestamps import format_timestamp
+from recallql.index import requests
+from recallql.index.errors import IngestError
+from recallql.index.filters import In
+from recallql.sessions.lifecycle import (
     SessionError,
     SessionNotFound,
     check_text,
     short_repr,
     to_epoch,
 )
-from recallql.engine.signals import no_session
-from recallql.index import requests
-from recallql.index.errors import IngestError
-from recallql.index.filters import In
+from recallql.sessions.signals import no_session
 
 COLLECTION = "messages"
 
@@ -286,7 +286,7 @@ def session_item_ids(snap: Any, session_ids: Sequence[str]) -> list[str]:
 
 
 def _iso(ts: float) -> str:
-    return to_datetime(ts).isoformat()  # type: ignore[union-attr]  # ts is a time
+    return format_timestamp(ts)
 
 
 def message_item(session_id: str, message_id: int, seq: int, role: str, content: str,

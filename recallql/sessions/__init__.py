@@ -1,0 +1,24 @@
+"""Sessions, signals, messages and conversation lineage: the agent-memory state beside the
+collections (SPEC §2, §4.3, §4.4, §6).
+
+This package may import `recallql.index` (storage), never `recallql.engine`: the engine reads
+sessions through `Sessions.state` / `Sessions.entity_sums` and lineage through
+`LineageResolver` / `LiveContext`.
+
+| module | role |
+|---|---|
+| `lifecycle` | `Sessions` (`db.sessions`): create, annotate, signal, close, archive, sweep |
+| `input`, `state`, `sweep` | argument checks; snapshots and decayed sums; the sweep rule |
+| `signals` | the signal policy and decay |
+| `messages` | `Messages` (`db.messages`): message items of the built-in `messages` collection |
+| `lineage`, `live_context` | conversation roots (walk, budget, memo), live-context hiding |
+| `models` | `SessionSnapshot`, `SessionState` |
+"""
+
+from recallql.sessions.input import SessionError, SessionNotFound
+from recallql.sessions.lifecycle import Sessions
+from recallql.sessions.models import SessionSnapshot, SessionState
+from recallql.sessions.signals import SignalPolicy
+
+__all__ = ["SessionError", "SessionNotFound", "SessionSnapshot", "SessionState", "Sessions",
+           "SignalPolicy"]
