@@ -23,12 +23,13 @@ import builtins
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from recallql.grammar.timestamps import format_timestamp
+from recallql.index import requests
 from recallql.index.errors import SignalRejected, StoreError
 from recallql.sessions import roots, state
 from recallql.sessions import sweep as sweeping
@@ -173,7 +174,7 @@ class Sessions(LineageAccess):
                          (id, text, when))
 
     def signal(self, id: str, name: str, value: float, entity: str | None = None,
-               at: datetime | float | None = None) -> None:
+               at: datetime | float | None = None, *, key: str | None = None) -> None:
         """Record a signal on an open session, e.g. `reward 1.0` on entity `doc:42`.
 
         Args:
@@ -182,25 +183,93 @@ class Sessions(LineageAccess):
             value: a finite number within the name's bounds.
             entity: the item entity it is about (feeds the entity and signal boosts), or None.
             at: datetime or epoch seconds UTC; default now; not before the session started.
+            key: an idempotency key: a retry with the same key and arguments records nothing
+                (see `signal_many`).
 
         Raises:
             SignalRejected: naming the rule (`unknown_session`, `session_not_open`,
                 `unknown_name`, `not_finite`, `out_of_bounds`, `bad_entity`, `bad_time`,
                 `before_start`); nothing is written.
+            IdempotencyKeyReused: `key` was used for another request.
             StoreError: the database is read-only.
         """
-        when = self._write_time(at, "signal")
-        if entity is not None and (not isinstance(entity, str) or not entity):
-            raise SignalRejected(f"signal rejected (rule bad_entity): entity {entity!r} is not a "
-                                 "non-empty string")
-        if entity is not None:
-            check_text(entity, "entity", SignalRejected, "signal rejected (rule bad_entity)")
-        with self._write(f"signal session {id!r}") as conn:
-            row = self._row(conn, id)
-            number = self.policy.check(id, name, value, row.status if row else None)
-            _check_after_start(row, when, "signal")
-            conn.execute("INSERT INTO signals (session_id, name, value, at, entity) "
-                         "VALUES (?, ?, ?, ?, ?)", (id, name, number, when, entity))
+        self._signals([{"session_id": id, "name": name, "value": value, "entity": entity,
+                        "at": at}], key, numbered=False)
+
+    def signal_many(self, signals: Iterable[Mapping[str, Any]], *, key: str | None = None
+                    ) -> int:
+        """Record many signals, on one or several open sessions, in one transaction: all of
+        them or none (one commit, however many signals).
+
+        Args:
+            signals: mappings with the arguments of `signal`: ``session_id``, ``name``,
+                ``value`` and optionally ``entity`` and ``at``.
+            key: an idempotency key (≤ 256 characters), stored in the same transaction: a
+                retry with the same key and signals records nothing again.
+
+        Returns:
+            The number of signals recorded (0 for a retry, or for no signals).
+
+        Raises:
+            SignalRejected: the first rejected signal, naming it (``signal #i``) and the rule
+                (as `signal`); nothing is written.
+            IdempotencyKeyReused: `key` was used for another request.
+            StoreError: the database is read-only.
+        """
+        return self._signals(list(signals), key, numbered=True)
+
+    def _signals(self, signals: list[Any], key: str | None, numbered: bool) -> int:
+        checked = [self._checked_signal(s, i if numbered else None) for i, s in
+                   enumerate(signals)]
+        req = None if key is None else requests.request(
+            key, "signals", [tuple(sorted(s.items())) for s in signals])
+        action = f"signal session {checked[0]['session_id']!r}" if len(checked) == 1 \
+            else f"record {len(checked)} signals"
+        with self._write(action) as conn:
+            if req is not None and requests.replay(conn, req) is not None:
+                return 0
+            rows: dict[str, SessionRow | None] = {}
+            values = []
+            for i, sig in enumerate(checked):
+                sid = sig["session_id"]
+                if not isinstance(sid, str):  # not hashable, maybe: never cached, not found
+                    row = self._row(conn, sid)
+                elif sid in rows:
+                    row = rows[sid]
+                else:
+                    row = rows[sid] = self._row(conn, sid)
+                try:
+                    number = self.policy.check(sid, sig["name"], sig["value"],
+                                               row.status if row else None)
+                    _check_after_start(row, sig["at"], "signal")
+                except SignalRejected as exc:
+                    raise _numbered(exc, i if numbered else None) from None
+                values.append((sid, sig["name"], number, sig["at"], sig["entity"]))
+            conn.executemany("INSERT INTO signals (session_id, name, value, at, entity) "
+                             "VALUES (?, ?, ?, ?, ?)", values)
+            if req is not None:
+                requests.record(conn, req, len(values), self._clock())
+        return len(values)
+
+    def _checked_signal(self, sig: Any, index: int | None) -> dict[str, Any]:
+        """One signal's arguments, checked without the database."""
+        try:
+            if not isinstance(sig, Mapping) or not {"session_id", "name", "value"} <= set(sig) \
+                    or set(sig) - {"session_id", "name", "value", "entity", "at"}:
+                raise SignalRejected(
+                    "signal rejected (rule bad_signal): a signal is a mapping with session_id, "
+                    f"name, value and optionally entity and at, got {short_repr(sig)}")
+            when = self._write_time(sig.get("at"), "signal")
+            entity = sig.get("entity")
+            if entity is not None and (not isinstance(entity, str) or not entity):
+                raise SignalRejected(f"signal rejected (rule bad_entity): entity {entity!r} is "
+                                     "not a non-empty string")
+            if entity is not None:
+                check_text(entity, "entity", SignalRejected, "signal rejected (rule bad_entity)")
+        except SignalRejected as exc:
+            raise _numbered(exc, index) from None
+        return {"session_id": sig["session_id"], "name": sig["name"], "value": sig["value"],
+                "entity": entity, "at": when}
 
     def close(self, id: str, end_reason: str = "user_exit",
               at: datetime | float | None = None) -> SessionSnapshot:
@@ -420,6 +489,11 @@ class Sessions(LineageAccess):
         conn.execute("UPDATE sessions SET status = 'closed', end_reason = ?, ended_at = ? "
                      "WHERE id = ?", (end_reason, when, row.id))
         roots.refresh(conn, [row.id])  # its end reason decides its children's edges
+
+
+def _numbered(exc: Exception, index: int | None) -> Exception:
+    """`exc` itself, or the same kind of error naming ``signal #index``."""
+    return exc if index is None else type(exc)(f"signal #{index}: {exc}")
 
 
 def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:

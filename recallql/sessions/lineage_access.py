@@ -37,15 +37,18 @@ class LineageAccess:
         raise NotImplementedError  # `Sessions._write`
 
     def prepare(self, writable: bool) -> None:
-        """Bring the sessions table up to date when the database opens: on a writer, add the
-        write-time lineage columns to a store an earlier version wrote and compute every root
-        that is not stored yet (one transaction); on a reader, note whether roots are stored
-        (if not, statements walk lineage at query time, as earlier versions did).
+        """Bring the sessions table up to date when the database opens: on a writer whose store
+        needs it (nothing is written otherwise), add the write-time lineage columns to a store
+        an earlier version wrote and compute every root that is not stored yet (one
+        transaction); on a reader, note whether roots are stored (if not, statements walk
+        lineage at query time, as earlier versions did).
 
         Raises:
             StoreError: the store cannot be written.
         """
-        if writable:
+        with self._meta.read_transaction() as conn:
+            current = roots.up_to_date(conn)
+        if writable and not current:  # only then a write (and the writer lock)
             with self._write("store conversation roots") as conn:
                 roots.ensure_schema(conn)
                 roots.heal(conn)

@@ -106,6 +106,13 @@ def ensure_schema(conn: Any) -> bool:
     return added
 
 
+def up_to_date(conn: Any) -> bool:
+    """Whether the columns exist and every session has its outcome (then opening writes
+    nothing, and takes no writer lock)."""
+    return has_columns(conn) and conn.execute(
+        "SELECT 1 FROM sessions WHERE lineage_status IS NULL LIMIT 1").fetchone() is None
+
+
 def heal(conn: Any) -> RootUpdate:
     """Compute the outcome of every session that has none (rows written before the columns
     existed, or by a tool that bypassed recallql), with their descendants."""
