@@ -1,18 +1,26 @@
 """One entry point for every benchmark (issue 8; SPEC §9).
 
-    python -m benchmarks [quality|latency|sessions|lineage|ingest|parse|scale|all] [--write-results]
+    python -m benchmarks [quality|locomo|latency|sessions|lineage|ingest|parse|writes|scale|all]
+                         [--write-results]
 
 Sections:
 
 - ``quality``: nDCG@10, MAP, R@100 on CACM and Cranfield: recallql lexical / semantic / hybrid
   against bm25s and LanceDB, with paired per-query tests (`benchmarks.quality`).
+- ``locomo``: R@5, R@10, nDCG@10, session-hit@5 on the LoCoMo conversations: recallql stored as
+  sessions and messages and as a plain collection, against LanceDB, bm25s, an exact cosine
+  scan and plain RRF, per category, with paired tests and leave-one-conversation-out rows
+  (`benchmarks.locomo`).
 - ``latency``: p50/p95 of hybrid SEARCH on 100k real chunks against LanceDB hybrid, bm25s, raw
   tantivy and raw numpy; engine overhead; cached parse+plan; RSS (`benchmarks.latency`).
 - ``sessions``: `benchmarks.bench_sessions` (session-boost overhead over 1k candidates).
 - ``lineage``: `benchmarks.bench_lineage` (10k-deep chain) and `benchmarks.bench_conversations`
   (GROUP BY CONVERSATION overhead).
 - ``ingest``: `benchmarks.bench_ingest` (chunks/s without and with the default embedder, RSS).
-- ``parse``: `benchmarks.bench_parse` (cold/cached parse, bind) and the cached parse+plan path.
+- ``parse``: `benchmarks.bench_parse` (cold/cached parse, bind, over-limit rejections) and the
+  cached parse+plan path.
+- ``writes``: `benchmarks.bench_writes` (durable small writes/s, 1 and 3 processes, one item per
+  call and bulk calls).
 - ``scale`` (not in ``all``: an hour and more): `benchmarks.bench_scale`, recallql against
   LanceDB as its users run it at 10k, 100k and 1M chunks; `benchmarks.bench_ann` compares the
   HNSW libraries, `benchmarks.bench_quantized` the int8 pre-scan (run them directly).
@@ -21,7 +29,8 @@ Nothing is installed at run time: the peers are the ``bench`` extra (``pip insta
 .[dev,bench]``). Vectors come from the cache of `benchmarks.vectors_cache` (computed on the
 first run: tens of minutes of CPU for the 100k chunks; warm it with
 ``nice -n 10 python -m benchmarks.vectors_cache``). ``--write-results`` rewrites
-``benchmarks/RESULTS.md`` with the machine description and every section run.
+``benchmarks/RESULTS.md`` with the machine description and every section run (a single section
+replaces its own block and keeps the others).
 """
 
 from __future__ import annotations
@@ -40,7 +49,7 @@ from benchmarks import machine, targets
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 FINDINGS = Path(__file__).with_name("FINDINGS.md")
-ORDER = ("parse", "ingest", "lineage", "sessions", "quality", "latency")
+ORDER = ("parse", "ingest", "writes", "lineage", "sessions", "quality", "locomo", "latency")
 
 
 def _script(module: str, argv: tuple[str, ...] = ()) -> str | None:
@@ -92,11 +101,19 @@ def ingest_section(args: argparse.Namespace) -> str:
                                 "embedding; RSS ≤ 1.3×)", argv)])
 
 
+def writes_section(args: argparse.Namespace) -> str:
+    """bench_writes: small durable writes from 1 and 3 processes."""
+    return _scripts("Small writes", [("bench_writes", "Small writes/s (target ≥ 200/s from 3 "
+                                      "processes with bulk calls)", ())])
+
+
 def lineage_section(args: argparse.Namespace) -> str:
     """Lineage depth and conversation grouping scripts."""
     return _scripts("Lineage and conversations", [
-        ("bench_lineage", "10k-deep lineage (target ≤ 50 ms)", ()),
-        ("bench_conversations", "GROUP BY CONVERSATION overhead", ()),
+        ("bench_lineage", "10k-deep lineage (target ≤ 50 ms) and root maintenance (chain "
+         "update ≤ 100 ms)", ()),
+        ("bench_conversations", "GROUP BY CONVERSATION overhead (target ≤ 1.1× at LIMIT 10 and "
+         "100)", ()),
     ])
 
 
@@ -116,6 +133,13 @@ def quality_section(args: argparse.Namespace) -> str:
     return quality.run()
 
 
+def locomo_section(args: argparse.Namespace) -> str:
+    """LoCoMo turn retrieval."""
+    from benchmarks import locomo
+
+    return locomo.run()
+
+
 def latency_section(args: argparse.Namespace) -> str:
     """The 100k-chunk latency tables."""
     from benchmarks import latency
@@ -130,10 +154,44 @@ def scale_section(args: argparse.Namespace) -> str:
 
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], str]] = {
-    "parse": parse_section, "ingest": ingest_section, "lineage": lineage_section,
-    "sessions": sessions_section, "quality": quality_section, "latency": latency_section,
-    "scale": scale_section,
+    "parse": parse_section, "ingest": ingest_section, "writes": writes_section,
+    "lineage": lineage_section, "sessions": sessions_section, "quality": quality_section,
+    "locomo": locomo_section, "latency": latency_section, "scale": scale_section,
 }
+
+
+def merge_results(block: str) -> None:
+    """Replace one section's block of RESULTS.md (its ``## Title`` up to the next section),
+    or append it; the targets table gets this run's rows for that section."""
+    text = RESULTS.read_text(encoding="utf-8") if RESULTS.is_file() else ""
+    title = block.splitlines()[0]
+    start = text.find(f"\n{title}\n")
+    if start < 0:
+        text = text.rstrip() + "\n\n" + block
+    else:
+        end = text.find("\n## ", start + len(title) + 2)
+        text = text[:start + 1] + block.rstrip() + "\n" + (text[end:] if end >= 0 else "")
+    RESULTS.write_text(_merge_targets(text).rstrip() + "\n", encoding="utf-8")
+
+
+def _merge_targets(text: str) -> str:
+    """`text` with this run's target rows replacing the rows of the same targets."""
+    marker = "## Targets in this run\n\n"
+    at = text.find(marker)
+    if at < 0:
+        return text
+    start = at + len(marker)
+    end = text.find("\n\n", start)
+    lines = text[start:end].splitlines()
+    head, body = lines[:1], lines[1:]
+    new = targets.summary().splitlines()[2:]
+
+    def name(row: str) -> str:
+        return row.split("|")[1].strip()
+
+    names = {name(r) for r in new}
+    rows = [*head, *[r for r in body if r.startswith("|---") or name(r) not in names], *new]
+    return text[:start] + "\n".join(rows) + text[end:]
 
 
 def write_results(blocks: list[str], machine_text: str) -> None:
@@ -170,7 +228,10 @@ def main(argv: list[str] | None = None) -> None:
         print("\n" + block, flush=True)
         blocks.append(block)
     print("\n## Targets in this run\n\n" + targets.summary())
-    if args.write_results:
+    if args.write_results and len(names) == 1:
+        merge_results(blocks[0])
+        print(f"updated the {names[0]} section of {RESULTS}")
+    elif args.write_results:
         write_results(blocks, machine_text)
         print(f"wrote {RESULTS}")
 

@@ -28,9 +28,11 @@ _EXPORTS: dict[str, str] = {
     "ParameterError": "recallql.grammar.errors",
     # storage
     "IngestError": "recallql.index.errors",
+    "AnalyzerOutdatedWarning": "recallql.index.errors",
     "SignalRejected": "recallql.index.errors",
     "DatabaseLocked": "recallql.index.errors",
     "StoreError": "recallql.index.errors",
+    "IdempotencyKeyReused": "recallql.index.errors",
     # sessions
     "SessionError": "recallql.sessions",
     "SessionNotFound": "recallql.sessions",
@@ -49,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "IngestReport": "recallql.index.batch",
     "DeleteReport": "recallql.index.batch",
     "SweepReport": "recallql.sessions.sweep",
+    "CheckReport": "recallql.index.checks",
     "ImportReport": "recallql.importers.hermes",
 }
 

@@ -4,8 +4,12 @@
     recallql query "STATEMENTS"      run statements, print tables (or --json)
     recallql explain "STATEMENT"     plan and per-row score arithmetic
     recallql shell                   interactive shell
+    recallql check                   verify a database (SQLite, text index, vectors agree)
+    recallql vacuum                  purge deleted rows now
+    recallql mcp                     the database as an MCP server for agents
     recallql sessions ...            list, show, create, annotate, signal, close, archive, sweep
     recallql import hermes STATE_DB  import a Hermes Agent session store
+    recallql reindex / optimize      rebuild text indexes (new analyser; exact BM25 statistics)
     recallql demo                    build a demo database from real data and tour it
     recallql bench                   run the benchmarks (source checkout)
 
@@ -15,12 +19,16 @@ offending token), 2 usage.
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 from recallql.cli import delete as _delete
 from recallql.cli import ingest as _ingest
+from recallql.cli import maintenance as _maintenance
+from recallql.cli import mcp as _mcp
 from recallql.cli import query as _query
 from recallql.cli import sessions as _sessions
 from recallql.cli import tools as _tools
@@ -51,12 +59,49 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _db_defaults(group: Any, db: str) -> dict[str, Any]:
+    """A click ``default_map`` giving every command of `group` (nested groups included) that
+    has a ``--db`` option the default `db`."""
+    defaults: dict[str, Any] = {}
+    for name, command in getattr(group, "commands", {}).items():
+        if hasattr(command, "commands"):
+            defaults[name] = _db_defaults(command, db)
+        elif any(p.name == "db" for p in command.params):
+            defaults[name] = {"db": db}
+    return defaults
+
+
+def _global_db(ctx: typer.Context, db: Path) -> None:
+    """``recallql --db X COMMAND`` as ``COMMAND --db X``: X is the default of every command's
+    ``--db`` for this invocation, ahead of ``$RECALLQL_DB`` (a ``--db`` after the command still
+    wins)."""
+    ctx.default_map = _db_defaults(ctx.command, str(db))
+    saved = os.environ.get("RECALLQL_DB")
+    os.environ["RECALLQL_DB"] = str(db)
+
+    def restore() -> None:
+        if saved is None:
+            os.environ.pop("RECALLQL_DB", None)
+        else:
+            os.environ["RECALLQL_DB"] = saved
+    ctx.call_on_close(restore)
+
+
 @app.callback()
 def _root(
+    ctx: typer.Context,
+    db: Annotated[Path | None, typer.Option(
+        "--db", metavar="PATH", show_default=False,
+        help="Database directory, for any command: `recallql --db X query ...` is `recallql "
+             "query ... --db X`.")] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of unexpected errors."
                                         )] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
+    wait: Annotated[float | None, typer.Option(
+        "--wait", min=0.0, metavar="SECONDS",
+        help="How long each write waits while another process writes to the database "
+             "(default 5; 0: fail at once). Also accepted after the command.")] = None,
 ) -> None:
     """recallql: an embedded query engine for AI-agent memory.
 
@@ -65,6 +110,10 @@ def _root(
     (--db, default ./recallql.db or $RECALLQL_DB).
     """
     State.debug = State.debug or debug
+    if wait is not None:
+        State.wait = wait
+    if db is not None:
+        _global_db(ctx, db)
 
 
 app.command(cls=Command, short_help="Ingest files and directories into a collection."
@@ -74,6 +123,16 @@ app.command(cls=Command, short_help="Run statements and print their results.")(_
 app.command(cls=Command, short_help="Show a statement's plan and each row's score arithmetic."
             )(_query.explain)
 app.command(cls=Command, short_help="Interactive shell (or run a piped script).")(_tools.shell)
+app.command(cls=Command, short_help="Verify a database; report damage (repairs nothing)."
+            )(_maintenance.check)
+app.command(cls=Command, short_help="Purge deleted rows now (AS OF then stops showing them)."
+            )(_maintenance.vacuum)
+app.command(cls=Command, short_help="Serve the database to agents over MCP (stdio or HTTP)."
+            )(_mcp.mcp)
+app.command(cls=Command, short_help="Rebuild text indexes with the current analyser."
+            )(_maintenance.reindex)
+app.command(cls=Command, short_help="Make BM25 statistics exact after deletes and replaces."
+            )(_maintenance.optimize)
 app.add_typer(_sessions.app, name="sessions")
 app.add_typer(_tools.import_app, name="import")
 app.command(cls=Command, short_help="Build a demo database from real data and tour it."

@@ -28,10 +28,11 @@ from recallql.engine.reasons import Reason
 from recallql.grammar import bind, parse
 from recallql.grammar import statements as s
 from recallql.grammar.errors import QuerySemanticError
+from recallql.grammar.timestamps import format_timestamp
 from recallql.index import filters as f
+from recallql.index.history import RetentionLoss
 from recallql.index.schema import CollectionInfo
 from recallql.sessions.lifecycle import Sessions
-from recallql.sessions.lineage import LineageResolver
 from recallql.sessions.live_context import LiveContext
 
 #: Deeper re-runs for grouping stop at this candidate window.
@@ -47,7 +48,7 @@ class Backend(Protocol):
 
     def collections(self) -> list[CollectionInfo]: ...
 
-    def snapshot(self, collection: str) -> Any: ...
+    def snapshot(self, collection: str, as_of: float | None = None) -> Any: ...
 
     def embedder(self, collection: str) -> Callable[[list[str]], np.ndarray] | None: ...
 
@@ -125,8 +126,8 @@ class QueryEngine:
                 f"collection '{info.name}' has no embedder for USING SEMANTIC",
                 text=stmt.source, span=tuple(stmt.using.span),
                 hint="pass a query vector with NEAR :v, or attach one with db.set_embedder()")
-        snap = self._db.snapshot(info.name)
         now_ts = spec.as_of.timestamp() if spec.as_of is not None else self._clock()
+        snap = self._db.snapshot(info.name, as_of=now_ts if spec.as_of is not None else None)
         with self._db.read_transaction() as conn:
             ctx, snapshot = self._context(spec, snap, now_ts, embedder, conn, messages)
             embed_ms = _embed_ahead(ctx, spec)
@@ -136,6 +137,8 @@ class QueryEngine:
             ctx.stats["embed_ms"] = embed_ms
         details = _verbose(snap, ran, rows, out) if verbose else {}
         notices = [Notice(code=c, message=m) for c, m in (*ran.notices, *ctx.notices.items())]
+        if snap.retention_loss is not None:
+            notices.append(_retention_notice(snap.retention_loss))
         result = Result(statement=stmt.to_text(), collection=info.name, rows=rows,
                         session_snapshot=snapshot, warnings=_dedupe(notices),
                         truncated=ctx.truncated, stats=_stats(ctx, ran, spec.as_of, now_ts))
@@ -155,8 +158,8 @@ class QueryEngine:
                            "swept); ran without the session boost")
             else:
                 ctx.session, snapshot = found
-        if messages:
-            ctx.services["fetch"] = sessions.fetcher(conn)
+        if messages:  # a statement's resolver: stored roots (or the walk on an older store)
+            ctx.services["lineage"] = lambda budget: sessions.resolver(conn, budget)
         return ctx, snapshot
 
     def _run(self, spec: QuerySpec, ctx: ExecutionContext, snap: Any, can_embed: bool,
@@ -167,7 +170,7 @@ class QueryEngine:
             ctx.stats.clear()
             ctx.notices = {k: v for k, v in ctx.notices.items() if k is Reason.SESSION_NOT_FOUND}
             ctx.truncated = False
-            if "fetch" in ctx.services:  # a fresh memo and budget per attempt
+            if "lineage" in ctx.services:  # a fresh memo and budget per attempt
                 _start_lineage(ctx, spec)
             out, stats = run(ran.root, ctx)
             legs_cut = any(v["rows"] >= v["window"] for v in ctx.stats.get("legs", {}).values())
@@ -228,9 +231,9 @@ def _embed_ahead(ctx: ExecutionContext, spec: QuerySpec) -> float | None:
 
 
 def _start_lineage(ctx: ExecutionContext, spec: QuerySpec) -> None:
-    """A statement's lineage resolver (one memo and budget B) and, under FOR SESSION, the live
-    context, reading session rows through `ctx.services["fetch"]`."""
-    resolver = LineageResolver(ctx.services["fetch"], spec.budget)
+    """A statement's lineage resolver (one memo; budget B for walks, where any remain) and,
+    under FOR SESSION, the live context, from `ctx.services["lineage"]`."""
+    resolver = ctx.services["lineage"](spec.budget)
     ctx.services["resolver"] = resolver
     if spec.session_id is not None:
         ctx.services["live_context"] = LiveContext.build(spec.session_id, resolver)
@@ -241,6 +244,16 @@ def _searchable_messages(spec: QuerySpec) -> QuerySpec:
     searchable = f.Or((f.Cmp("active", "=", True), f.Cmp("compacted", "=", True)))
     combined = searchable if spec.filter is None else f.And((spec.filter, searchable))
     return dataclasses.replace(spec, filter=combined)
+
+
+def _retention_notice(loss: RetentionLoss) -> Notice:
+    """`AS_OF_BEYOND_RETENTION`: rows deleted after the AS OF time that were already purged."""
+    exact = "" if loss.exact_from is None else \
+        f"; AS OF is exact from {format_timestamp(loss.exact_from)} on"
+    return Notice(code=Reason.AS_OF_BEYOND_RETENTION, message=(
+        f"AS OF {format_timestamp(loss.at)}: {loss.lost} row(s) deleted since then are past the "
+        f"retention window and were purged, so they are not shown{exact} (run `recallql vacuum` "
+        "less often, or connect with a longer retention, to keep more history)"))
 
 
 def _dedupe(notices: list[Notice]) -> list[Notice]:
@@ -258,7 +271,7 @@ def _stats(ctx: ExecutionContext, ran: Plan, as_of: datetime | None, now_ts: flo
     stats = {k: v for k, v in ctx.stats.items() if k != "underfilled"}
     stats["window"] = ran.window
     now = as_of if as_of is not None else datetime.fromtimestamp(now_ts, tz=UTC)
-    stats["now"] = now.isoformat()
+    stats["now"] = format_timestamp(now)
     return stats
 
 

@@ -5,37 +5,46 @@ They return a `Result` whose `columns` and `records` hold a small table (no rank
 
 from __future__ import annotations
 
-import difflib
-import operator
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
-from recallql.engine.analyzer import BUILTIN_FIELDS
-from recallql.engine.models import Result
-from recallql.grammar import nodes as n
+from recallql.engine.analyzer import BUILTIN_FIELDS, where_filter
+from recallql.engine.models import Notice, Result
+from recallql.engine.reasons import Reason
 from recallql.grammar import statements as s
 from recallql.grammar.errors import QuerySemanticError
-from recallql.sessions.lineage import DEFAULT_MAX_STEPS, LineageResolver
+from recallql.grammar.suggest import did_you_mean
+from recallql.grammar.timestamps import format_timestamp
+from recallql.index.filters import rows_mask
+from recallql.index.schema import FieldType
+from recallql.sessions.lineage import (
+    DEFAULT_MAX_STEPS,
+    LineageResolver,
+    ResolutionStatus,
+    agrees,
+    describe_resolution,
+)
 
-SESSION_FIELDS = ("id", "agent_id", "status", "source", "parent_session_id", "end_reason",
-                  "branched_from", "delegate_from", "started_at", "ended_at", "title")
+#: What SHOW SESSIONS WHERE can name: text fields, and the two times (epoch seconds UTC).
+SESSION_FIELDS: dict[str, FieldType] = {
+    **dict.fromkeys(("id", "agent_id", "status", "source", "parent_session_id", "end_reason",
+                     "branched_from", "delegate_from"), FieldType.STR),
+    "started_at": FieldType.TIMESTAMP, "ended_at": FieldType.TIMESTAMP, "title": FieldType.STR,
+}
 _TIME_FIELDS = {"started_at", "ended_at"}
 
 
 def run(db: Any, stmt: s.StatementBase, now_ts: float) -> Result:
     """Run a catalog statement against the database."""
     handler = _HANDLERS[type(stmt)]
-    columns, records, snapshot = handler(db, stmt, now_ts)
+    columns, records, snapshot, *warnings = handler(db, stmt, now_ts)
     return Result(statement=stmt.to_text(), columns=columns, records=records,
-                  session_snapshot=snapshot)
+                  session_snapshot=snapshot, warnings=warnings[0] if warnings else [])
 
 
 def _iso(ts: float | None) -> str | None:
-    """Epoch seconds UTC as ISO-8601 with a `Z` (as `SHOW SESSION` and the JSON models print)."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
+    """Epoch seconds UTC as the machine text of a time (`format_timestamp`), None when missing."""
+    return None if ts is None else format_timestamp(ts)
 
 
 def _show_collections(db: Any, stmt: s.ShowCollections, now_ts: float) -> tuple:
@@ -53,10 +62,9 @@ def _describe(db: Any, stmt: s.Describe, now_ts: float) -> tuple:
     catalog = {c.name: c for c in db.collections()}
     info = catalog.get(stmt.collection.name)
     if info is None:
-        close = difflib.get_close_matches(stmt.collection.name, list(catalog), n=1)
         raise QuerySemanticError(f"unknown collection '{stmt.collection.name}'",
                                  text=stmt.source, span=tuple(stmt.collection.span),
-                                 hint=f"did you mean '{close[0]}'?" if close else None)
+                                 hint=did_you_mean(stmt.collection.name, sorted(catalog)))
     records = [{"field": t, "type": "text", "role": "BM25 text (concatenated)"}
                for t in info.text_fields]
     records += [{"field": k, "type": str(v.value), "role": "filterable"}
@@ -69,8 +77,11 @@ def _describe(db: Any, stmt: s.Describe, now_ts: float) -> tuple:
 
 
 def _show_sessions(db: Any, stmt: s.ShowSessions, now_ts: float) -> tuple:
-    test = _predicate(stmt, stmt.where) if stmt.where is not None else (lambda row: True)
-    rows = [r for r in db.sessions.rows() if test(r) is True]
+    rows = list(db.sessions.rows())
+    if stmt.where is not None:  # the WHERE semantics of SEARCH, over the session table
+        expr = where_filter(stmt, stmt.where, SESSION_FIELDS)
+        rows = [r for r, keep in zip(rows, rows_mask(expr, rows, SESSION_FIELDS), strict=True)
+                if keep]
     offset = stmt.offset.value if stmt.offset is not None else 0
     end = None if stmt.limit is None else offset + stmt.limit.value
     rows = rows[offset:end]
@@ -98,32 +109,48 @@ def _show_session(db: Any, stmt: s.ShowSession, now_ts: float) -> tuple:
 
 def _show_lineage(db: Any, stmt: s.ShowLineage, now_ts: float) -> tuple:
     """The session's parent links upward, one record per session: its edge verdict to its parent
-    (continuation / branch / delegate / tool / reset / not_compression / missing / cycle / root)
-    and the conversation it belongs to (`conversation_root`, or `unresolved: <reason>`)."""
+    (continuation / branch / delegate / tool / markers_unreadable / reset / not_compression /
+    missing / cycle / root), the conversation the walk gives (`conversation_root`, or
+    `unresolved: <reason>`) and the one stored at write time (`stored_root`; `not stored` when
+    there is none). A disagreement is a `LINEAGE_ROOT_MISMATCH` warning."""
     with db.read_transaction() as conn:
         resolver = LineageResolver(db.sessions.fetcher(conn), budget=LINEAGE_SHOW_STEPS + 2)
         chain = resolver.chain(_session_id(stmt), max_steps=LINEAGE_SHOW_STEPS)
         if chain and chain[0][0] is None:
             raise QuerySemanticError(f"no session '{_session_id(stmt)}'", text=stmt.source,
                                      span=tuple(stmt.session.span))
-        records = [_lineage_record(depth, row, verdict, resolver)
+        stored = db.sessions.stored_roots(conn, [row.id for row, _ in chain])
+        records = [_lineage_record(depth, row, verdict, resolver, stored.get(row.id))
                    for depth, (row, verdict) in enumerate(chain)]
     cols = ["depth", "session_id", "parent_session_id", "source", "end_reason", "edge",
-            "conversation_root"]
-    return cols, records, None
+            "conversation_root", "stored_root"]
+    return cols, records, None, _mismatches(records)
+
+
+def _mismatches(records: list[dict[str, Any]]) -> list[Notice]:
+    bad = [r for r in records if r.pop("_disagrees")]
+    if not bad:
+        return []
+    listed = ", ".join(f"{r['session_id']} (stored {r['stored_root']}, walk "
+                       f"{r['conversation_root']})" for r in bad[:5])
+    return [Notice(code=Reason.LINEAGE_ROOT_MISMATCH,
+                   message=f"{len(bad)} stored conversation root(s) disagree with the walk: "
+                           f"{listed}; statements read the stored roots")]
 
 
 #: SHOW LINEAGE lists at most this many sessions: a chain of `DEFAULT_MAX_STEPS` links in full.
 LINEAGE_SHOW_STEPS = DEFAULT_MAX_STEPS + 1
 
 
-def _lineage_record(depth: int, row: Any, verdict: Any, resolver: LineageResolver
-                    ) -> dict[str, Any]:
+def _lineage_record(depth: int, row: Any, verdict: Any, resolver: LineageResolver,
+                    stored: Any) -> dict[str, Any]:
     res = resolver.resolve(row.id)  # rows are cached by the chain walk: no further reads
-    root = res.root if res.resolved else f"unresolved: {res.reason or res.status}"
+    disagrees = stored is not None and res.status is not ResolutionStatus.BUDGET_EXHAUSTED \
+        and not agrees(stored, res)
     return {"depth": depth, "session_id": row.id, "parent_session_id": row.parent_session_id,
             "source": row.source, "end_reason": row.end_reason, "edge": str(verdict),
-            "conversation_root": root}
+            "conversation_root": describe_resolution(res),
+            "stored_root": describe_resolution(stored), "_disagrees": disagrees}
 
 
 _HANDLERS: dict[type, Callable[..., tuple]] = {
@@ -133,118 +160,3 @@ _HANDLERS: dict[type, Callable[..., tuple]] = {
     s.ShowSession: _show_session,
     s.ShowLineage: _show_lineage,
 }
-
-# -- SHOW SESSIONS WHERE: a small evaluator with SQL's three-valued logic (None = unknown) -------
-
-_OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-        ">": operator.gt, ">=": operator.ge}
-
-
-def _predicate(stmt: s.StatementBase, pred: n.Predicate) -> Callable[[dict], bool | None]:
-    if isinstance(pred, n.And):
-        parts = [_predicate(stmt, p) for p in pred.items]
-        return lambda r: _and([p(r) for p in parts])
-    if isinstance(pred, n.Or):
-        parts = [_predicate(stmt, p) for p in pred.items]
-        return lambda r: _or([p(r) for p in parts])
-    if isinstance(pred, n.Not):
-        inner = _predicate(stmt, pred.item)
-        return lambda r: None if (v := inner(r)) is None else not v
-    name = pred.field.name  # type: ignore[attr-defined]
-    if name not in SESSION_FIELDS:
-        close = difflib.get_close_matches(name, SESSION_FIELDS, n=1)
-        raise QuerySemanticError(f"unknown session field '{name}'", text=stmt.source,
-                                 span=tuple(pred.field.span),  # type: ignore[attr-defined]
-                                 hint=f"did you mean '{close[0]}'?" if close
-                                 else f"known: {', '.join(SESSION_FIELDS)}")
-    _check_types(stmt, pred, name)
-    return _leaf(pred, name)
-
-
-def _check_types(stmt: s.StatementBase, pred: n.Predicate, name: str) -> None:
-    """Session fields are text, except `started_at` / `ended_at` (timestamps): a value of the
-    other kind is a mistake, not an empty result."""
-    is_time = name in _TIME_FIELDS
-    if is_time and isinstance(pred, n.Like | n.Contains):
-        raise QuerySemanticError(f"session field '{name}' is a timestamp; LIKE and CONTAINS "
-                                 "apply to text fields", text=stmt.source,
-                                 span=tuple(pred.field.span))  # type: ignore[attr-defined]
-    values = [getattr(pred, a) for a in ("value", "low", "high", "pattern") if hasattr(pred, a)]
-    values += list(getattr(pred, "values", ()))
-    want = n.TimestampLiteral if is_time else n.StringLiteral
-    for node in values:
-        if not isinstance(node, want | n.NullLiteral):
-            kind = "a timestamp" if is_time else "text"
-            example = "TIMESTAMP '2025-01-31T00:00:00Z'" if is_time else "'open'"
-            raise QuerySemanticError(f"session field '{name}' is {kind}; compare it with {kind}",
-                                     text=stmt.source, span=tuple(node.span),
-                                     hint=f"e.g. {name} = {example}")
-
-
-def _value(node: Any, name: str) -> Any:
-    value = node.value
-    if name in _TIME_FIELDS and isinstance(value, datetime):
-        return value.timestamp()
-    return value
-
-
-def _leaf(pred: n.Predicate, name: str) -> Callable[[dict], bool | None]:
-    def guard(fn: Callable[[Any], bool]) -> Callable[[dict], bool | None]:
-        def test(row: dict) -> bool | None:
-            value = row.get(name)
-            if value is None:
-                return None
-            try:
-                return bool(fn(value))
-            except TypeError:
-                return None
-        return test
-
-    if isinstance(pred, n.IsNull):
-        return lambda r: (r.get(name) is None) != pred.negated
-    if isinstance(pred, n.Comparison):
-        op, want = _OPS[pred.op], _value(pred.value, name)
-        return guard(lambda v: op(v, want))
-    if isinstance(pred, n.InList):
-        return _in_list(pred, name)
-    if isinstance(pred, n.Between):
-        lo, hi = _value(pred.low, name), _value(pred.high, name)
-        return guard(lambda v: (lo <= v <= hi) != pred.negated)
-    if isinstance(pred, n.Like):
-        from recallql.index.filters import like_matcher
-
-        matches = like_matcher(str(pred.pattern.value))
-        return guard(lambda v: matches(str(v)) != pred.negated)
-    if isinstance(pred, n.Contains):
-        needle = str(pred.value.value)
-        return guard(lambda v: needle in str(v))
-    raise TypeError(type(pred).__name__)  # pragma: no cover
-
-
-def _in_list(pred: n.InList, name: str) -> Callable[[dict], bool | None]:
-    """`x [NOT] IN (...)` with SQL's rules: no match against a list holding NULL is unknown."""
-    values = [_value(v, name) for v in pred.values]
-    has_null = any(v is None for v in values)
-    wanted = {v for v in values if v is not None}
-
-    def test(row: dict) -> bool | None:
-        value = row.get(name)
-        if value is None:
-            return None
-        if value in wanted:
-            return not pred.negated
-        return None if has_null else pred.negated
-
-    return test
-
-
-def _and(values: list[bool | None]) -> bool | None:
-    if any(v is False for v in values):
-        return False
-    return None if any(v is None for v in values) else True
-
-
-def _or(values: list[bool | None]) -> bool | None:
-    if any(v is True for v in values):
-        return True
-    return None if any(v is None for v in values) else False

@@ -8,23 +8,24 @@ reproduces only what was written.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeAlias
 
 from pydantic import Field
 
 from recallql.grammar.errors import ParameterError
 from recallql.grammar.nodes import (
-    SCALAR_TYPES,
     AnyPredicate,
+    BooleanLiteral,
     Duration,
+    FloatLiteral,
     Identifier,
     IntegerLiteral,
     Node,
+    NullLiteral,
     Parameter,
     StringLiteral,
     TimestampLiteral,
     VectorLiteral,
-    tagged,
 )
 
 __all__ = [
@@ -34,7 +35,11 @@ __all__ = [
     "QueryStatement", "StatementBase",
 ]  # fmt: skip
 
-OptionValue = tagged(*SCALAR_TYPES, Parameter, Duration, Identifier)
+OptionValue: TypeAlias = Annotated[
+    StringLiteral | IntegerLiteral | FloatLiteral | BooleanLiteral | NullLiteral | TimestampLiteral
+    | Parameter | Duration | Identifier,
+    Field(discriminator="kind"),
+]
 
 
 class Option(Node):
@@ -136,7 +141,10 @@ class NoSignalBoost(Node):
     kind: Literal["no_signal_boost"] = Field(default="no_signal_boost", repr=False)
 
 
-Boost = tagged(RecencyBoost, NoRecency, SessionBoost, SignalBoost, NoSignalBoost)
+Boost: TypeAlias = Annotated[
+    RecencyBoost | NoRecency | SessionBoost | SignalBoost | NoSignalBoost,
+    Field(discriminator="kind"),
+]
 
 
 class Fuse(_WithOptions):
@@ -160,9 +168,7 @@ class Fuse(_WithOptions):
 class GroupBy(_WithOptions):
     """``GROUP BY DOCUMENT | CONVERSATION [(budget = n)]``."""
 
-    kind: Literal["group_by"] = Field(default="group_by", repr=False)
-
-    kind: Literal["document", "conversation"]
+    kind: Literal["document", "conversation"] = Field(repr=False)
 
     @property
     def budget(self) -> OptionValue | None:

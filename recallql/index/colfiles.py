@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 
 class ColumnFile:
@@ -27,7 +28,7 @@ class ColumnFile:
         dtype: the value type (stored little-endian).
     """
 
-    def __init__(self, path: Path | None, dtype: object):
+    def __init__(self, path: Path | None, dtype: DTypeLike):
         self.path = path
         self.dtype = np.dtype(dtype).newbyteorder("<")
         self._memory = np.zeros(0, self.dtype)

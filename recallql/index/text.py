@@ -3,12 +3,29 @@
 One BM25 field ``text`` (the collection's text fields joined with ``"\\n"``, analysed by
 `recallql.index.analysis`), plus two u64 fields, indexed and fast: ``rowid`` (joins the document to
 SQLite and the vectors) and ``batch`` (the batch sequence number, so that recovery can delete the
-documents of a batch that never committed). Nothing is stored in tantivy; texts live in SQLite.
+documents of a batch that never committed). Indexes of analyser 2 and later also index ``all`` = 1
+in every document, so that ``doc_freq(all, 1)`` counts the documents BM25's statistics count.
+Nothing is stored in tantivy; texts live in SQLite.
+
+**Analyser version.** The version an index was built with is recorded in the file
+`ANALYZER_FILE` inside the index directory, written when the index is created (or rebuilt); an
+index without it was written by analyser 1. Documents and query text go through that version
+(`TextIndex.prepare`, `TextIndex.analyze`), so an old index stays consistent until it is rebuilt.
+
+**BM25 statistics after deletes** (the Lucene rule). tantivy scores with corpus statistics —
+N (documents), n(t) (documents holding t) and the average length — taken over every document
+still stored in a segment: a deleted or replaced row keeps counting until the segment holding
+it is merged, exactly as in Lucene (``maxDoc``, ``docFreq``). `TextIndex.counted_docs` says how
+many documents the statistics count; a rebuild of the index from the live rows
+(``recallql optimize`` / ``recallql reindex``) makes them exact.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import shutil
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,9 +35,10 @@ import tantivy
 from tantivy import FieldType as TantivyType
 from tantivy import Occur, Query
 
-from recallql.index.analysis import ANALYZER_NAME, analyzer
+from recallql.index.analysis import ANALYZER_NAME, CURRENT_VERSION, VERSIONS, analyzer, prepare
 from recallql.index.errors import StoreError
 from recallql.index.ranking import top_by_score
+from recallql.index.storage import describe, tantivy_error
 
 #: Below this many eligible rows a filter that excludes at least half of the rows is pushed
 #: into tantivy as a rowid term set (above it, only one that keeps under a fifth). A filter that
@@ -29,17 +47,89 @@ from recallql.index.ranking import top_by_score
 #: every live rowid made the lexical leg 10× slower than the bare search).
 TERM_SET_MAX = 8192
 WRITER_HEAP_BYTES = 96_000_000
+#: The file in an index directory that records its analyser version (JSON).
+ANALYZER_FILE = "recallql-analyzer.json"
+#: The file of a tantivy index that lists its segments; an index without it is damaged.
+META_JSON = "meta.json"
 
 
-def _schema() -> tantivy.Schema:
+def _schema(count_field: bool) -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("text", stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
     builder.add_unsigned_field("rowid", indexed=True, fast=True)
     builder.add_unsigned_field("batch", indexed=True, fast=True)
+    if count_field:
+        builder.add_unsigned_field("all", indexed=True)
     return builder.build()
 
 
-SCHEMA = _schema()
+#: The schema of analyser-1 indexes; term queries are built against it (the fields it has keep
+#: the same ids in `SCHEMA_COUNTED`).
+SCHEMA = _schema(False)
+#: The schema of indexes of analyser 2 and later.
+SCHEMA_COUNTED = _schema(True)
+
+
+def stored_version(path: Path) -> int | None:
+    """The analyser version recorded in an index directory: None when there is no index there,
+    1 for an index without `ANALYZER_FILE`.
+
+    Raises:
+        StoreError: the file is unreadable or names an unknown version.
+    """
+    marker = path / ANALYZER_FILE
+    if not marker.is_file():
+        return 1 if (path / "meta.json").is_file() else None
+    try:
+        version = json.loads(marker.read_text(encoding="utf-8"))["version"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"cannot read the analyser version in {marker}: {exc}") from exc
+    if version not in VERSIONS:
+        raise StoreError(f"{marker}: text analyser version {version!r} is unknown to this "
+                         f"recallql (it knows {list(VERSIONS)}); upgrade recallql")
+    return int(version)
+
+
+def write_version(path: Path, version: int) -> None:
+    """Record `version` in the index directory (written to a temporary file, then renamed)."""
+    tmp = path / (ANALYZER_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump({"version": version}, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path / ANALYZER_FILE)
+
+
+def siblings(path: Path) -> tuple[Path, Path]:
+    """``(text.rebuild, text.old)`` beside the index directory `path`."""
+    return path.with_name(path.name + ".rebuild"), path.with_name(path.name + ".old")
+
+
+def rebuild_pending(path: Path) -> bool:
+    """Whether a rebuild of the index at `path` left ``text.rebuild`` or ``text.old``."""
+    return any(p.exists() for p in siblings(path))
+
+
+def recover_rebuild(path: Path) -> None:
+    """Finish or discard a rebuild a crash interrupted (see `recallql.index.reindex`); run by
+    the writer holding the lock, so never while another process rebuilds."""
+    building, old = siblings(path)
+    if building.exists() and not path.exists():
+        os.replace(building, path)
+        sync_dir(path.parent)
+    elif building.exists():
+        shutil.rmtree(building)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def sync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
 
 
 class TextIndex:
@@ -48,45 +138,89 @@ class TextIndex:
     Args:
         path: index directory, or ``None`` for an in-memory index.
         readonly: open an existing index without ever creating a writer.
+        create: create the index (`Store.create_collection`, a rebuild); otherwise it must
+            exist, and a missing or damaged one is a `StoreError` (an index is never
+            re-created in place).
+
+    Attributes:
+        version: the analyser version of the index (`recallql.index.analysis`); a new index
+            gets the current one.
 
     Raises:
-        StoreError: the directory cannot be opened as a tantivy index.
+        StoreError: the directory cannot be opened as a tantivy index (named, with the cause),
+            is missing its ``meta.json``, or records an unknown analyser version.
     """
 
-    def __init__(self, path: Path | None, *, readonly: bool = False):
+    def __init__(self, path: Path | None, *, readonly: bool = False, create: bool = False):
+        if path is not None and not create and not path.exists() and siblings(path)[0].exists():
+            path = siblings(path)[0]  # a writer is between the two renames of a rebuild
         self.path = path
         self.readonly = readonly
+        existing = None if path is None or create else stored_version(path)
+        self.version = CURRENT_VERSION if existing is None else existing
         try:
             if path is None:
-                self.index = tantivy.Index(SCHEMA)
-            elif readonly:
-                self.index = tantivy.Index.open(str(path))
-            else:
+                self.index = tantivy.Index(SCHEMA_COUNTED)
+            elif create:
                 path.mkdir(parents=True, exist_ok=True)
-                self.index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
+                self.index = tantivy.Index(SCHEMA_COUNTED, path=str(path), reuse=False)
+                write_version(path, self.version)
+            else:
+                if existing is None or not (path / META_JSON).is_file():
+                    raise StoreError(f"{path / META_JSON} is missing: the text index of "
+                                     f"collection {path.parent.name!r} is damaged (it is never "
+                                     "re-created; restore the database from a backup)")
+                self.index = tantivy.Index.open(str(path))
         except (OSError, ValueError) as exc:
-            raise StoreError(f"cannot open the text index {path}: {exc}") from exc
-        self.index.register_tokenizer(ANALYZER_NAME, analyzer())
+            raise StoreError(f"cannot open the text index {path}: {describe(exc)}") from exc
+        self.index.register_tokenizer(ANALYZER_NAME, analyzer(self.version))
+        self._counted = self.version >= 2
         self._writer: tantivy.IndexWriter | None = None
+
+    def prepare(self, text: str) -> str:
+        """The text handed to tantivy for a document or a query (`analysis.prepare`)."""
+        return prepare(text, self.version)
+
+    def analyze(self, text: str) -> list[str]:
+        """Index terms of `text` with this index's analyser version."""
+        return analyzer(self.version).analyze(prepare(text, self.version))
+
+    def counted_docs(self, searcher: tantivy.Searcher) -> int | None:
+        """Documents BM25's statistics count in `searcher` (live, replaced and deleted rows
+        whose documents are still in a segment); None for an analyser-1 index."""
+        return int(searcher.doc_freq("all", 1)) if self._counted else None
 
     @property
     def writer(self) -> tantivy.IndexWriter:
-        """The index writer (created on first use; holds tantivy's own writer lock)."""
+        """The index writer (created on first use; holds tantivy's own writer lock until
+        `close`).
+
+        Raises:
+            StoreError: read-only, or tantivy cannot create it (named, with the cause).
+        """
         if self.readonly:
             raise StoreError(f"the text index {self.path} is open read-only")
         if self._writer is None:
-            self._writer = self.index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
+            try:
+                self._writer = self.index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
+            except (OSError, ValueError) as exc:
+                raise tantivy_error(self.path, "open a writer on", exc) from exc
         return self._writer
 
     def add(self, rowids: Sequence[int], batch: int, texts: Sequence[str]) -> None:
         """Queue documents (visible after `commit`)."""
-        add = self.writer.add_document
-        for rowid, text in zip(rowids, texts, strict=True):
-            doc = tantivy.Document()
-            doc.add_text("text", text)
-            doc.add_unsigned("rowid", rowid)
-            doc.add_unsigned("batch", batch)
-            add(doc)
+        add, version, counted = self.writer.add_document, self.version, self._counted
+        try:
+            for rowid, text in zip(rowids, texts, strict=True):
+                doc = tantivy.Document()
+                doc.add_text("text", prepare(text, version))
+                doc.add_unsigned("rowid", rowid)
+                doc.add_unsigned("batch", batch)
+                if counted:
+                    doc.add_unsigned("all", 1)
+                add(doc)
+        except (OSError, ValueError) as exc:
+            raise tantivy_error(self.path, "add documents to", exc) from exc
 
     def delete_rows(self, rowids: Sequence[int]) -> None:
         """Queue deletion of the documents of these rowids."""
@@ -99,19 +233,42 @@ class TextIndex:
     def batches_after(self, seq: int) -> int:
         """Number of documents whose batch number is greater than `seq` (uncommitted ones)."""
         self.index.reload()
-        return self.index.searcher().search(self._after(seq), 1, count=True).count
+        found = self.index.searcher().search(self._after(seq), 1, count=True)
+        return found.count  # type: ignore[attr-defined]  # set by count=True; not in the stub
 
-    def delete_batches_after(self, seq: int) -> None:
-        """Queue deletion of every document whose batch number is greater than `seq`."""
+    def rows_from(self, first: int) -> int:
+        """Number of documents whose rowid is `first` or more (rows SQLite does not have)."""
+        self.index.reload()
+        found = self.index.searcher().search(self._from(first), 1, count=True)
+        return found.count  # type: ignore[attr-defined]  # set by count=True; not in the stub
+
+    def delete_uncommitted(self, seq: int, first: int) -> None:
+        """Queue deletion of every document of a batch after `seq` or of a rowid from `first`
+        on: what an unfinished batch left (its batch number may since have been committed by a
+        batch of another collection, so the rowid is what identifies it)."""
         self.writer.delete_documents_by_query(self._after(seq))
+        self.writer.delete_documents_by_query(self._from(first))
 
     @staticmethod
     def _after(seq: int) -> Query:
         return Query.range_query(SCHEMA, "batch", TantivyType.Unsigned, seq + 1, None)
 
+    @staticmethod
+    def _from(first: int) -> Query:
+        return Query.range_query(SCHEMA, "rowid", TantivyType.Unsigned, first, None)
+
     def commit(self) -> None:
-        """Commit queued changes durably and make them searchable in this process."""
-        self.writer.commit()
+        """Commit queued changes durably and make them searchable in this process.
+
+        Raises:
+            StoreError: tantivy could not commit (disk full, I/O): the queued changes are
+                dropped, the index stays at its last commit.
+        """
+        try:
+            self.writer.commit()
+        except (OSError, ValueError) as exc:
+            self.close(quiet=True)  # a writer whose commit failed is not reused
+            raise tantivy_error(self.path, "commit", exc) from exc
         self.index.reload()
 
     def collect_garbage(self) -> None:
@@ -122,7 +279,10 @@ class TextIndex:
         the next writer, restarting from the last committed opstamp, would try to create the same
         file name (tantivy: `FileAlreadyExists`).
         """
-        self.writer.garbage_collect_files()
+        try:
+            self.writer.garbage_collect_files()
+        except (OSError, ValueError) as exc:
+            raise tantivy_error(self.path, "clean up", exc) from exc
 
     def rollback(self) -> None:
         """Drop queued, uncommitted changes (no-op without a writer)."""
@@ -134,12 +294,30 @@ class TextIndex:
         self.index.reload()
         return self.index.searcher()
 
-    def close(self) -> None:
-        """Release the writer (and tantivy's writer lock)."""
+    def documents(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rowids uint64[m], batches uint64[m]) of every document of the last commit (for
+        `recallql.index.integrity.check`)."""
+        searcher = self.searcher()
+        total = searcher.num_docs
+        if total == 0:
+            return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+        hits = searcher.search(Query.all_query(), total, count=False).hits
+        addresses = [addr for _, addr in hits]
+        rowids = searcher.fast_field_values("rowid", addresses)
+        batch = searcher.fast_field_values("batch", addresses)
+        return np.asarray(rowids, np.uint64), np.asarray(batch, np.uint64)
+
+    def close(self, quiet: bool = False) -> None:
+        """Release the writer (and tantivy's writer lock); `quiet` ignores tantivy's errors
+        (after a failure)."""
         if self._writer is not None:
             writer, self._writer = self._writer, None
-            writer.rollback()
-            writer.wait_merging_threads()
+            try:
+                writer.rollback()
+                writer.wait_merging_threads()
+            except (OSError, ValueError) as exc:
+                if not quiet:
+                    raise tantivy_error(self.path, "close the writer of", exc) from exc
 
 
 def text_query(terms: Sequence[str]) -> Query:
@@ -203,8 +381,8 @@ def _fetch_eligible(searcher: tantivy.Searcher, query: Query, n: int,
     while True:
         hits = searcher.search(query, limit, count=False).hits
         rowids = searcher.fast_field_values("rowid", [addr for _, addr in hits])
-        kept = [(score, r) for (score, _), r in zip(hits, rowids, strict=True)
-                if r is not None and r < size and eligible[r]]
+        kept = [(score, int(r)) for (score, _), r in zip(hits, rowids, strict=True)
+                if r is not None and r < size and eligible[int(r)]]
         if len(hits) < limit or (len(kept) >= n and hits[-1][0] < kept[n - 1][0]):
             return kept
         limit *= 2

@@ -13,6 +13,7 @@ import numpy as np
 
 from recallql.engine.candidates import Candidates, LegHits
 from recallql.engine.operators.base import ExecutionContext, Operator
+from recallql.engine.reasons import Reason
 
 
 def fetch_size(ctx: ExecutionContext, window: int) -> int:
@@ -103,6 +104,10 @@ class SemanticScan(Operator):
             vector = ctx.embed(self.text or "")
         allowed = ctx.filter_mask(self.filter)
         rowids, scores = ctx.snapshot.semantic_topn(vector, fetch_size(ctx, self.window), allowed)
+        for file, count in ctx.snapshot.skipped_vectors().items():
+            ctx.notice(Reason.VECTORS_NOT_FINITE,
+                       f"{count} stored vector(s) of segment {file} are not finite (NaN or "
+                       "infinity: the file is damaged) and were skipped; run `recallql check`")
         return LegHits("semantic", np.asarray(rowids, np.int64), np.asarray(scores, np.float64),
                        self.window)
 
