@@ -33,6 +33,9 @@ SEED = 20240601
 
 DELETE_EVERY = 3
 MESSAGES = 3
+#: Segments of at least this many rows get an ANN graph in these trials (built in the
+#: background by the writer, killed with it).
+GRAPH_MIN_ROWS = 8
 SESSION = "crash"
 CONSTANT = {"id": "constant", "title": "constant item never changes"}
 
@@ -77,7 +80,7 @@ def survivors(seed: int, k: int, deleted: bool) -> set[str]:
 
 def _install_crash(point: str, after: int) -> None:
     """Make this process SIGKILL itself at the `after`-th time it passes `point`."""
-    from recallql.index import batch, store, text, vectors
+    from recallql.index import ann, batch, store, text, vectors
 
     seen = {"n": 0}
 
@@ -109,6 +112,10 @@ def _install_crash(point: str, after: int) -> None:
         wrap(vectors.SegmentFiles, "write", when=lambda self, name, parts: name[0] == "m")
     elif point == "merge-committed":
         wrap(vectors.SegmentFiles, "remove", before=True)
+    elif point == "graph-saved":  # saved outside the vector directory, not published
+        wrap(ann.AnnGraph, "save")
+    elif point == "graph-published":
+        wrap(vectors.SegmentFiles, "write_graph")
     elif point == "delete-text-committed":
         wrap(text.TextIndex, "commit", when=lambda *a: _deleting["now"])
     elif point == "delete-sqlite-committed":
@@ -139,8 +146,10 @@ def _track_deletes(store_class) -> None:
 
 def _writer(path: str, start: int, seed: int, point: str | None, after: int) -> None:
     import recallql
+    from recallql.index import graphs
     from recallql.index.embedders import HashEmbedder
 
+    graphs.GRAPH_MIN_ROWS = GRAPH_MIN_ROWS  # segments this small get an ANN graph
     db = recallql.connect(path, embedder=HashEmbedder(16), lock_timeout=60)
     if db.sessions.get(SESSION) is None:
         db.sessions.create(SESSION, "crash-test", started_at=0.0)
@@ -172,7 +181,18 @@ def _check(path: Path, started_from: int) -> int:
     """Open as the next writer, verify whole batches everywhere, finish the logical step the
     writer was in (a delete not yet committed) and ingest the next batch; returns the next
     logical batch number."""
+    from recallql.index import graphs
+
+    saved, graphs.GRAPH_MIN_ROWS = graphs.GRAPH_MIN_ROWS, GRAPH_MIN_ROWS
+    try:
+        return _check_as_writer(path, started_from)
+    finally:
+        graphs.GRAPH_MIN_ROWS = saved
+
+
+def _check_as_writer(path: Path, started_from: int) -> int:
     import recallql
+    from recallql.index import graphs
     from recallql.index.embedders import HashEmbedder
 
     with recallql.connect(path, embedder=HashEmbedder(16)) as db:
@@ -180,6 +200,8 @@ def _check(path: Path, started_from: int) -> int:
         assert report.ok, report.to_text()
         if db.sessions.get(SESSION) is None:  # killed before it was created
             db.sessions.create(SESSION, "crash-test", started_at=0.0)
+        db.store.build_graphs()  # the graphs the killed writer had not published
+        assert db.check().ok
         snap = db.snapshot("docs")
         rows = snap.fetch(np.flatnonzero(snap.live))
         last, expected = _check_rows(rows, started_from)
@@ -192,7 +214,11 @@ def _check(path: Path, started_from: int) -> int:
             assert state.text.batches_after(db.store.committed_batch()) == 0
             manifest = {s.file for s in db.store.meta.segments(state.id)}
             folder = state.files.directory
+            manifest |= {graphs.graph_name(f) for f in manifest
+                         if (folder / graphs.graph_name(f)).exists()}
             assert ({p.name for p in folder.iterdir()} if folder.exists() else set()) == manifest
+            building = folder.parent / "building"
+            assert not (building.exists() and list(building.iterdir()))
         assert not [p for p in db.check().problems if p.kind in ("uncommitted", "orphan")]
         if last and last % DELETE_EVERY == 0 and expected[last - 1] == survivors(
                 SEED, last - 1, False):
@@ -275,14 +301,20 @@ def _check_text(snap, last: int, expected: dict[int, set[str]]) -> None:
 
 
 def _check_vectors(snap, last: int, expected: dict[int, set[str]]) -> None:
-    """Vectors: live items found exactly, deleted ones never returned."""
+    """Vectors: live items found exactly, deleted ones never returned, by the exact scan and
+    through the ANN graphs alike (every large segment has one after `build_graphs`)."""
+    from recallql.index import graphs
+
+    assert all(seg.graph is not None for seg in snap.state.segments
+               if graphs.wants_graph(len(seg.vecs)))
     for k in range(max(1, last - 3), last + 1):
         for item in fresh(SEED, k):
-            got, cos = snap.semantic_topn(item["vector"], 1)
-            if item["id"] in expected[k]:
-                assert snap.ids[got[0]] == item["id"] and cos[0] == pytest.approx(1.0)
-            else:
-                assert snap.ids[got[0]] != item["id"]
+            for method in ("exact", "ann"):
+                got, cos, _ = snap.semantic_search(item["vector"], 1, method=method)
+                if item["id"] in expected[k]:
+                    assert snap.ids[got[0]] == item["id"] and cos[0] == pytest.approx(1.0)
+                else:
+                    assert snap.ids[got[0]] != item["id"]
 
 
 @pytest.mark.slow
@@ -301,7 +333,8 @@ def test_sigkill_at_random_moments(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["segment-written", "text-committed", "sqlite-committed",
-                                   "merge-written", "merge-committed", "delete-text-committed",
+                                   "merge-written", "merge-committed", "graph-saved",
+                                   "graph-published", "delete-text-committed",
                                    "delete-sqlite-committed"])
 def test_sigkill_at_protocol_points(tmp_path, point):
     path = tmp_path / "db"

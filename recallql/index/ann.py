@@ -193,6 +193,12 @@ class AnnGraph:
             return False
         return bool(self._index.contains(int(rowid)))
 
+    def keys(self) -> np.ndarray:
+        """int64[m]: the rowids in the graph (unordered)."""
+        if len(self) == 0:
+            return np.zeros(0, np.int64)
+        return np.asarray(self._index.keys, np.int64)
+
     def memory_bytes(self) -> int:
         """Bytes the graph holds in memory (usearch's own count; a view maps its file)."""
         return int(self._index.memory_usage)

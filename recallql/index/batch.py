@@ -63,6 +63,7 @@ from recallql.index import changes
 from recallql.index.changes import Plan
 from recallql.index.errors import IngestError, StoreError
 from recallql.index.fingerprint import fingerprints
+from recallql.index.indexer import clear_building
 from recallql.index.items import ItemBatch, check_vectors, validate
 from recallql.index.metadata import ITEM_INSERT, ExtraSql, MetadataStore
 from recallql.index.vectors import Segment, merged_parts, plan_merge
@@ -329,6 +330,8 @@ def recover(state: CollectionState, committed: int) -> None:
         state.text.commit()
     known = {s.file for s in state.meta.segments(state.id, state.meta.write)}
     state.files.remove_orphans(known)
+    if state.files.directory is not None:  # graph temporaries of a killed builder
+        clear_building(state.files.directory.parent)
 
 
 def kept_rows(state: CollectionState, meta: MetadataStore) -> np.ndarray:

@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from recallql.index import graphs
+from recallql.index.ann import AnnGraph
 from recallql.index.errors import StoreError
-from recallql.index.metadata import CollectionRow
+from recallql.index.metadata import CollectionRow, SegmentRow
 from recallql.index.text import META_JSON, TextIndex
 from recallql.index.vectors import open_segment
 
@@ -39,9 +41,10 @@ class Problem:
     Attributes:
         file: the file or directory concerned.
         severity: ``error`` (damage: the store cannot be trusted) or ``warning`` (leftovers a
-            writer cleans up, nothing lost).
+            writer cleans up, or an ANN graph not built yet: nothing lost).
         kind: a short tag: ``sqlite``, ``rows``, ``text``, ``vectors``, ``non-finite``,
-            ``uncommitted``, ``orphan``, ``unknown-collection``, ``missing``.
+            ``uncommitted``, ``orphan``, ``unknown-collection``, ``missing``, ``ann-index``
+            (a graph that disagrees with its segment), ``no-ann-index``.
         detail: what was found.
     """
 
@@ -203,6 +206,8 @@ def _check_vectors(base: Path | None, row: CollectionRow, segments: list, blobs:
                 problems.append(Problem(file, "error", "non-finite", f"{int(bad.sum())} vectors "
                                         f"hold NaN or infinity (first: row {first} of the "
                                         "file); the semantic leg skips them"))
+        if base is not None:
+            _check_graph(base / "vectors" / seg.file, seg, rowids, row.info.dim, problems)
         total += len(rowids)
         inside = rowids[(rowids >= 0) & (rowids < len(kept))]
         if len(inside) != len(rowids) or not has_vec[inside].all():
@@ -218,11 +223,33 @@ def _check_vectors(base: Path | None, row: CollectionRow, segments: list, blobs:
     return total
 
 
+def _check_graph(segment: Path, seg: SegmentRow, rowids: np.ndarray, dim: int,
+                 problems: list[Problem]) -> None:
+    """The segment's ANN graph, when it has one, holds exactly its rowids."""
+    path = segment.with_name(graphs.graph_name(seg.file))
+    if not path.exists():
+        if graphs.wants_graph(seg.n):
+            problems.append(Problem(str(segment), "warning", "no-ann-index", f"{seg.n} rows "
+                                    "without an ANN graph yet (scanned exactly; built in the "
+                                    "background after writes, or by `recallql optimize`)"))
+        return
+    try:
+        graphs.check_header(path, seg.n, dim)
+        keys = np.sort(AnnGraph.open(path, view=True).keys())
+    except StoreError as exc:
+        problems.append(Problem(str(path), "error", "ann-index", str(exc)))
+        return
+    if not np.array_equal(keys, np.sort(rowids)):
+        problems.append(Problem(str(path), "error", "ann-index", "the ANN graph's rowids "
+                                f"differ from its segment's ({len(keys)} against {len(rowids)})"))
+
+
 def _check_orphans(base: Path | None, segments: list, problems: list[Problem]) -> None:
     vectors = None if base is None else base / "vectors"
     if vectors is None or not vectors.is_dir():
         return
     known = {s.file for s in segments}
+    known |= {graphs.graph_name(name) for name in known}
     for orphan in sorted(p.name for p in vectors.iterdir() if p.name not in known):
         problems.append(Problem(str(vectors / orphan), "warning", "orphan",
                                 "a file the manifest does not name (left by an unfinished "

@@ -29,6 +29,7 @@ from recallql.index.checks import (
     collection_dirs,
 )
 from recallql.index.errors import StoreError
+from recallql.index.graphs import check_header, graph_name
 from recallql.index.metadata import CollectionRow, SegmentRow
 from recallql.index.text import TextIndex, siblings
 from recallql.index.vectors import open_segment
@@ -77,6 +78,9 @@ def _validate_collection(path: Path, row: CollectionRow, segments: list[SegmentR
     for seg in segments:
         file = base / "vectors" / seg.file
         vecs = open_segment(file, seg.n, row.info.dim)
+        graph = file.with_name(graph_name(seg.file))
+        if graph.exists():
+            check_header(graph, seg.n, row.info.dim)
         bad = first_non_finite(vecs)
         if bad is not None:
             raise StoreError(f"the vector segment {file} is damaged: row {bad} of the file "

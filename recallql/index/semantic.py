@@ -19,7 +19,7 @@ graph walk for a selective filter: with few eligible rows the scan wins.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,6 +28,8 @@ from recallql.index.ann import AnnGraph, ann_candidates, exact_cosines
 from recallql.index.quantized import Quantized, candidates
 from recallql.index.ranking import top_by_score
 from recallql.index.vectors import Segment, semantic_topn
+
+Skip = Callable[[str, np.ndarray], None] | None
 
 #: At most this many eligible rows are scanned exactly even when graphs exist.
 EXACT_MAX_ROWS = 20_000
@@ -85,75 +87,86 @@ def choose(eligible: int, graph_rows: int, forced: str = "auto") -> tuple[str, s
     return "ann", f"{eligible:,} eligible rows > {EXACT_MAX_ROWS:,}: ANN with oversampling"
 
 
-def _local(seg: Segment, rowids: np.ndarray) -> np.ndarray:
-    """Positions in `seg` of rowids that it holds."""
-    if seg.explicit is None:
-        return rowids - seg.lo
-    return np.searchsorted(seg.explicit, rowids)
-
-
 def _exact_part(part: VectorPart, query: np.ndarray, n: int, eligible: np.ndarray,
-                ok: np.ndarray, ids: Sequence[str], stats: SemanticStats
+                ok: np.ndarray, ids: Sequence[str], stats: SemanticStats, skip: Skip
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-n candidates of one segment's eligible rows (`ok`: bool[m] local)."""
-    seg, local = part.segment, np.flatnonzero(ok)
-    stats.scanned += len(local)
+    seg = part.segment
+    stats.scanned += int(np.count_nonzero(ok))
     if part.quantized is None:
-        return semantic_topn([seg], query, n, eligible, ids)
+        return semantic_topn([seg], query, n, eligible, ids, skip)
+    local = np.flatnonzero(ok)
     pick = local[candidates(part.quantized.take(local), query, n)]
     stats.rescored += len(pick)
     return seg.rowids_at(pick), exact_cosines(query, seg.vecs[pick])
 
 
 def _ann_part(part: VectorPart, query: np.ndarray, n: int, eligible: np.ndarray,
-              count: int, stats: SemanticStats) -> tuple[np.ndarray, np.ndarray] | None:
+              count: int, stats: SemanticStats, skip: Skip
+              ) -> tuple[np.ndarray, np.ndarray] | None:
     seg = part.segment
     assert part.graph is not None
 
     def gather(rowids: np.ndarray) -> np.ndarray:
-        return seg.vecs[_local(seg, rowids)]
+        return seg.vecs[seg.positions(rowids)]
 
     got = ann_candidates(part.graph, query, n, eligible, gather, count)
     if got is None:
         return None
     rowids, cos, ann = got
     stats.rescored += len(rowids)
+    finite = np.isfinite(cos)
+    if not finite.all():  # a damaged segment file: never ranked, reported
+        if skip is not None:
+            skip(seg.file, rowids[~finite])
+        rowids, cos = rowids[finite], cos[finite]
     stats.segments[seg.file] = f"ann k={ann.asked} ef={ann.ef} rounds={ann.rounds}"
     return rowids, cos
 
 
-def search(parts: Sequence[VectorPart], query: np.ndarray, n: int, eligible: np.ndarray,
-           ids: Sequence[str], method: str = "auto"
-           ) -> tuple[np.ndarray, np.ndarray, SemanticStats]:
+def search(segments: Sequence[VectorPart | Segment], query: np.ndarray, n: int,
+           eligible: np.ndarray, ids: Sequence[str], method: str = "auto",
+           skip: Skip = None) -> tuple[np.ndarray, np.ndarray, SemanticStats]:
     """Cosine top-n over eligible rows, ordered by (−cosine, item id).
 
     Args:
-        parts: the collection's segments with their accelerators.
+        segments: the collection's segments (each with its graph, when it has one), or
+            `VectorPart`s with their accelerators.
         query: float64[dim], L2-normalised.
         n: rows wanted.
         eligible: bool[size] (live, allowed, has a vector).
         ids: item id per rowid (tie-break).
         method: ``"auto"`` (`choose`), ``"exact"`` or ``"ann"``.
+        skip: told ``(file, rowids)`` of rows an exact scan found with a non-finite stored
+            vector (never returned).
 
     Returns:
         (rowids int64[m], cosine float32[m], stats).
+
+    Raises:
+        ValueError: an unknown `method`.
     """
+    parts = [p if isinstance(p, VectorPart) else VectorPart(p, p.graph) for p in segments]
     oks = [p.segment.eligible(eligible) for p in parts]
     counts = [int(np.count_nonzero(ok)) for ok in oks]
     graph_rows = sum(len(p.segment.vecs) for p in parts if p.graph is not None)
+    all_rows = sum(len(p.segment.vecs) for p in parts)
     chosen, why = choose(sum(counts), graph_rows, method)
     stats = SemanticStats(chosen, why, eligible=sum(counts))
+    if chosen == "exact" and all(p.quantized is None for p in parts):  # one scan of all
+        stats.scanned = sum(counts)
+        rowids, cos = semantic_topn([p.segment for p in parts], query, n, eligible, ids, skip)
+        return rowids, cos, stats
     found: list[tuple[np.ndarray, np.ndarray]] = []
     for part, ok, count in zip(parts, oks, counts, strict=True):
         if count == 0 or n <= 0:
             continue
         got = None
         if chosen == "ann" and part.graph is not None:
-            got = _ann_part(part, query, n, eligible, count, stats)
-            stats.fallbacks += got is None
-        found.append(got or _exact_part(part, query, n, eligible, ok, ids, stats))
-    if chosen == "ann" and (stats.fallbacks or graph_rows < sum(len(p.segment.vecs)
-                                                              for p in parts)):
+            got = _ann_part(part, query, n, eligible, count, stats, skip)
+            stats.fallbacks += int(got is None)
+        found.append(got or _exact_part(part, query, n, eligible, ok, ids, stats, skip))
+    if chosen == "ann" and (stats.fallbacks or graph_rows < all_rows):
         stats.method = "ann+exact"
     return _merge(found, n, ids, stats)
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import tantivy
 
+from recallql.index import semantic
 from recallql.index import text as text_index
 from recallql.index.columns import (
     Buffer,
@@ -46,8 +47,9 @@ from recallql.index.history import RetentionLoss
 from recallql.index.items import ItemBatch
 from recallql.index.metadata import NEW_ROWS_SQL, CollectionRow, MetadataStore
 from recallql.index.schema import CollectionInfo, FieldType
+from recallql.index.semantic import SemanticStats
 from recallql.index.text import TextIndex
-from recallql.index.vectors import Segment, SegmentFiles, normalise_query, semantic_topn
+from recallql.index.vectors import Segment, SegmentFiles, normalise_query
 
 REFRESH_ATTEMPTS = 8
 #: Refreshes tried before giving up on a batch-consistent searcher (a writer committing faster
@@ -217,6 +219,14 @@ class CollectionState:
         self.snapshot = CollectionSnapshot(self, self.text.searcher())
         return self.snapshot
 
+    def attach_graph(self, file: str) -> None:
+        """Give segment `file` the ANN graph just published for it (`recallql.index.indexer`);
+        rows and batch are unchanged."""
+        self.segments = [self.files.with_graph(s) if s.file == file and s.graph is None else s
+                         for s in self.segments]
+        if self.snapshot is not None:
+            self.snapshot = CollectionSnapshot(self, self.snapshot.searcher)
+
     def _append(self, first: int, values: tuple, has_vector: Sequence[bool] | np.ndarray,
                 fields: Sequence[dict | None]) -> None:
         """Append rows ``first …`` to every column (rows past `size` stay invisible until
@@ -294,6 +304,11 @@ class CollectionSnapshot:
         self.positions: np.ndarray = cols["position"].values(self.size)  # type: ignore[attr-defined]
         self.created_at: np.ndarray = cols["created_at"].values(self.size)  # type: ignore[attr-defined]
         self.has_vector: np.ndarray = state.has_vector.view(self.size)
+
+    @property
+    def searcher(self) -> tantivy.Searcher:
+        """The tantivy searcher this snapshot is pinned to."""
+        return self._searcher
 
     @property
     def state(self) -> CollectionState:
@@ -381,12 +396,40 @@ class CollectionSnapshot:
         Raises:
             ValueError: wrong dimension, zero or non-finite query vector, bad `allowed`.
         """
+        rowids, cosine, _ = self.semantic_search(vec, n, allowed)
+        return rowids, cosine
+
+    def semantic_search(self, vec: np.ndarray, n: int, allowed: np.ndarray | None = None,
+                        method: str = "auto") -> tuple[np.ndarray, np.ndarray, SemanticStats]:
+        """`semantic_topn` with the method chosen or forced, and how it ran.
+
+        Args:
+            vec: float32[dim] query vector (normalised here).
+            n: rows wanted (≥ 0).
+            allowed: optional bool[size] filter.
+            method: ``"auto"`` (exact for at most `recallql.index.semantic.EXACT_MAX_ROWS`
+                eligible rows, ANN with oversampling above, exact for a segment whose
+                filtered ANN search under-fills), ``"exact"`` or ``"ann"``.
+
+        Returns:
+            (rowids int64[m], cosine float32[m], `SemanticStats`: method, why, eligible
+            rows, rows scanned and re-scored). The cosines are exact whatever the method.
+
+        Raises:
+            ValueError: wrong dimension, zero or non-finite query vector, bad `allowed` or
+                `method`.
+        """
         query = normalise_query(vec, self.info.dim)
         eligible = self._eligible(allowed, self.has_vector)
         if self._span > self.size:  # AS OF: the segments also hold later rows
             eligible = np.concatenate([eligible, np.zeros(self._span - self.size, bool)])
-        return semantic_topn(self._segments, query, n, eligible, self.ids,
-                             self._state.note_skipped)
+        return semantic.search(self._segments, query, n, eligible, self.ids, method,
+                               self._state.note_skipped)
+
+    def eligible_vectors(self, allowed: np.ndarray | None = None) -> int:
+        """Live, allowed rows that have a vector: the count the semantic leg's method is
+        chosen from (`recallql.index.semantic.choose`)."""
+        return int(np.count_nonzero(self._eligible(allowed, self.has_vector)))
 
     def has_vectors(self) -> bool:
         """True when some live row has a vector."""

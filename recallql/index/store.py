@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from recallql.index import batch as batches
-from recallql.index import changes, integrity, layout, maintenance
+from recallql.index import changes, indexer, integrity, layout, maintenance
 from recallql.index import reindex as rebuilds
 from recallql.index import requests as keys
 from recallql.index.analysis import CURRENT_VERSION as CURRENT
@@ -39,6 +39,7 @@ from recallql.index.changes import Plan
 from recallql.index.embedders import Embedder
 from recallql.index.errors import StoreError
 from recallql.index.history import as_of_snapshot
+from recallql.index.indexer import GraphBuilder
 from recallql.index.integrity import CheckReport
 from recallql.index.items import ItemBatch
 from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
@@ -88,6 +89,9 @@ class Store:
         self._closed = False
         self.meta = MetadataStore(None if path is None else path / META_FILE, readonly=readonly,
                                   lock=self._mutex)
+        self.graph_builder = GraphBuilder(self._mutex, lambda: list(self._states.values()))
+        #: Build ANN graphs on a background thread after writes (False: only `build_graphs`).
+        self.background_graphs = not readonly
 
     @classmethod
     def open(cls, path: str | os.PathLike | None = None, *, readonly: bool = False,
@@ -416,6 +420,24 @@ class Store:
             state.text.close()
             raise
         batches.merge_segments(state, self.meta)
+        if self.background_graphs and indexer.missing(state):
+            self.graph_builder.kick()
+
+    def build_graphs(self) -> int:
+        """Build now the ANN graph of every large vector segment that has none yet (what the
+        background builder does after writes; `recallql.index.indexer`), in this thread.
+
+        Returns:
+            Graphs built.
+
+        Raises:
+            StoreError: read-only or closed store; a storage failure (naming the file).
+        """
+        self._check_writable()
+        with self._mutex:
+            for row in self.meta.collections():
+                self._state(row.info.name).current(self.meta.committed_batch())
+        return self.graph_builder.build_all()
 
     @contextlib.contextmanager
     def _hold(self) -> Iterator[None]:
@@ -585,6 +607,8 @@ class Store:
             if self._closed:
                 return
             self._closed = True
+        self.graph_builder.close()  # outside the mutex: the builder publishes under it
+        with self._mutex:
             for state in self._states.values():
                 state.text.close()
             self._states.clear()

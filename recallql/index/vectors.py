@@ -12,6 +12,8 @@ when the writer opens.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -20,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from recallql.index import graphs
+from recallql.index.ann import AnnGraph
 from recallql.index.connections import fsync_dir
 from recallql.index.errors import StoreError
 from recallql.index.metadata import SegmentRow
@@ -28,9 +32,12 @@ from recallql.index.storage import storage_errors
 
 #: A tier holds segments of factor**t … factor**(t+1)-1 rows; `factor` segments of a tier merge.
 MERGE_FACTOR = 8
-#: Segments above this tier (≥ 8**4 = 4096 rows) are never merged: scanning a few large segments
-#: costs no more than one, and rewriting them would dominate bulk ingest.
-MAX_MERGE_TIER = 3
+#: Segments above this tier (≥ 8**7 ≈ 2.1M rows) are never merged, so a merge rewrites at most
+#: 8 segments of tier 6 (up to ~2M rows); below it the file count is bounded by 7 segments a
+#: tier: at most 7 · 7 + n / 2.1M segments (about 54 at 10M rows; before, appends left a
+#: 4,096-row segment per 4,096 rows without bound). Merged segments get their ANN graph
+#: afterwards (`recallql.index.indexer`).
+MAX_MERGE_TIER = 6
 #: Candidates within this much (absolute cosine) of the coarse n-th score are re-scored exactly.
 REFINE_MARGIN = 1e-4
 #: Smallest accepted vector norm: float32's smallest normal number. Below it every component is a
@@ -40,13 +47,15 @@ MIN_NORM = float(np.finfo(np.float32).tiny)
 
 @dataclass(frozen=True)
 class Segment:
-    """A loaded segment: rowids int64[m] and vectors float32[m, dim] (memory-mapped on disk)."""
+    """A loaded segment: rowids int64[m] and vectors float32[m, dim] (memory-mapped on disk),
+    and its ANN graph when it has one (`recallql.index.graphs`; memory-mapped on disk)."""
 
     file: str
     lo: int
     hi: int
     vecs: np.ndarray
     explicit: np.ndarray | None = None
+    graph: AnnGraph | None = None
 
     @property
     def rowids(self) -> np.ndarray:
@@ -58,6 +67,19 @@ class Segment:
     def rowids_at(self, local: np.ndarray) -> np.ndarray:
         """int64 rowids of the rows at positions `local` of this segment."""
         return self.lo + local.astype(np.int64) if self.explicit is None else self.explicit[local]
+
+    @functools.cached_property
+    def _order(self) -> np.ndarray:
+        assert self.explicit is not None
+        return np.argsort(self.explicit, kind="stable")
+
+    def positions(self, rowids: np.ndarray) -> np.ndarray:
+        """Positions in this segment of `rowids`, which it holds (int64[k])."""
+        rowids = np.asarray(rowids, np.int64)
+        if self.explicit is None:
+            return rowids - self.lo
+        order = self._order
+        return order[np.searchsorted(self.explicit, rowids, sorter=order)]
 
     def eligible(self, mask: np.ndarray) -> np.ndarray:
         """bool[m]: `mask` at this segment's rowids."""
@@ -101,6 +123,7 @@ class SegmentFiles:
         self.directory = directory
         self.dim = dim
         self._memory: dict[str, np.ndarray] = {}
+        self._graphs: dict[str, AnnGraph] = {}  # in memory: graph file -> graph
         self._loaded: dict[str, Segment] = {}
 
     def write(self, name: str, parts: Sequence[np.ndarray]) -> None:
@@ -110,6 +133,63 @@ class SegmentFiles:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         _write_rows(self.directory / name, self.dim, parts)
+
+    def write_graph(self, segment_file: str, graph: AnnGraph, publish: Callable[[], object]
+                    ) -> bool:
+        """Persist the graph of segment `segment_file`: saved and fsynced to a temporary file
+        outside the vector directory (recovery never sees it half-written), then, inside
+        ``publish()`` (a context manager: the caller's writer mutex), renamed into place if
+        the segment is still in the manifest (`publish` returns a true value).
+
+        Returns:
+            Whether the graph was published.
+
+        Raises:
+            StoreError: the file cannot be written (disk full, permissions, I/O), naming it.
+        """
+        name = graphs.graph_name(segment_file)
+        if self.directory is None:
+            with publish() as wanted:  # type: ignore[attr-defined]
+                if wanted:
+                    self._graphs[name] = graph
+                return bool(wanted)
+        building = self.directory.parent / "building"
+        tmp = building / f"{name}.{os.getpid()}.tmp"
+        try:
+            with storage_errors(tmp):
+                building.mkdir(parents=True, exist_ok=True)
+                graph.save(tmp)
+                with publish() as wanted:  # type: ignore[attr-defined]
+                    if wanted:
+                        os.replace(tmp, self.directory / name)
+                        fsync_dir(self.directory)
+                    return bool(wanted)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def graph_path(self, segment_file: str) -> Path | None:
+        """Where the graph of a segment is (or would be) on disk; None in memory."""
+        return None if self.directory is None else self.directory / graphs.graph_name(
+            segment_file)
+
+    def _load_graph(self, segment_file: str) -> AnnGraph | None:
+        name = graphs.graph_name(segment_file)
+        if self.directory is None:
+            return self._graphs.get(name)
+        path = self.directory / name
+        if not path.exists():
+            return None
+        return AnnGraph.open(path, graphs.PARAMS, view=True)
+
+    def with_graph(self, seg: Segment) -> Segment:
+        """`seg` with its graph, when its graph file exists now (the cache is updated)."""
+        graph = self._load_graph(seg.file)
+        if graph is None:
+            return seg
+        seg = dataclasses.replace(seg, graph=graph)
+        if seg.file in self._loaded:
+            self._loaded[seg.file] = seg
+        return seg
 
     def exists(self, name: str) -> bool:
         """Whether a segment file of that name exists."""
@@ -121,17 +201,23 @@ class SegmentFiles:
         """Delete segment files (missing ones are ignored)."""
         for name in names:
             self._loaded.pop(name, None)
+            graph = graphs.graph_name(name) if name.endswith(".npy") else None
             if self.directory is None:
                 self._memory.pop(name, None)
+                self._graphs.pop(graph or "", None)
                 continue
             (self.directory / name).unlink(missing_ok=True)
+            if graph is not None:
+                (self.directory / graph).unlink(missing_ok=True)
         if self.directory is not None and names and self.directory.exists():
             fsync_dir(self.directory)
 
     def remove_orphans(self, known: set[str]) -> list[str]:
-        """Delete files (and temporaries) that the manifest does not name; return their names."""
+        """Delete files (and temporaries) that the manifest does not name (a named segment's
+        graph file is named with it); return their names."""
         if self.directory is None or not self.directory.exists():
             return []
+        known = known | {graphs.graph_name(name) for name in known}
         orphans = sorted(p.name for p in self.directory.iterdir() if p.name not in known)
         self.remove(orphans)
         return orphans
@@ -140,6 +226,8 @@ class SegmentFiles:
         """Open a manifest entry (cached per file; files are immutable)."""
         seg = self._loaded.get(row.file)
         if seg is not None:
+            if seg.graph is None and graphs.wants_graph(row.n):  # built since it was loaded?
+                seg = self.with_graph(seg)
             return seg
         if self.directory is None:
             vecs = self._memory[row.file]
@@ -147,7 +235,7 @@ class SegmentFiles:
             vecs = open_segment(self.directory / row.file, row.n, self.dim)
         blob = rowids()
         explicit = None if blob is None else np.frombuffer(blob, dtype=np.int64)
-        seg = Segment(row.file, row.lo, row.hi, vecs, explicit)
+        seg = Segment(row.file, row.lo, row.hi, vecs, explicit, self._load_graph(row.file))
         self._loaded[row.file] = seg
         return seg
 

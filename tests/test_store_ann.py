@@ -1,0 +1,156 @@
+"""The ANN leg inside the store: graphs of large segments built after the commit, published
+atomically, used by the semantic leg (answers equal the exact scan's), deletes honoured,
+persisted across reopen, verified by check, damage refused on open."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from recallql.index import graphs, semantic
+from recallql.index.errors import StoreError
+from recallql.index.store import Store
+
+DIM = 16
+
+
+@pytest.fixture(autouse=True)
+def small_graphs(monkeypatch):
+    monkeypatch.setattr(graphs, "GRAPH_MIN_ROWS", 64)
+    monkeypatch.setattr(semantic, "EXACT_MAX_ROWS", 50)
+
+
+def unit_rows(n: int, seed: int) -> np.ndarray:
+    m = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def fill(store: Store, n: int = 400, batch: int = 100) -> np.ndarray:
+    store.create_collection("docs", ("body",), {"tenant": str}, dim=DIM)
+    vecs = unit_rows(n, 1)
+    for start in range(0, n, batch):
+        store.ingest("docs", [{"id": f"i{j}", "body": f"row {j}", "tenant": f"t{j % 4}",
+                               "vector": vecs[j]} for j in range(start, start + batch)])
+    return vecs
+
+
+def open_store(tmp_path, **kw) -> Store:
+    store = Store.open(tmp_path / "db", **kw)
+    store.background_graphs = False
+    return store
+
+
+def exact_ids(snap, vec, n=10, allowed=None):
+    rowids, cos, stats = snap.semantic_search(vec, n, allowed, method="exact")
+    assert stats.method == "exact"
+    return [snap.ids[r] for r in rowids], cos
+
+
+def test_graphs_built_and_ann_answers_equal_exact(tmp_path):
+    with open_store(tmp_path) as store:
+        vecs = fill(store)
+        assert store.build_graphs() == 4
+        snap = store.snapshot("docs")
+        assert all(seg.graph is not None for seg in snap.state.segments)
+        for q in unit_rows(20, 7):
+            rowids, cos, stats = snap.semantic_search(q, 10)
+            assert stats.method == "ann" and "ANN with oversampling" in stats.why
+            assert [snap.ids[r] for r in rowids] == exact_ids(snap, q)[0]
+            assert cos.tolist() == exact_ids(snap, q)[1].tolist()  # re-scored exactly
+        assert snap.semantic_topn(vecs[5], 1)[0].tolist() == [5]
+        assert store.check().ok
+
+
+def test_a_small_eligible_set_is_scanned_exactly(tmp_path):
+    with open_store(tmp_path) as store:
+        fill(store)
+        store.build_graphs()
+        snap = store.snapshot("docs")
+        allowed = np.array([int(i[1:]) % 4 == 1 for i in snap.ids])
+        allowed[np.flatnonzero(allowed)[40:]] = False  # 40 rows ≤ EXACT_MAX_ROWS
+        assert snap.eligible_vectors(allowed) == 40
+        _, _, stats = snap.semantic_search(unit_rows(1, 3)[0], 10, allowed)
+        assert stats.method == "exact" and stats.why.startswith("40 eligible rows")
+        forced = snap.semantic_search(unit_rows(1, 3)[0], 10, method="exact")[2]
+        assert forced.why == "USING SEMANTIC (exact)"
+
+
+def test_deleted_rows_are_never_returned_by_the_graph(tmp_path):
+    with open_store(tmp_path) as store:
+        vecs = fill(store)
+        store.build_graphs()
+        store.delete("docs", [f"i{j}" for j in range(0, 400, 2)])
+        snap = store.snapshot("docs")
+        for j in (4, 10, 202):
+            rowids, _, stats = snap.semantic_search(vecs[j], 5, method="ann")
+            assert stats.method.startswith("ann")
+            got = [snap.ids[r] for r in rowids]
+            assert f"i{j}" not in got and got == exact_ids(snap, vecs[j], 5)[0]
+
+
+def test_graphs_persist_and_merged_segments_get_new_ones(tmp_path):
+    with open_store(tmp_path) as store:
+        vecs = fill(store, n=640, batch=80)  # 8 segments of 80 rows: merged into one
+        names = {s.file for s in store.snapshot("docs").state.segments}
+        assert len(names) == 1 and next(iter(names)).startswith("m")
+        assert store.build_graphs() == 1
+        folder = tmp_path / "db" / "collections" / "docs" / "vectors"
+        assert sorted(p.suffix for p in folder.iterdir()) == [".hnsw", ".npy"]
+    with Store.open(tmp_path / "db", readonly=True) as reader:
+        snap = reader.snapshot("docs")
+        assert all(seg.graph is not None for seg in snap.state.segments)
+        rowids, _, stats = snap.semantic_search(vecs[100], 3)
+        assert stats.method == "ann" and snap.ids[rowids[0]] == "i100"
+
+
+def test_background_builder_publishes_graphs(tmp_path):
+    with Store.open(tmp_path / "db") as store:
+        fill(store, n=200)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and graphs_missing(store):
+            time.sleep(0.05)
+        assert not graphs_missing(store)
+        assert store.check().ok
+
+
+def graphs_missing(store: Store) -> bool:
+    state = store._state("docs")
+    return any(s.graph is None for s in state.segments if graphs.wants_graph(len(s.vecs)))
+
+
+def test_a_damaged_graph_is_refused_on_open_and_reported_by_check(tmp_path):
+    with open_store(tmp_path) as store:
+        fill(store)
+        store.build_graphs()
+    graph = sorted((tmp_path / "db" / "collections" / "docs" / "vectors").glob("*.hnsw"))[0]
+    data = graph.read_bytes()
+    graph.write_bytes(data[:64])
+    with pytest.raises(StoreError, match=graph.name):
+        Store.open(tmp_path / "db")
+    from recallql.index.store import check_directory
+
+    report = check_directory(tmp_path / "db")
+    assert not report.ok and any(p.kind == "ann-index" for p in report.problems)
+
+
+def test_a_graph_of_other_rows_is_an_error_for_check(tmp_path):
+    with open_store(tmp_path) as store:
+        fill(store)
+        store.build_graphs()
+        folder = tmp_path / "db" / "collections" / "docs" / "vectors"
+        first, second = sorted(folder.glob("b*.hnsw"))[:2]
+        first.write_bytes(second.read_bytes())  # same row count, other rowids
+        problems = [p for p in store.check().problems if p.kind == "ann-index"]
+        assert len(problems) == 1 and "rowids differ" in problems[0].detail
+
+
+def test_a_segment_without_its_graph_yet_is_a_warning(tmp_path):
+    with open_store(tmp_path) as store:
+        fill(store)
+        report = store.check()
+        assert report.ok
+        assert {p.kind for p in report.problems} == {"no-ann-index"}
+        rowids, _, stats = store.snapshot("docs").semantic_search(unit_rows(1, 2)[0], 5)
+        assert stats.method == "exact" and "no segment has an ANN index" in stats.why
