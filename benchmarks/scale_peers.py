@@ -9,7 +9,7 @@
   defaults). Hybrid = vector + FTS fused by LanceDB's `RRFReranker(K=60)`.
 - `RecallqlScale`: a recallql database with a ``chunks`` collection (text field ``body``,
   declared fields ``tenant`` and ``session``, 384-d vectors supplied), ingested in batches of
-  20,000 items.
+  20,000 items, then its ANN graphs finished (`Store.build_graphs`) before it is measured.
 
 Databases live under ``<cache>/db/`` (see `benchmarks.scale_data.path_for`); a ``.complete``
 marker says a build finished. recallql databases are keyed by a hash of the storage layer's
@@ -159,6 +159,7 @@ class RecallqlScale:
                 block = vecs[start:start + len(chunk)]
                 db.ingest(COLLECTION, [dict(c, vector=block[i]) for i, c in enumerate(chunk)])
                 start += len(chunk)
+            db.store.build_graphs()  # what the background builder would finish meanwhile
 
     def ids(self, statement: str, **params: object) -> list[str]:
         """Ids of the rows of one statement."""
