@@ -82,3 +82,24 @@ def test_random_growth_matches_comparison(seed, monkeypatch):
         wanted = rng.choice(30, int(rng.integers(1, 4)), replace=False).tolist()
         got = cp.rows(codes[:size], 30, wanted)
         assert got.tolist() == np.flatnonzero(np.isin(codes[:size], wanted)).tolist()
+
+
+def test_equality_and_in_filters_go_through_the_columns_postings():
+    from recallql.index.columns import StrColumn
+    from recallql.index.filters import Cmp, In, Not, filter_mask
+
+    rng = np.random.default_rng(5)
+    values = [None if x == 0 else f"t{x}" for x in rng.integers(0, 30, 5000)]
+    column = StrColumn()
+    column.extend(values[:4000])
+    lookup = {"tenant": column}.__getitem__
+    truth = np.array([v == "t7" for v in values[:4000]])
+    assert np.array_equal(filter_mask(Cmp("tenant", "=", "t7"), lookup, 4000), truth)
+    assert column.postings._base is not None and column.postings._base.size == 4000
+    column.extend(values[4000:])  # the rows appended since are the tail
+    for expr, want in [(Cmp("tenant", "=", "t7"), lambda v: v == "t7"),
+                       (In("tenant", ("t3", "t29", "nope")), lambda v: v in ("t3", "t29")),
+                       (Cmp("tenant", "=", "nope"), lambda v: False),
+                       (Not(In("tenant", ("t3",))), lambda v: v is not None and v != "t3")]:
+        mask = filter_mask(expr, lookup, 5000)
+        assert np.array_equal(mask, np.array([bool(want(v)) for v in values])), expr

@@ -15,6 +15,7 @@ from typing import cast
 import numpy as np
 from numpy.typing import DTypeLike
 
+from recallql.index.postings import ColumnPostings
 from recallql.index.schema import FieldType
 
 MISSING = -1
@@ -137,6 +138,7 @@ class StrColumn(Column):
     def __init__(self, pool: StrPool | None = None):
         self.pool = pool or StrPool()
         self._codes = Buffer(np.int32)
+        self.postings = ColumnPostings()
 
     def extend(self, values: list[object]) -> None:
         code = self.pool.code
@@ -151,6 +153,16 @@ class StrColumn(Column):
     def where(self, predicate: Callable[[str], bool], size: int) -> np.ndarray:
         """bool[size]: rows whose value satisfies `predicate` (missing → False)."""
         return self.pool.gather(predicate, self.codes(size))
+
+    def equal_rows(self, values: Iterable[str], size: int) -> np.ndarray:
+        """int64[m] ascending rowids (< `size`) whose value is one of `values`: a dictionary
+        lookup per value and a slice of the per-value postings (`recallql.index.postings`),
+        whatever the number of rows or distinct values."""
+        index = self.pool.index
+        wanted = sorted({index[v] for v in values if v in index})
+        if not wanted:
+            return np.zeros(0, np.int64)
+        return self.postings.rows(self.codes(size), len(self.pool.vocab), wanted)
 
     def get(self, row: int) -> str | None:
         code = int(self._codes.view(row + 1)[row])

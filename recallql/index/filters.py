@@ -9,7 +9,9 @@ Fields: the collection's declared fields plus ``id``, ``doc_id``, ``entity`` (st
 (int) and ``created_at`` (timestamp). Timestamps compare as epoch seconds UTC and accept
 datetimes, ISO-8601 strings or epoch seconds. On a ``list[str]`` field, `Contains` tests
 membership and `In` / `Cmp('=')` / `Like` hold when any element matches. `Like` is SQL LIKE
-(``%`` any run, ``_`` one character, ``\\`` escapes), case-sensitive.
+(``%`` any run, ``_`` one character, ``\\`` escapes), case-sensitive. Equality and ``IN`` on
+a declared str field resolve by dictionary lookup and the field's per-value postings
+(`recallql.index.postings`), not by a test per row or per distinct value.
 """
 
 from __future__ import annotations
@@ -182,7 +184,15 @@ def _predicate(column: Column, test: Callable[[str], bool], size: int) -> np.nda
     raise AssertionError("numeric columns are vectorised")
 
 
+def _rows_mask(rows: np.ndarray, size: int) -> np.ndarray:
+    mask = np.zeros(size, bool)
+    mask[rows] = True
+    return mask
+
+
 def _cmp(column: Column, op: str, value: object, size: int) -> np.ndarray:
+    if type(column) is StrColumn and op in ("=", "=="):  # postings: no per-value test
+        return _rows_mask(column.equal_rows([value], size), size)  # type: ignore[list-item]
     fn = OPS[op]
     if isinstance(column, NumberColumn):
         return np.asarray(fn(column.values(size), value), bool)
@@ -206,6 +216,8 @@ def _leaf(expr: FilterExpr, column: Column, size: int) -> np.ndarray:
         values: list[Any] = [_coerce(column, v, name) for v in expr.values if v is not None]
         if isinstance(column, NumberColumn):
             return np.isin(column.values(size), values)
+        if type(column) is StrColumn:  # (not derived columns: their SAME rows have no code)
+            return _rows_mask(column.equal_rows(values, size), size)
         wanted = set(values)
         return _predicate(column, wanted.__contains__, size)
     if isinstance(expr, Like | Contains):
