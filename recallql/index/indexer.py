@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from recallql.index import graphs
+from recallql.index import checkpoint, graphs
 from recallql.index.errors import StoreError
 
 if TYPE_CHECKING:
@@ -39,6 +39,12 @@ def missing(state: CollectionState) -> list[Segment]:
     """The segments of `state` that should have a graph and do not (largest first)."""
     todo = [s for s in state.segments if s.graph is None and graphs.wants_graph(len(s.vecs))]
     return sorted(todo, key=lambda s: -len(s.vecs))
+
+
+def checkpoint_due(state: CollectionState) -> bool:
+    """Whether enough rows were committed since the newest column checkpoint."""
+    return (state.files.directory is not None
+            and state.size - checkpoint.newest(state) >= checkpoint.CHECKPOINT_ROWS)
 
 
 def clear_building(collection_dir: Path | None) -> None:
@@ -103,8 +109,18 @@ class GraphBuilder:
                               stacklevel=1)
 
     def build_all(self, background: bool = False) -> int:
-        """Build and publish every missing graph of the open collections; returns how many
+        """Build and publish every missing graph of the open collections, then write the
+        column checkpoints that are due (`recallql.index.checkpoint`); returns how many graphs
         were published."""
+        done = self._graphs()
+        with self._mutex:
+            due = [(s, *checkpoint.capture(s)) for s in self._states() if checkpoint_due(s)]
+        for state, rows, parts in due:
+            if not self._stop:
+                checkpoint.write(state, rows, parts)
+        return done
+
+    def _graphs(self) -> int:
         done, tried = 0, set[tuple[int, str]]()
         while not self._stop:
             work = self._next(tried)

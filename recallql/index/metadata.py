@@ -333,6 +333,19 @@ class MetadataStore:
             raise FileNotFoundError(file)
         return row[0]
 
+    def live_rows(self, collection_id: int, ids: Sequence[str], size: int) -> dict[str, int]:
+        """The live rowid (< `size`) of each of `ids` that has one, from the ``items_live_id``
+        index, read on the write connection (the writer's committed state)."""
+        found: dict[str, int] = {}
+        wanted = list(dict.fromkeys(ids))
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update((item, row) for item, row in self.write.execute(
+                f"SELECT item_id, row FROM items WHERE collection_id = ? AND item_id IN "
+                f"({marks}) AND dead_batch IS NULL AND row < ?", (collection_id, *chunk, size)))
+        return found
+
     def fetch(self, collection_id: int, rows: Sequence[int]) -> dict[int, tuple[str, str | None]]:
         """Text JSON and fields JSON of the given rowids."""
         out: dict[int, tuple[str, str | None]] = {}

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import tantivy
 
-from recallql.index import semantic
+from recallql.index import checkpoint, semantic
 from recallql.index import text as text_index
 from recallql.index.columns import (
     Buffer,
@@ -55,6 +55,9 @@ REFRESH_ATTEMPTS = 8
 #: Refreshes tried before giving up on a batch-consistent searcher (a writer committing faster
 #: than a refresh completes); with the backoff below this is about two seconds.
 PIN_ATTEMPTS = 60
+#: A writer looks ids up in SQLite while they are fewer than 1/LOOKUP_SHARE of the rows;
+#: more, and it builds the id → rowid map of every row once (1 s at 1M rows).
+LOOKUP_SHARE = 8
 #: After loading this many rows at once, freed heap memory is handed back to the OS.
 BULK_ROWS = 50_000
 
@@ -150,6 +153,8 @@ class CollectionState:
             try:
                 with self.meta.read_transaction() as conn:
                     head = self._read_head(conn)
+                    if self.size == 0 and self.seq < 0:  # first load: columns from a file
+                        self._restore(head.size)
                     self._read_rows(conn, head.size)
                 break
             except FileNotFoundError:
@@ -170,6 +175,13 @@ class CollectionState:
             "SELECT row FROM items WHERE collection_id = ? AND dead_batch > ?",
             (self.id, max(self.seq, 0)))]
         return _Head(seq, row.next_row, dead, self._segments(conn))
+
+    def _restore(self, committed_rows: int) -> None:
+        """Load the newest column checkpoint (`recallql.index.checkpoint`): rows
+        ``0 … R-1`` without reading them from SQLite (their tombstones come with the head)."""
+        rows = checkpoint.restore(self, committed_rows)
+        if rows:
+            self.size, self.live = rows, np.ones(rows, bool)
 
     def _read_rows(self, conn, size: int) -> None:
         """Append rows ``self.size … size-1`` from SQLite, in chunks (bounded memory)."""
@@ -261,7 +273,11 @@ class CollectionState:
             self._id_rows.update((str(item), row) for row, item in enumerate(ids, first))
 
     def live_rows(self, ids: Sequence[str]) -> dict[str, int]:
-        """The live rowid of each of `ids` that has one (state must be current)."""
+        """The live rowid of each of `ids` that has one (state must be current: the writer's,
+        under the writer lock). A few ids are looked up in SQLite's ``items_live_id`` index;
+        many, in an id → rowid map of every row built on first use and kept up to date."""
+        if self._id_rows is None and len(ids) * LOOKUP_SHARE < self.size:
+            return self.meta.live_rows(self.id, ids, self.size)
         if self._id_rows is None:
             values = self.columns["id"].values(self.size)  # type: ignore[attr-defined]
             self._id_rows = dict(zip(values, range(self.size), strict=True))

@@ -420,12 +420,13 @@ class Store:
             state.text.close()
             raise
         batches.merge_segments(state, self.meta)
-        if self.background_graphs and indexer.missing(state):
+        if self.background_graphs and (indexer.missing(state) or indexer.checkpoint_due(state)):
             self.graph_builder.kick()
 
     def build_graphs(self) -> int:
-        """Build now the ANN graph of every large vector segment that has none yet (what the
-        background builder does after writes; `recallql.index.indexer`), in this thread.
+        """Build now the ANN graph of every large vector segment that has none yet, and the
+        column checkpoints that are due (what the background builder does after writes;
+        `recallql.index.indexer`, `recallql.index.checkpoint`), in this thread.
 
         Returns:
             Graphs built.
