@@ -12,17 +12,24 @@ collection, and exposes `sessions` and `messages`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from recallql.engine.analyzer import BUILTIN_FIELDS
 from recallql.engine.engine import QueryEngine
+from recallql.engine.legs import LegBatches
 from recallql.engine.models import Explain, Result
+from recallql.engine.plan import QueryPlan
 from recallql.grammar.errors import QueryError
 from recallql.importers.hermes_store import HermesFormatError, HermesStoreBusy
 from recallql.index import embedders as emb
@@ -41,8 +48,10 @@ from recallql.index.snapshot import CollectionSnapshot
 from recallql.index.store import META_FILE, Store, check_same
 from recallql.sessions.input import SessionError
 from recallql.sessions.lifecycle import Sessions
+from recallql.sessions.lineage import SessionRow
 from recallql.sessions.messages import COLLECTION as MESSAGES
 from recallql.sessions.messages import Messages, session_item_ids
+from recallql.sessions.models import SessionSnapshot, SessionState
 from recallql.sessions.signals import SignalPolicy
 
 if TYPE_CHECKING:
@@ -148,6 +157,8 @@ class Database:
         self.sessions = Sessions(_SessionStore(store), signal_policy, clock)
         self.messages = Messages(self, clock)
         self._engine = QueryEngine(self, clock)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         self._embedders: dict[str, emb.Embedder | None] = {}
         resolved = emb.resolve(embedder)
         for name, (text_fields, fields) in BUILTIN_COLLECTIONS.items():
@@ -337,6 +348,74 @@ class Database:
                                      text=stmt.source, span=(0, len(stmt.source)))
         return self._engine.explain(stmt, analyze=analyze, verbose=verbose)
 
+    def plan(self, text: str, /, *args: object, **params: object) -> QueryPlan:
+        """Plan a SEARCH, RETRIEVE or EXPLAIN statement without running it.
+
+        The plan is plain data (`QueryPlan`, pydantic: `plan.model_dump_json()` and
+        `QueryPlan.model_validate_json(...)` round-trip it): `now` (read once, here), the
+        candidate window, the legs with their terms, query vector (the MATCHING text is embedded
+        here) and filter, and the operators above them. Run it with
+        ``recallql.merge(plan, db.run_legs(plan), db)``, which is what `execute` does.
+
+        Raises:
+            QueryError: as `execute`; also when `text` is not a SEARCH, RETRIEVE or EXPLAIN.
+            StoreError: the database is closed.
+        """
+        self.store.check_open()
+        return self._engine.plan(text, *args, **params)
+
+    def run_legs(self, plan: QueryPlan) -> LegBatches:
+        """Run a plan's retrieval legs on the collection's current snapshot.
+
+        Returns:
+            `LegBatches`: per leg the item ids, rowids, exact float64 raw scores and ranks of
+            its candidates; the features the operators above the legs read for them; the
+            snapshot's batch number. `to_json()` / `LegBatches.from_json()` round-trip them.
+
+        Raises:
+            QuerySemanticError: a filter that cannot be evaluated.
+            ExecutionError: a leg failed (names the operator).
+            StoreError: the database is closed, or the collection is unknown.
+        """
+        self.store.check_open()
+        return self._engine.run_legs(plan)
+
+    def leg_pool(self) -> ThreadPoolExecutor:
+        """The threads that run a statement's legs concurrently (created on first use, shut
+        down by `close`)."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recallql-leg")
+            return self._pool
+
+    # -- what merge reads (recallql.engine.merging.MergeSource) ----------------------------------
+
+    def session_state(self, session_id: str, now_ts: float
+                      ) -> tuple[SessionState, SessionSnapshot] | None:
+        """A session's boost inputs and snapshot at `now_ts` (None: no such session)."""
+        return self.sessions.state(session_id, now_ts)
+
+    def entity_sums(self, entities: list[str], names: list[str], now_ts: float
+                    ) -> dict[str, dict[str, float]]:
+        """Cross-session decayed signal sums `{name: {entity: sum}}` at `now_ts`."""
+        return self.sessions.entity_sums(entities, names, now_ts)
+
+    @contextlib.contextmanager
+    def lineage_rows(self) -> Iterator[Callable[[str], SessionRow | None]]:
+        """Session rows for one statement's lineage walk, in one read transaction."""
+        with self.read_transaction() as conn:
+            yield self.sessions.fetcher(conn)
+
+    def fetch_rows(self, collection: str, rowids: np.ndarray, batch: int
+                   ) -> list[dict[str, Any]]:
+        """The stored fields of rows by rowid (rows never change once written, and rowids are
+        never reused, so any snapshot at or after `batch` gives the same values)."""
+        return self.snapshot(collection).fetch(rowids)
+
+    def bm25_explanation(self, collection: str, terms: list[str], rowid: int, batch: int) -> str:
+        """tantivy's BM25 explanation of `terms` for one row, as JSON text."""
+        return self.snapshot(collection).explain_bm25(terms, rowid)
+
     def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """A consistent read view of the metadata store (sessions, signals)."""
         return self.store.meta.read_transaction()
@@ -359,7 +438,11 @@ class Database:
         return import_hermes(self, path, progress=progress, batch_size=batch_size)
 
     def close(self) -> None:
-        """Close the database (releases the writer lock)."""
+        """Close the database (releases the writer lock; stops the leg threads)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         self.store.close()
 
     def __enter__(self) -> Database:

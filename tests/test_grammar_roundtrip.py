@@ -38,7 +38,7 @@ def test_fixture_covers_every_clause_and_literal() -> None:
         " IN (", "NOT IN", "BETWEEN", "NOT BETWEEN", " LIKE ", "NOT LIKE", "CONTAINS",
         "IS NULL", "IS NOT NULL", " AND ", " OR ", "NOT (", "FOR SESSION", "WITH RECENCY (",
         "WITHOUT RECENCY", "WITH SESSION BOOST (", "WITH SIGNAL BOOST (", "WITHOUT SIGNAL BOOST",
-        "FUSE RRF (k", "GROUP BY DOCUMENT", "GROUP BY CONVERSATION (budget", "AS OF TIMESTAMP",
+        "FUSE RRF (k", "weights = (lexical", "GROUP BY DOCUMENT", "GROUP BY CONVERSATION (budget", "AS OF TIMESTAMP",
         "LIMIT", "OFFSET", "RETRIEVE 10 FROM", "RETRIEVE FROM", "EXPLAIN ANALYZE VERBOSE FORMAT",
         "SHOW COLLECTIONS", "SHOW SESSIONS WHERE", "SHOW SESSION ", "SHOW LINEAGE", "DESCRIBE",
         "''", " DAYS", " HOURS", " MINUTES", " SECONDS", "TRUE", "FALSE", "NULL", "0.5", "-1.25",

@@ -14,14 +14,15 @@ import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
+from recallql.engine.plan import LegKind
 from recallql.engine.scoring import DecayShape
 from recallql.grammar import nodes as n
 from recallql.grammar import statements as s
-from recallql.grammar.errors import ParameterError, QuerySemanticError
+from recallql.grammar.errors import ParameterError, QueryError, QuerySemanticError
 from recallql.index import filters as f
 from recallql.index.schema import CollectionInfo, FieldType
 
@@ -71,6 +72,7 @@ class QuerySpec:
     recency: RecencySpec | None
     k: float
     window: int
+    weights: tuple[tuple[str, float], ...]
     group_by: str | None
     budget: int
     as_of: datetime | None
@@ -79,8 +81,8 @@ class QuerySpec:
 
 
 def _fail(stmt: s.StatementBase, node: n.Node, message: str, hint: str | None = None,
-          cls: type = QuerySemanticError) -> None:
-    raise cls(message, text=stmt.source, span=tuple(node.span), hint=hint)
+          cls: type[QueryError] = QuerySemanticError) -> NoReturn:
+    raise cls(message, text=stmt.source, span=node.span, hint=hint)
 
 
 def did_you_mean(name: str, options: list[str]) -> str | None:
@@ -174,15 +176,48 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
         recency=_recency(stmt, fields, info.text_fields),
         k=_number(stmt, stmt.fuse.k if stmt.fuse else None, "k") or DEFAULT_RRF_K,
         window=_whole(stmt, stmt.fuse.window if stmt.fuse else None, "window", DEFAULT_WINDOW),
+        weights=_fuse_weights(stmt),
         group_by=group_by,
         budget=_whole(stmt, stmt.group_by.budget if stmt.group_by else None, "budget",
                       DEFAULT_BUDGET),
-        as_of=stmt.as_of.value if stmt.as_of is not None else None,
+        as_of=stmt.as_of.value if isinstance(stmt.as_of, n.TimestampLiteral) else None,
         limit=DEFAULT_LIMIT if limit is None else limit,
         offset=stmt.offset_value,
     )
     _check_total(stmt, spec)
     return spec
+
+
+#: The legs a statement runs for each USING mode (their names are what FUSE weights name).
+USING_LEGS = {"hybrid": (LegKind.LEXICAL.value, LegKind.SEMANTIC.value),
+              "lexical": (LegKind.LEXICAL.value,), "semantic": (LegKind.SEMANTIC.value,)}
+
+
+def _fuse_weights(stmt: s.Search | s.Retrieve) -> tuple[tuple[str, float], ...]:
+    """`FUSE RRF (weights = (leg = w, ...))` as `(leg, w)` pairs, in the order written.
+
+    Leg names are those of the language's legs (`lexical`, `semantic`); a leg not named
+    weighs 1. A weight for a leg the statement does not run (USING) is allowed and unused.
+    """
+    node = stmt.fuse.weights if stmt.fuse else None
+    if not isinstance(node, s.OptionList):
+        return ()
+    known = list(USING_LEGS["hybrid"])
+    weights = []
+    for item in node.items:
+        if item.name.name not in known:
+            _fail(stmt, item.name, f"unknown leg '{item.name.name}' in FUSE weights",
+                  did_you_mean(item.name.name, known))
+        weights.append((item.name.name, _number(stmt, item.value, "FUSE weight") or 0.0))
+    running = USING_LEGS[stmt.using.mode if stmt.using else "hybrid"]
+    total = sum(dict(weights).get(leg, 1.0) for leg in running)
+    if total == 0.0:
+        _fail(stmt, node, "every leg this statement runs has FUSE weight 0; relevance would be "
+              "0/0", "give some leg a weight > 0, or drop the weights")
+    if not math.isfinite(total):
+        _fail(stmt, node, "the FUSE weights add up to more than the largest float",
+              "use weights of a sensible size, e.g. (lexical = 2, semantic = 1)")
+    return tuple(weights)
 
 
 def _vector(stmt: s.Search | s.Retrieve, info: CollectionInfo) -> np.ndarray | None:
@@ -284,14 +319,14 @@ def _where(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldT
     if isinstance(pred, n.Comparison):
         return _comparison(stmt, pred, name, kind)
     if isinstance(pred, n.InList):
-        expr = f.In(name, tuple(_value(stmt, v, kind, name) for v in pred.values))
-        return f.Not(expr) if pred.negated else expr
+        within = f.In(name, tuple(_value(stmt, v, kind, name) for v in pred.values))
+        return f.Not(within) if pred.negated else within
     if isinstance(pred, n.Between):
         if kind in (FieldType.BOOL, FieldType.LIST_STR):
             _fail(stmt, pred.field, f"BETWEEN does not apply to {kind.value} field '{name}'")
-        expr = f.Between(name, _value(stmt, pred.low, kind, name),
-                         _value(stmt, pred.high, kind, name))
-        return f.Not(expr) if pred.negated else expr
+        between = f.Between(name, _value(stmt, pred.low, kind, name),
+                            _value(stmt, pred.high, kind, name))
+        return f.Not(between) if pred.negated else between
     if isinstance(pred, n.Like):
         if kind not in (FieldType.STR, FieldType.LIST_STR):
             _fail(stmt, pred.field, f"LIKE needs a string field; '{name}' is {kind.value}")
@@ -342,12 +377,12 @@ _TYPE_WORDS = {
 }
 
 
-def _value(stmt: s.StatementBase, node: Any, kind: FieldType, name: str) -> Any:
+def _value(stmt: s.StatementBase, node: n.Node, kind: FieldType, name: str) -> Any:
     if isinstance(node, n.Parameter):  # pragma: no cover - bind() runs first
         _fail(stmt, node, f"parameter {node.label} is not bound", cls=ParameterError)
     if not isinstance(node, _ACCEPTS[kind]):
         _fail(stmt, node, f"field '{name}' is {kind.value}; expected {_TYPE_WORDS[kind]}")
-    value = node.value
+    value = getattr(node, "value")  # noqa: B009 - every accepted literal has a value
     if kind is FieldType.TIMESTAMP and isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.replace("Z", "+00:00"))

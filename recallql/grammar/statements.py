@@ -28,13 +28,32 @@ from recallql.grammar.nodes import (
 )
 
 __all__ = [
-    "Option", "OptionValue", "Using", "RecencyBoost", "NoRecency", "SessionBoost", "SignalBoost",
+    "Option", "OptionValue", "NamedValue", "OptionList", "Using", "RecencyBoost", "NoRecency",
+    "SessionBoost", "SignalBoost",
     "NoSignalBoost", "Boost", "Fuse", "GroupBy", "Search", "Retrieve", "Explain",
     "ShowCollections", "ShowSessions", "ShowSession", "ShowLineage", "Describe", "Statement",
     "QueryStatement", "StatementBase",
 ]  # fmt: skip
 
-OptionValue = tagged(*SCALAR_TYPES, Parameter, Duration, Identifier)
+class NamedValue(Node):
+    """``name = value`` inside an option's list, e.g. ``lexical = 1.0`` in
+    ``weights = (lexical = 1.0, semantic = 0.5)``."""
+
+    kind: Literal["named_value"] = Field(default="named_value", repr=False)
+
+    name: Identifier
+    value: tagged(*SCALAR_TYPES, Parameter)  # type: ignore[valid-type]
+
+
+class OptionList(Node):
+    """``(name = value, ...)`` as an option's value (``FUSE RRF (weights = (...))``)."""
+
+    kind: Literal["option_list"] = Field(default="option_list", repr=False)
+
+    items: tuple[NamedValue, ...] = ()
+
+
+OptionValue = tagged(*SCALAR_TYPES, Parameter, Duration, Identifier, OptionList)
 
 
 class Option(Node):
@@ -140,7 +159,8 @@ Boost = tagged(RecencyBoost, NoRecency, SessionBoost, SignalBoost, NoSignalBoost
 
 
 class Fuse(_WithOptions):
-    """``FUSE RRF [(k = n)]``: reciprocal rank fusion of the legs."""
+    """``FUSE RRF [(k = n, window = n, weights = (leg = w, ...))]``: reciprocal rank fusion of
+    the legs, optionally weighted per leg."""
 
     kind: Literal["fuse"] = Field(default="fuse", repr=False)
 
@@ -155,6 +175,11 @@ class Fuse(_WithOptions):
     def window(self) -> OptionValue | None:
         """The candidate window N of each leg (whole number > 0), or None."""
         return self.option("window")
+
+    @property
+    def weights(self) -> OptionValue | None:
+        """The per-leg weights (an `OptionList` of ``leg = number >= 0``), or None."""
+        return self.option("weights")
 
 
 class GroupBy(_WithOptions):
