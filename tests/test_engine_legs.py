@@ -193,3 +193,14 @@ def test_a_plan_naming_an_unknown_leg_operator_fails_clearly(db):
         update={"operator": "NoSuchScan"}))})
     with pytest.raises(ValueError, match="unknown leg operator 'NoSuchScan'"):
         db.run_legs(bad)
+
+
+def test_when_the_legs_left_all_weigh_zero_every_share_is_zero(db):
+    """A text of stopwords drops the lexical leg; the semantic leg weighs 0: relevance 0, the
+    rows ordered by the total order (best cosine first) — never 0/0."""
+    result = db.execute("SEARCH kb MATCHING 'the of' NEAR :v WITHOUT RECENCY "
+                        "FUSE RRF (weights = (semantic = 0)) LIMIT 3", v=q(vec(1, 0.1, 0, 0)))
+    assert [w.code for w in result.warnings] == [Reason.LEXICAL_LEG_EMPTY]
+    assert [r.score for r in result.rows] == [0.0, 0.0, 0.0]
+    cosines = [r.reasons[0].cosine for r in result.rows]
+    assert cosines == sorted(cosines, reverse=True) and result.rows[0].reasons[0].rank == 1

@@ -148,3 +148,28 @@ def test_entities_of_rows_whose_entity_defaults(db):
     assert features.entities.tolist() == ["E3", "i0", "D2", "E1", "i0"]
     assert snap.values("doc_id", rows) == ["D3", "i0", "D2", "i1", "i0"]
     assert snap.values("id", rows) == ["i3", "i0", "i2", "i1", "i0"]
+
+
+def test_features_of_two_shards_concatenate_like_one_table(db):
+    """A coordinator's gather: features of two halves (rowids re-keyed) concatenate into the
+    features of the whole, keyword counts included."""
+    from recallql.engine.features import concat_features
+
+    rng = np.random.default_rng(5)
+    db.ingest("r", random_items(rng, 80))
+    snap = db.snapshot("r")
+    spec = FeatureSpec(strings=True, entities=True, recency="created_at")
+    rows = np.arange(snap.size, dtype=np.int64)
+    whole = gather_features(snap, rows, spec)
+    halves = [features_from_wire(features_to_wire(gather_features(snap, part, spec)))
+              for part in (rows[1::2], rows[::2])]
+    both = concat_features(halves)
+    assert both.rowid.tolist() == rows.tolist()
+    assert both.ids.tolist() == whole.ids.tolist()
+    assert both.entities.tolist() == whole.entities.tolist()
+    assert np.array_equal(both.recency, whole.recency, equal_nan=True)
+    keys = ("backup", "ops", "été")
+    assert kw.keyword_matches(both.strings, len(both), keys).tolist() == \
+        kw.keyword_matches(whole.strings, len(whole), keys).tolist()
+    with pytest.raises(ValueError, match="re-key"):
+        concat_features([halves[0], halves[0]])

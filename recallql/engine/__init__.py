@@ -26,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "run_legs": "recallql.engine.legs",
     "competition_ranks": "recallql.engine.legs",
     "Features": "recallql.engine.features",
+    "concat_features": "recallql.engine.features",
     "Strings": "recallql.engine.features",
     "merge": "recallql.engine.merging",
     "merge_outcome": "recallql.engine.merging",

@@ -167,6 +167,71 @@ def empty_features() -> Features:
                     compacted=np.zeros(0, bool))
 
 
+def concat_features(parts: Sequence[Features]) -> Features:
+    """The rows of several feature tables in one, ascending rowid (a coordinator gathering
+    shards: it re-keys each shard's rowids to be unique first, e.g. `shard << 40 | rowid`).
+    Strings are materialised; coded fields get one merged vocabulary.
+
+    Raises:
+        ValueError: a rowid occurs twice, or the tables do not carry the same columns.
+    """
+    if not parts:
+        return empty_features()
+    rowid = np.concatenate([p.rowid for p in parts])
+    order = np.argsort(rowid, kind="stable")
+    if rowid.shape[0] > 1 and (np.diff(rowid[order]) == 0).any():
+        raise ValueError("a rowid occurs in two feature tables (re-key shard rowids first)")
+
+    def strs(get: Callable[[Features], Strings | None]) -> Strings | None:
+        cols = [get(p) for p in parts]
+        if all(c is None for c in cols):
+            return None
+        if any(c is None for c in cols):
+            raise ValueError("the feature tables carry different columns")
+        return Strings.of([v for c in cols for v in c.tolist()]).take(order)  # type: ignore[union-attr]
+
+    def arrays(get: Callable[[Features], np.ndarray | None]) -> np.ndarray | None:
+        cols = [get(p) for p in parts]
+        if all(c is None for c in cols):
+            return None
+        if any(c is None for c in cols):
+            raise ValueError("the feature tables carry different columns")
+        return np.concatenate(cols)[order]  # type: ignore[arg-type]
+
+    names = set(parts[0].strings)
+    if any(set(p.strings) != names for p in parts):
+        raise ValueError("the feature tables carry different string fields")
+    ids, doc_ids = strs(lambda p: p.ids), strs(lambda p: p.doc_ids)
+    assert ids is not None and doc_ids is not None
+    positions = arrays(lambda p: p.positions)
+    assert positions is not None
+    return Features(
+        rowid=rowid[order], ids=ids, doc_ids=doc_ids, positions=positions,
+        entities=strs(lambda p: p.entities), recency=arrays(lambda p: p.recency),
+        strings={name: _concat_coded([p.strings[name] for p in parts], order)
+                 for name in sorted(names)},
+        session_ids=strs(lambda p: p.session_ids), compacted=arrays(lambda p: p.compacted))
+
+
+def _concat_coded(cols: list[StringField], order: np.ndarray) -> StringField:
+    """Coded fields of several tables with one merged vocabulary, rows in `order`."""
+    merged: dict[str, int] = {}
+    codes, counts = [], []
+    for col in cols:
+        vocab = col.pool.vocab
+        used = np.unique(col.codes[col.codes >= 0])
+        remap = np.full(len(vocab) + 1, -1, np.int64)  # code -1 (missing) picks the last: -1
+        remap[used] = [merged.setdefault(vocab[c], len(merged)) for c in used.tolist()]
+        codes.append(remap[col.codes])
+        if isinstance(col, CodedLists):
+            counts.append(col.counts)
+    pool = Vocabulary(list(merged))
+    flat = np.concatenate(codes)
+    if not counts:
+        return Coded(pool, flat[order])
+    return CodedLists(pool, np.concatenate(counts), flat).take(order)
+
+
 # -- wire form -----------------------------------------------------------------------------------
 
 

@@ -55,7 +55,7 @@ def _describe(db: Any, stmt: s.Describe, now_ts: float) -> tuple:
     if info is None:
         close = difflib.get_close_matches(stmt.collection.name, list(catalog), n=1)
         raise QuerySemanticError(f"unknown collection '{stmt.collection.name}'",
-                                 text=stmt.source, span=tuple(stmt.collection.span),
+                                 text=stmt.source, span=stmt.collection.span,
                                  hint=f"did you mean '{close[0]}'?" if close else None)
     records = [{"field": t, "type": "text", "role": "BM25 text (concatenated)"}
                for t in info.text_fields]
@@ -71,13 +71,18 @@ def _describe(db: Any, stmt: s.Describe, now_ts: float) -> tuple:
 def _show_sessions(db: Any, stmt: s.ShowSessions, now_ts: float) -> tuple:
     test = _predicate(stmt, stmt.where) if stmt.where is not None else (lambda row: True)
     rows = [r for r in db.sessions.rows() if test(r) is True]
-    offset = stmt.offset.value if stmt.offset is not None else 0
-    end = None if stmt.limit is None else offset + stmt.limit.value
+    offset = _whole(stmt.offset, 0)
+    end = None if stmt.limit is None else offset + _whole(stmt.limit, 0)
     rows = rows[offset:end]
     cols = ["id", "agent_id", "status", "source", "parent_session_id", "end_reason",
             "started_at", "ended_at", "title"]
     records = [{c: (_iso(r[c]) if c in _TIME_FIELDS else r[c]) for c in cols} for r in rows]
     return cols, records, None
+
+
+def _whole(node: Any, default: int) -> int:
+    """A bound LIMIT / OFFSET value (`bind` replaced its parameter by an IntegerLiteral)."""
+    return default if node is None else int(node.value)
 
 
 def _session_id(stmt: Any) -> str:
@@ -91,7 +96,7 @@ def _show_session(db: Any, stmt: s.ShowSession, now_ts: float) -> tuple:
         snap = db.sessions.snapshot(_session_id(stmt), as_of=now_ts)
     except SessionNotFound:
         raise QuerySemanticError(f"no session '{_session_id(stmt)}'", text=stmt.source,
-                                 span=tuple(stmt.session.span)) from None
+                                 span=stmt.session.span) from None
     record = snap.model_dump(mode="json")
     return list(record), [record], snap
 
@@ -105,7 +110,7 @@ def _show_lineage(db: Any, stmt: s.ShowLineage, now_ts: float) -> tuple:
         chain = resolver.chain(_session_id(stmt), max_steps=LINEAGE_SHOW_STEPS)
         if chain and chain[0][0] is None:
             raise QuerySemanticError(f"no session '{_session_id(stmt)}'", text=stmt.source,
-                                     span=tuple(stmt.session.span))
+                                     span=stmt.session.span)
         records = [_lineage_record(depth, row, verdict, resolver)
                    for depth, (row, verdict) in enumerate(chain)]
     cols = ["depth", "session_id", "parent_session_id", "source", "end_reason", "edge",
@@ -154,7 +159,7 @@ def _predicate(stmt: s.StatementBase, pred: n.Predicate) -> Callable[[dict], boo
     if name not in SESSION_FIELDS:
         close = difflib.get_close_matches(name, SESSION_FIELDS, n=1)
         raise QuerySemanticError(f"unknown session field '{name}'", text=stmt.source,
-                                 span=tuple(pred.field.span),  # type: ignore[attr-defined]
+                                 span=pred.field.span,  # type: ignore[attr-defined]
                                  hint=f"did you mean '{close[0]}'?" if close
                                  else f"known: {', '.join(SESSION_FIELDS)}")
     _check_types(stmt, pred, name)
@@ -168,7 +173,7 @@ def _check_types(stmt: s.StatementBase, pred: n.Predicate, name: str) -> None:
     if is_time and isinstance(pred, n.Like | n.Contains):
         raise QuerySemanticError(f"session field '{name}' is a timestamp; LIKE and CONTAINS "
                                  "apply to text fields", text=stmt.source,
-                                 span=tuple(pred.field.span))  # type: ignore[attr-defined]
+                                 span=pred.field.span)  # type: ignore[attr-defined]
     values = [getattr(pred, a) for a in ("value", "low", "high", "pattern") if hasattr(pred, a)]
     values += list(getattr(pred, "values", ()))
     want = n.TimestampLiteral if is_time else n.StringLiteral
@@ -177,7 +182,7 @@ def _check_types(stmt: s.StatementBase, pred: n.Predicate, name: str) -> None:
             kind = "a timestamp" if is_time else "text"
             example = "TIMESTAMP '2025-01-31T00:00:00Z'" if is_time else "'open'"
             raise QuerySemanticError(f"session field '{name}' is {kind}; compare it with {kind}",
-                                     text=stmt.source, span=tuple(node.span),
+                                     text=stmt.source, span=node.span,
                                      hint=f"e.g. {name} = {example}")
 
 
@@ -213,10 +218,10 @@ def _leaf(pred: n.Predicate, name: str) -> Callable[[dict], bool | None]:
     if isinstance(pred, n.Like):
         from recallql.index.filters import like_matcher
 
-        matches = like_matcher(str(pred.pattern.value))
+        matches = like_matcher(str(getattr(pred.pattern, "value")))  # noqa: B009
         return guard(lambda v: matches(str(v)) != pred.negated)
     if isinstance(pred, n.Contains):
-        needle = str(pred.value.value)
+        needle = str(getattr(pred.value, "value"))  # noqa: B009
         return guard(lambda v: needle in str(v))
     raise TypeError(type(pred).__name__)  # pragma: no cover
 

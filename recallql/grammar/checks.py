@@ -153,6 +153,7 @@ def _map_options(clause: Any, visit: Visitor) -> Any:
         slot = _OPTION_SLOTS.get((type(clause), key))
         if slot is None and isinstance(clause, SignalBoost):
             slot = Slot("signal_weight", f"signal weight {key}")
+        value: Any
         if slot is not None and isinstance(option.value, OptionList):
             value = _map_list(option.value, visit)
         else:
