@@ -95,9 +95,13 @@ def decode_filter(data: Any) -> Any:
 
 
 def _vector(value: Any) -> np.ndarray:
+    """float32[d]; finiteness and dimension are checked where the vector is used (the index
+    refuses a zero or non-finite query vector)."""
+    if isinstance(value, np.ndarray) and value.dtype == np.float32 and value.ndim == 1:
+        return value
     vec = np.asarray(value, dtype=np.float32)
-    if vec.ndim != 1 or not np.isfinite(vec).all():
-        raise ValueError("a query vector is a 1-d array of finite numbers")
+    if vec.ndim != 1:
+        raise ValueError("a query vector is a 1-d array of numbers")
     return vec
 
 

@@ -23,6 +23,7 @@ into every leg.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 
@@ -45,6 +46,7 @@ from recallql.engine.plan import (
     SessionBoostSpec,
 )
 from recallql.engine.reasons import Reason
+from recallql.engine.scoring import DecayShape
 
 
 def plan(
@@ -75,27 +77,44 @@ def plan(
     notices: list[Notice] = []
     relevance = spec.text is not None or spec.vector is not None
     legs = _legs(spec, analyze, can_embed, n, notices) if relevance else ()
-    boost = spec.session_boost
-    recency = spec.recency
-    features = FeatureSpec(
-        entities=spec.session_id is not None or bool(spec.signal_weights),
-        recency=recency.field if recency is not None else None,
-        strings=spec.session_id is not None and boost is not None,
-        messages=messages and (spec.session_id is not None or spec.group_by == "conversation"))
-    return QueryPlan.model_construct(
+    boost, recency = spec.session_boost, spec.recency
+    features = _features(
+        spec.session_id is not None or bool(spec.signal_weights),
+        recency.field if recency is not None else None,
+        spec.session_id is not None and boost is not None,
+        messages and (spec.session_id is not None or spec.group_by == "conversation"))
+    return QueryPlan(
         statement=statement, kind=spec.kind, collection=spec.collection.name, messages=messages,
         now=now, as_of=spec.as_of, window=n, limit=spec.limit, offset=spec.offset,
-        filter=spec.filter, legs=legs,
-        fusion=FusionSpec(k=spec.k, weights=spec.weights) if relevance else None,
-        session_id=spec.session_id,
-        session_boost=None if boost is None else SessionBoostSpec(
-            keywords=boost[0], velocity=boost[1], entities=boost[2]),
+        filter=spec.filter, legs=legs, fusion=_fusion(spec.k, spec.weights) if relevance else None,
+        session_id=spec.session_id, session_boost=None if boost is None else _session(*boost),
         signal_weights=spec.signal_weights,
-        recency=None if recency is None else RecencyPlan(
-            weight=recency.weight, half_life_days=recency.half_life_days, field=recency.field,
-            shape=recency.shape),
+        recency=None if recency is None else _recency(
+            recency.weight, recency.half_life_days, recency.field, recency.shape),
         group_by=spec.group_by, budget=spec.budget, features=features, notices=tuple(notices),
         explain=explain, embed_ms=None)
+
+
+# The small parameter records are immutable and few: built once each (planning stays cheap).
+@functools.lru_cache(maxsize=64)
+def _features(entities: bool, recency: str | None, strings: bool, messages: bool
+              ) -> FeatureSpec:
+    return FeatureSpec(entities=entities, recency=recency, strings=strings, messages=messages)
+
+
+@functools.lru_cache(maxsize=256)
+def _fusion(k: float, weights: tuple[tuple[str, float], ...]) -> FusionSpec:
+    return FusionSpec(k=k, weights=weights)
+
+
+@functools.lru_cache(maxsize=256)
+def _session(keywords: float, velocity: float, entities: float) -> SessionBoostSpec:
+    return SessionBoostSpec(keywords=keywords, velocity=velocity, entities=entities)
+
+
+@functools.lru_cache(maxsize=256)
+def _recency(weight: float, half_life_days: float, field: str, shape: DecayShape) -> RecencyPlan:
+    return RecencyPlan(weight=weight, half_life_days=half_life_days, field=field, shape=shape)
 
 
 def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool, n: int,
@@ -107,7 +126,7 @@ def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool,
         if terms:
             counts = Counter(terms)
             weights = tuple(counts.values()) if len(counts) < len(terms) else ()
-            legs.append(LegSpec.model_construct(
+            legs.append(LegSpec(
                 name="lexical", kind=LegKind.LEXICAL, operator="LexicalScan", window=n,
                 filter=spec.filter, fields=info.text_fields, terms=tuple(counts),
                 term_counts=weights, text=None, vector=None, options={}))
@@ -118,7 +137,7 @@ def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool,
     if spec.using in ("hybrid", "semantic"):
         if spec.vector is not None or (spec.text is not None and can_embed):
             text = spec.text if spec.vector is None else None
-            legs.append(LegSpec.model_construct(
+            legs.append(LegSpec(
                 name="semantic", kind=LegKind.SEMANTIC, operator="SemanticScan", window=n,
                 filter=spec.filter, fields=(), terms=(), term_counts=(), text=text,
                 vector=spec.vector, options={"dim": info.dim}))
