@@ -26,6 +26,7 @@ class BrokenSnapshot:
 
 class FixedSnapshot(BrokenSnapshot):
     positions = np.zeros(3, np.int64)
+    ids = doc_ids = entities = ["id0", "id1", "id2"]
 
     def lexical_topn(self, terms, n, allowed):
         return np.array([2, 0, 1]), np.array([3.0, 3.0, 1.0], dtype=np.float32)

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 
@@ -60,7 +60,7 @@ class RecencySpec:
 class QuerySpec:
     """A SEARCH or RETRIEVE statement with names resolved and defaults applied."""
 
-    kind: str
+    kind: Literal["search", "retrieve"]
     collection: CollectionInfo
     text: str | None
     vector: np.ndarray | None
@@ -73,7 +73,7 @@ class QuerySpec:
     k: float
     window: int
     weights: tuple[tuple[str, float], ...]
-    group_by: str | None
+    group_by: Literal["document", "conversation"] | None
     budget: int
     as_of: datetime | None
     limit: int
@@ -160,10 +160,12 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
               did_you_mean(stmt.collection.name, list(catalog)))
     fields = {**BUILTIN_FIELDS, **dict(info.fields)}
     vector = _vector(stmt, info)
-    group_by = stmt.group_by.kind if stmt.group_by else None
-    if group_by == "conversation" and info.name != "messages":
-        _fail(stmt, stmt.group_by, "GROUP BY CONVERSATION needs a collection of messages",
-              "use it on the built-in 'messages' collection")
+    group_by: Literal["document", "conversation"] | None = None
+    if stmt.group_by is not None:
+        group_by = "conversation" if stmt.group_by.kind == "conversation" else "document"
+        if group_by == "conversation" and info.name != "messages":
+            _fail(stmt, stmt.group_by, "GROUP BY CONVERSATION needs a collection of messages",
+                  "use it on the built-in 'messages' collection")
     limit = stmt.limit_value
     spec = QuerySpec(
         kind=stmt.kind, collection=info, text=stmt.matching_text, vector=vector,

@@ -11,7 +11,7 @@ others in the given pool. Outputs never depend on the interleaving.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -203,35 +203,51 @@ def _guarded(name: str, fn: Callable[[], Any]) -> Any:
         raise ExecutionError(name, exc) from exc
 
 
-def _run_leg(op: LegScan, ctx: LegContext) -> LegBatch:
+def _search(op: LegScan, ctx: LegContext) -> tuple[np.ndarray, np.ndarray, int]:
+    """One leg's search and its wall time (only the search runs in the leg's thread: any more
+    Python there would wait for the GIL while the other leg holds it)."""
     start = time.perf_counter_ns()
     rowids, scores = _guarded(op.name, lambda: op.search(ctx))
-    elapsed = time.perf_counter_ns() - start
-    return LegBatch(op.spec.name, op.spec.kind, rowids, scores, competition_ranks(scores),
-                    Strings(_str_gather(ctx.snapshot, "id"), rowids), op.spec.window, elapsed)
+    return rowids, scores, time.perf_counter_ns() - start
 
 
 def _parallel(scans: list[LegScan], ctx: LegContext, pool: Executor | None) -> list[LegBatch]:
     if pool is None or len(scans) < 2:
-        return [_run_leg(op, ctx) for op in scans]
-    futures = [pool.submit(_run_leg, op, ctx) for op in scans[1:]]
-    try:
-        first = _run_leg(scans[0], ctx)
-    finally:
-        rest = [f.result() for f in futures]
-    return [first, *rest]
+        found = [_search(op, ctx) for op in scans]
+    else:
+        futures = [pool.submit(_search, op, ctx) for op in scans[1:]]
+        try:
+            first = _search(scans[0], ctx)
+        finally:
+            rest = [f.result() for f in futures]
+        found = [first, *rest]
+    ids = _str_gather(ctx.snapshot, "id")
+    return [LegBatch(op.spec.name, op.spec.kind, rowids, scores, competition_ranks(scores),
+                     Strings(ids, rowids), op.spec.window, elapsed)
+            for op, (rowids, scores, elapsed) in zip(scans, found, strict=True)]
 
 
 # -- features -----------------------------------------------------------------------------------
 
 
-def _str_gather(snapshot: CollectionSnapshot, name: str, missing: str = "") -> Callable[
-        [np.ndarray], list[str]]:
-    def gather(rows: np.ndarray) -> list[str]:
-        return [missing if v is None else str(v) for v in snapshot.values(name, rows)]
+#: Up to this many rows, strings are read one by one (`StrView`); beyond, with the column's bulk
+#: `take` (which costs about the same for 1 row as for 1,000: it decodes from one buffer copy).
+SMALL_GATHER = 64
 
-    if name in ("id", "doc_id", "entity"):  # never missing: no per-value check
-        return lambda rows: snapshot.values(name, rows)  # type: ignore[return-value]
+
+def _str_gather(snapshot: CollectionSnapshot, name: str) -> Callable[[np.ndarray], list[str]]:
+    """Strings of column `name` for rowids (None, i.e. a missing `session_id`, as "")."""
+    view: Sequence[str] | None = {"id": snapshot.ids, "doc_id": snapshot.doc_ids,
+                                  "entity": snapshot.entities}.get(name)
+
+    def gather(rows: np.ndarray) -> list[str]:
+        if view is not None and rows.shape[0] <= SMALL_GATHER:
+            return [view[r] for r in rows.tolist()]
+        values = snapshot.values(name, rows)
+        if view is not None:  # never missing
+            return values  # type: ignore[return-value]
+        return ["" if v is None else str(v) for v in values]
+
     return gather
 
 
