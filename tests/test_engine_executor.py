@@ -78,7 +78,9 @@ def test_metrics_count_rows_in_and_out():
     assert root.stats()["legs"] == {"lexical": {"rows": 3, "window": 10}}
     assert root.time_ns >= 0 and not root.underfilled
     out = ex.value
-    assert out.legs[0].rank[np.argsort(out.rowid)].tolist() == [1, 3, 1]
+    assert out.leg("lexical").rank[np.argsort(out.rowid)].tolist() == [1, 3, 1]
+    with pytest.raises(KeyError):
+        out.leg("semantic")
 
 
 def test_competition_ranks_share_ties():

@@ -125,6 +125,17 @@ class Candidates:
                 total = total + part
         return total
 
+    def leg(self, name: str) -> LegColumn:
+        """The columns of leg `name`.
+
+        Raises:
+            KeyError: the plan has no such leg.
+        """
+        for leg in self.legs:
+            if leg.name == name:
+                return leg
+        raise KeyError(name)
+
     def best(self, kind: LegKind) -> np.ndarray:
         """float64[m]: the best raw score over the legs of `kind`, NaN when in none of them."""
         best = np.full(len(self), np.nan)

@@ -181,36 +181,31 @@ def concat_features(parts: Sequence[Features]) -> Features:
     order = np.argsort(rowid, kind="stable")
     if rowid.shape[0] > 1 and (np.diff(rowid[order]) == 0).any():
         raise ValueError("a rowid occurs in two feature tables (re-key shard rowids first)")
-
-    def strs(get: Callable[[Features], Strings | None]) -> Strings | None:
-        cols = [get(p) for p in parts]
-        if all(c is None for c in cols):
-            return None
-        if any(c is None for c in cols):
-            raise ValueError("the feature tables carry different columns")
-        return Strings.of([v for c in cols for v in c.tolist()]).take(order)  # type: ignore[union-attr]
-
-    def arrays(get: Callable[[Features], np.ndarray | None]) -> np.ndarray | None:
-        cols = [get(p) for p in parts]
-        if all(c is None for c in cols):
-            return None
-        if any(c is None for c in cols):
-            raise ValueError("the feature tables carry different columns")
-        return np.concatenate(cols)[order]  # type: ignore[arg-type]
-
     names = set(parts[0].strings)
     if any(set(p.strings) != names for p in parts):
         raise ValueError("the feature tables carry different string fields")
-    ids, doc_ids = strs(lambda p: p.ids), strs(lambda p: p.doc_ids)
-    assert ids is not None and doc_ids is not None
-    positions = arrays(lambda p: p.positions)
-    assert positions is not None
+
+    def col(name: str) -> Any:
+        return _concat_column([getattr(p, name) for p in parts], order)
+
     return Features(
-        rowid=rowid[order], ids=ids, doc_ids=doc_ids, positions=positions,
-        entities=strs(lambda p: p.entities), recency=arrays(lambda p: p.recency),
+        rowid=rowid[order], ids=col("ids"), doc_ids=col("doc_ids"), positions=col("positions"),
+        entities=col("entities"), recency=col("recency"),
         strings={name: _concat_coded([p.strings[name] for p in parts], order)
                  for name in sorted(names)},
-        session_ids=strs(lambda p: p.session_ids), compacted=arrays(lambda p: p.compacted))
+        session_ids=col("session_ids"), compacted=col("compacted"))
+
+
+def _concat_column(cols: list[Any], order: np.ndarray) -> Any:
+    """One column of several tables (`Strings` or arrays; None when absent from all), rows in
+    `order`."""
+    if all(c is None for c in cols):
+        return None
+    if any(c is None for c in cols):
+        raise ValueError("the feature tables carry different columns")
+    if isinstance(cols[0], Strings):
+        return Strings.of([v for c in cols for v in c.tolist()]).take(order)
+    return np.concatenate(cols)[order]
 
 
 def _concat_coded(cols: list[StringField], order: np.ndarray) -> StringField:
