@@ -46,6 +46,7 @@ from recallql.index.errors import (
 from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, FieldType, make_info
 from recallql.index.snapshot import CollectionSnapshot
 from recallql.index.store import META_FILE, Store, check_same
+from recallql.index.timestamps import parse_timestamp  # noqa: F401  (the CLI's --param)
 from recallql.sessions.input import SessionError
 from recallql.sessions.lifecycle import Sessions
 from recallql.sessions.lineage import SessionRow
@@ -194,10 +195,10 @@ class Database:
                                  f"collection {name!r}")
             info = existing.info
             check_same(info, make_info(name, text_fields, fields, dim,
-                                       embedder and embedder.name))
+                                       embedder.name if embedder is not None else None))
         else:
             info = self.store.create_collection(name, text_fields, fields, dim,
-                                                embedder and embedder.name)
+                                                embedder.name if embedder is not None else None)
         self._embedders[name] = embedder
         return info
 

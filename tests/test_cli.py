@@ -257,7 +257,7 @@ def test_help_has_examples():
         assert command in top.stdout
 
 
-COMMANDS = [["ingest"], ["query"], ["explain"], ["shell"], ["demo"], ["bench"],
+COMMANDS = [["ingest"], ["query"], ["explain"], ["shell"], ["demo"], ["bench"], ["mcp"],
             ["import", "hermes"], *(["sessions", c] for c in (
                 "list", "show", "lineage", "create", "annotate", "signal", "close", "archive",
                 "sweep"))]

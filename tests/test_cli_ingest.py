@@ -32,7 +32,7 @@ def test_ingest_jsonl_and_text(tmp_path, monkeypatch):
     summary = "ingested 2 items into docs (2 new, 0 replaced, 0 unchanged, 2 embedded) in 1 batches"
     assert summary in result.stdout
     with recallql.connect(db, embedder=HashEmbedder(), readonly=True) as conn:
-        assert sorted(conn.snapshot("docs").ids) == ["data/note.md#0", "j1"]
+        assert sorted(conn.snapshot("docs").ids) == ["j1", "note.md#0"]
 
 
 def test_ingest_cranfield_in_batches(tmp_path, index_shared_data):
@@ -58,23 +58,85 @@ def test_data_error_exits_1_and_keeps_earlier_batches(tmp_path):
     assert "Traceback" not in result.output
 
 
-def test_same_named_files_are_two_documents_and_a_file_is_one_however_named(
-        tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    for name in ("p1", "p2", "kb/sub"):
+def test_doc_ids_are_relative_to_the_path_given_from_any_directory(tmp_path, monkeypatch):
+    for name in ("p1", "p2", "kb/sub", "elsewhere"):
         (tmp_path / name).mkdir(parents=True)
     for name in ("p1", "p2"):
         (tmp_path / name / "README.md").write_text(f"# {name}\n\nAbout {name}.\n")
     (tmp_path / "kb" / "sub" / "kafka.md").write_text("# Kafka\n\nPartitions.\n")
-    args = ("--db", "db", "--embedder", "hash")
-    assert _ingest("p1/README.md", "p2/README.md", *args).exit_code == 0
+    db = str(tmp_path / "db")
+    args = ("--db", db, "--embedder", "hash")
+    monkeypatch.chdir(tmp_path)
     assert _ingest("kb/", *args).exit_code == 0
-    again = _ingest("kb/sub/kafka.md", *args)
+    monkeypatch.chdir(tmp_path / "elsewhere")  # another current directory: the same ids
+    again = _ingest(str(tmp_path / "kb"), *args)
     assert "(0 new, 0 replaced, 1 unchanged, 0 embedded)" in again.stdout, again.output
+    assert _ingest(str(tmp_path / "p1" / "README.md"), *args).exit_code == 0
+    with recallql.connect(db, embedder=HashEmbedder(), readonly=True) as conn:
+        snap = conn.snapshot("docs")
+        assert {snap.ids[i] for i in snap.live.nonzero()[0]} == {"sub/kafka.md#0",
+                                                                  "README.md#0"}
+
+
+def test_two_files_that_would_share_a_doc_id_are_refused_before_anything_is_written(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("p1", "p2"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "README.md").write_text(f"# {name}\n\nAbout {name}.\n")
+    result = _ingest("p1", "p2/README.md", "--db", "db", "--embedder", "hash")
+    assert result.exit_code == 1
+    assert "p1/README.md and p2/README.md would both be document 'README.md'" in result.stderr
+    assert not (tmp_path / "db").exists()
+    assert _ingest("p1/README.md", "p1/", "--db", "db", "--embedder", "hash").exit_code == 0
+
+
+def test_binary_undecodable_and_other_files_are_skipped_with_a_named_warning(tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "good.md").write_text("# Good\n\nBackups are kept 30 days.\n")
+    (notes / "image.txt").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
+    (notes / "latin1.md").write_bytes("# Caf\xe9\n\nna\xefve text\n".encode("latin-1"))
+    (notes / "paper.pdf").write_bytes(b"%PDF-1.4")
+    (notes / "photo.png").write_bytes(b"\x89PNG")
+    result = _ingest(str(notes), "--db", str(tmp_path / "db"), "--embedder", "hash")
+    assert result.exit_code == 0, result.output
+    assert "ingested 1 items into docs" in result.stdout
+    err = result.stderr
+    assert f"warning: skipped {notes / 'image.txt'}: a binary file" in err
+    assert f"warning: skipped {notes / 'latin1.md'}: not valid UTF-8 (byte 0xe9 at offset 5)" \
+        in err
+    assert f"skipped 2 files of other types in {notes} (.pdf, .png)" in err
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
+        bodies = [r["body"] for r in conn.snapshot("docs").fetch([0])]
+        assert bodies == ["Backups are kept 30 days."] and "\ufffd" not in bodies[0]
+
+
+def test_json_files_are_parsed(tmp_path):
+    (tmp_path / "list.json").write_text(json.dumps([{"id": "a", "title": "Alpha"},
+                                                    {"id": "b", "title": "Beta"}]))
+    (tmp_path / "one.json").write_text(json.dumps({"id": "c", "title": "Gamma"}))
+    (tmp_path / "wrapped.json").write_text(json.dumps({"items": [{"id": "d", "body": "x"}]}))
+    result = _ingest(str(tmp_path), "--db", str(tmp_path / "db"), "--embedder", "hash")
+    assert result.exit_code == 0, result.output
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
+        assert sorted(conn.snapshot("docs").ids) == ["a", "b", "c", "d"]
+    (tmp_path / "bad.json").write_text(json.dumps([{"id": "e"}, 3]))
+    bad = _ingest(str(tmp_path / "bad.json"), "--db", str(tmp_path / "db"), "--embedder", "hash")
+    assert bad.exit_code == 1 and "bad.json: element #1 is not a JSON object" in bad.stderr
+
+
+def test_an_oversize_paragraph_is_split(tmp_path):
+    (tmp_path / "long.md").write_text("# Long\n\n" + "A sentence of words here. " * 200)
+    result = _ingest(str(tmp_path / "long.md"), "--db", str(tmp_path / "db"), "--embedder",
+                     "hash")
+    assert result.exit_code == 0, result.output
     with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
         snap = conn.snapshot("docs")
-        assert {snap.ids[i] for i in snap.live.nonzero()[0]} == {
-            "kb/sub/kafka.md#0", "p1/README.md#0", "p2/README.md#0"}
+        bodies = [r["body"] for r in snap.fetch(list(range(snap.size)))]
+    assert len(bodies) == 5 and all(len(b) <= 1200 for b in bodies)
+    assert all(b.endswith("here.") for b in bodies)
+    assert " ".join(bodies) == ("A sentence of words here. " * 200).strip()
 
 
 def test_ctrl_c_keeps_the_committed_batches_and_exits_130(tmp_path, monkeypatch):
@@ -104,9 +166,11 @@ def test_nothing_to_ingest_says_where_it_looked(tmp_path):
     (tmp_path / "papers" / "a.pdf").write_bytes(b"%PDF-1.4")
     result = _ingest(str(tmp_path / "papers"), "--db", str(tmp_path / "db"), "--embedder",
                      "hash")
-    assert result.exit_code == 0
-    assert "ingested 0 items into docs: nothing to read in" in result.stdout
+    assert result.exit_code == 1 and result.stdout == ""
+    assert "error: nothing to ingest into docs in" in result.stderr
     assert ".md" in result.stderr and ".jsonl" in result.stderr and "--format" in result.stderr
+    assert "skipped 1 files of other types" in result.stderr
+    assert not (tmp_path / "db").exists()  # no empty database left behind
 
 
 def test_missing_path_is_an_error_before_anything_is_created(tmp_path):
@@ -137,7 +201,7 @@ def test_items_are_counted_first_and_progress_moves_per_embedded_chunk(tmp_path)
     (tmp_path / "a.jsonl").write_text("".join(json.dumps({"id": n}) + "\n" for n in range(7)))
     (tmp_path / "b.md").write_text("one\n\n" + "two " * 400 + "\n\nthree\n")
     sources = find_sources([tmp_path], "auto")
-    assert count(sources) == 7 + 3 == len(list(read(sources, set())))
+    assert count(sources) == (7 + 3, []) and len(list(read(sources, set()))) == 10
     reports: list[int] = []
     embed = ProgressEmbedder(HashEmbedder(), chunk=128)
     embed.on_progress = reports.append
@@ -237,7 +301,7 @@ def test_a_shrunk_file_leaves_no_stale_chunks(tmp_path, monkeypatch):
     assert "stale chunks removed" in again.stdout
     with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
         rows = conn.execute("SEARCH docs MATCHING 'vacuum' LIMIT 50").rows
-        assert [r.id for r in rows] == ["kb/big.md#0"]
+        assert [r.id for r in rows] == ["big.md#0"]
         assert rows[0].fields["body"] == "One short paragraph about vacuum."
 
 

@@ -26,6 +26,7 @@ SECTIONS = ("1. Hybrid search", "2. Filters, parameters and recency",
 HAS_DEBIAN = bool(list(Path("/usr/share/doc").glob("*/changelog.Debian.gz")))
 
 
+@pytest.mark.slow  # the real embedder over the real demo data
 def test_demo_small_end_to_end(tmp_path):
     """The real entry point with the real embedder: builds, then prints every section."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "140", "NO_COLOR": "1"}
@@ -43,7 +44,7 @@ def test_demo_small_end_to_end(tmp_path):
     assert "↑" in out  # FOR SESSION moved a row up
     assert "is hidden" in out  # the live-context example hid the current session's message
     assert "continuation" in out and "branch" in out
-    assert "recallql shell --db" in out and (path / MARKER).is_file()
+    assert " shell --db " in out and (path / MARKER).is_file()
     assert "Traceback" not in done.stderr
 
 
@@ -129,3 +130,24 @@ def test_debian_docs_are_breadth_first(tmp_path):
 def test_debian_docs_on_this_machine():
     items = debian_docs(50)
     assert len(items) == 50 and all(i["created_at"].year >= 1995 for i in items)
+
+
+def test_the_closing_hint_names_a_command_that_runs_from_here(tmp_path, monkeypatch):
+    """After `make demo` (which runs .venv/bin/recallql, not on PATH) the hint says
+    .venv/bin/recallql; on PATH it says recallql; elsewhere python -m recallql.cli."""
+    import sys
+
+    from recallql.demo import command_name
+
+    script = tmp_path / ".venv" / "bin" / "recallql"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [".venv/bin/recallql", "demo"])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert command_name() == ".venv/bin/recallql"
+    monkeypatch.setenv("PATH", f"{script.parent}:/usr/bin:/bin")
+    assert command_name() == "recallql"
+    monkeypatch.setattr(sys, "argv", ["-c"])
+    assert command_name() == f"{sys.executable} -m recallql.cli"

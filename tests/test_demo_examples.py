@@ -17,6 +17,9 @@ EXPECTED = {  # a line each example must print
     "embedded_queries.py": "a hostile value is just words",
     "explain_walkthrough.py": "SESSION_KEYWORDS(1/1)",
     "hermes_import.py": "GROUP BY CONVERSATION",
+    # the scripted agent loop over a real `recallql mcp` server: it writes memories, recalls
+    # the best one, rewards it and gets EXPLAIN with that reward in the score arithmetic
+    "mcp_agent_loop.py": "SIGNAL_BOOST(entity=restore, reward=1.000) +0.05000",
 }
 NEEDS_IMPORTER = {"hermes_import.py"}
 
@@ -25,6 +28,7 @@ def test_every_example_is_listed():
     assert {p.name for p in EXAMPLES} == set(EXPECTED)
 
 
+@pytest.mark.slow  # the real default embedder, a subprocess each
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(script, tmp_path):
     if script.name in NEEDS_IMPORTER and importlib.util.find_spec(
@@ -38,6 +42,7 @@ def test_example_runs(script, tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow  # the real default embedder, two subprocesses
 def test_agent_memory_runs_twice_on_one_directory(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     script = str(REPO / "examples" / "agent_memory.py")

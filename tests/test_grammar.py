@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from lark.lexer import PatternStr
 
+import recallql
 from recallql.grammar import (
     NON_RESERVED,
     RESERVED,
@@ -43,6 +44,7 @@ from recallql.grammar import (
     parse_script,
 )
 from recallql.grammar.parser import lark_parser
+from recallql.index.timestamps import parse_timestamp
 
 
 def where(text: str):
@@ -204,18 +206,25 @@ def test_constants(text: str, expected: object) -> None:
      ("2025-01-31T10:20:30.5-01:00", datetime(2025, 1, 31, 11, 20, 30, 500000, tzinfo=UTC))],
     ids=["zulu", "offset", "naive", "date", "fraction"],
 )  # fmt: skip
-def test_timestamps_are_aware_utc(text: str, expected: datetime) -> None:
+def test_timestamps_keep_their_text_and_mean_aware_utc(text: str, expected: datetime) -> None:
+    """The grammar keeps the literal's text; the one parser (index.timestamps) reads it."""
     node = parse(f"SEARCH docs MATCHING 'x' AS OF TIMESTAMP '{text}'").as_of
     assert isinstance(node, TimestampLiteral)
-    assert node.value == expected
-    assert node.value.utcoffset().total_seconds() == 0
+    assert node.value == text
+    moment = parse_timestamp(node.value).astimezone(UTC)
+    assert moment == expected
+    assert moment.utcoffset().total_seconds() == 0
 
 
-@pytest.mark.parametrize("text", ["2025-13-01", "yesterday", "", "2025-01-32T00:00:00Z"])
+@pytest.mark.parametrize("text", ["2025-13-01", "yesterday", "", "2025-01-32T00:00:00Z",
+                                  "0001-01-01T00:00:00+05:00"])
 def test_invalid_timestamp_has_caret_under_the_string(text: str) -> None:
+    """Checked when the statement runs (parse keeps the text), with the caret under it."""
     query = f"SEARCH docs MATCHING 'x' AS OF TIMESTAMP '{text}' LIMIT 3"
-    with pytest.raises(QuerySyntaxError) as info:
-        parse(query)
+    assert parse(query).as_of.value == text
+    db = recallql.connect(embedder=None)
+    with pytest.raises(QuerySyntaxError, match="invalid TIMESTAMP") as info:
+        db.execute(query)
     start, end = info.value.span
     assert query[start:end] == f"'{text}'"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -75,9 +75,9 @@ def test_explain_binds_its_statement() -> None:
      (False, BooleanLiteral, "FALSE"), (7, IntegerLiteral, "7"), (-2.5, FloatLiteral, "-2.5"),
      (None, NullLiteral, "NULL"), (np.int64(4), IntegerLiteral, "4"),
      (np.float32(0.5), FloatLiteral, "0.5"), (np.bool_(True), BooleanLiteral, "TRUE"),
-     (datetime(2025, 1, 31, 8, 0), TimestampLiteral, "TIMESTAMP '2025-01-31T08:00:00Z'"),
+     (datetime(2025, 1, 31, 8, 0), TimestampLiteral, "TIMESTAMP '2025-01-31T08:00:00.000000Z'"),
      (datetime(2025, 1, 31, 10, 0, tzinfo=timezone(timedelta(hours=2))), TimestampLiteral,
-      "TIMESTAMP '2025-01-31T08:00:00Z'")],
+      "TIMESTAMP '2025-01-31T08:00:00.000000Z'")],
     ids=["str", "true", "false", "int", "float", "none", "np-int", "np-float", "np-bool",
          "naive-datetime", "aware-datetime"],
 )  # fmt: skip
@@ -87,9 +87,13 @@ def test_python_values_map_to_literals(value: object, cls: type, text: str) -> N
     assert bound.where.value.to_text() == text
 
 
-def test_datetimes_bind_as_aware_utc() -> None:
+def test_datetimes_bind_as_utc_text() -> None:
+    """A bound datetime becomes the `format_timestamp` text (naive means UTC)."""
     bound = bind(parse("SEARCH d MATCHING 'x' AS OF :t"), t=datetime(2025, 1, 31))
-    assert bound.as_of.value == datetime(2025, 1, 31, tzinfo=UTC)
+    assert bound.as_of.value == "2025-01-31T00:00:00.000000Z"
+    later = bind(parse("SEARCH d MATCHING 'x' AS OF :t"),
+                 t=datetime(2025, 1, 31, 3, tzinfo=timezone(timedelta(hours=2))))
+    assert later.as_of.value == "2025-01-31T01:00:00.000000Z"
 
 
 @pytest.mark.parametrize(

@@ -46,8 +46,8 @@ def test_golden_rendering(text: str, rendered: str) -> None:
 
 
 HINTS = [
-    ("misspelled-keyword", "SEARCH docs MATCHNG 'x'", "did you mean MATCHING?"),
-    ("misspelled-statement", "SERCH docs MATCHING 'x'", "did you mean SEARCH?"),
+    ("misspelled-keyword", "SEARCH docs MATCHNG 'x'", "did you mean 'MATCHING'?"),
+    ("misspelled-statement", "SERCH docs MATCHING 'x'", "did you mean 'SEARCH'?"),
     ("not-a-statement", "SELECT * FROM docs", "statements start with SEARCH"),
     ("no-separator", "SHOW COLLECTIONS SHOW SESSIONS", "separate statements with ';'"),
     ("glued-number", "SEARCH d MATCHING 'x' LIMIT5", "put a space after LIMIT: LIMIT 5"),
@@ -68,7 +68,7 @@ HINTS = [
      "SHOW SESSIONS takes WHERE, LIMIT, OFFSET"),
     ("group-options", "SEARCH d MATCHING 'x' GROUP BY DOCUMENT (budget = 5)",
      "remove the parentheses"),
-    ("shape", "SEARCH d MATCHING 'x' WITH RECENCY (shape = gaus)", "did you mean GAUSS?"),
+    ("shape", "SEARCH d MATCHING 'x' WITH RECENCY (shape = gaus)", "did you mean 'GAUSS'?"),
     ("unit-missing", "SEARCH d MATCHING 'x' WITH RECENCY (half_life = 30)", "30 DAYS"),
     ("field-param", "SEARCH d MATCHING 'x' WITH RECENCY (field = :f)", "field = created_at"),
     ("shape-param", "SEARCH d MATCHING 'x' WITH RECENCY (shape = :f)", "shape = EXP"),

@@ -153,3 +153,19 @@ from hypothesis import strategies as st  # noqa: E402
 @given(st.text("ab%_\\", max_size=8), st.text("ab%_\\\n", max_size=10))
 def test_like_matcher_equals_the_regex_reference(pattern, text):
     assert like_matcher(pattern)(text) == _like_reference(pattern, text)
+
+
+def test_rows_mask_evaluates_plain_rows_like_a_snapshot():
+    """`rows_mask` (SHOW SESSIONS): the same three-valued logic over dict rows."""
+    from recallql.index.filters import rows_mask
+    from recallql.index.schema import FieldType
+
+    rows = [{"k": "a", "t": 10.0}, {"k": "b"}, {"k": None, "t": 30.0}]
+    fields = {"k": FieldType.STR, "t": FieldType.TIMESTAMP}
+    assert rows_mask(In("k", ("a", None)), rows, fields).tolist() == [True, False, False]
+    assert rows_mask(Not(In("k", ("a", None))), rows, fields).tolist() == [False, False, False]
+    assert rows_mask(Not(In("k", ("a",))), rows, fields).tolist() == [False, True, False]
+    assert rows_mask(Cmp("t", ">", 5.0), rows, fields).tolist() == [True, False, True]
+    assert rows_mask(IsNull("t"), rows, fields).tolist() == [False, True, False]
+    with pytest.raises(FilterError, match="unknown field 'x'"):
+        rows_mask(Cmp("x", "=", 1), rows, fields)

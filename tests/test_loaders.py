@@ -187,36 +187,47 @@ def test_text_chunks(tmp_path, monkeypatch):
     os.utime(doc, (1700000000, 1700000000))
     (tmp_path / "notes" / "skip.bin").write_bytes(b"\0\1")
     items = list(loaders.load_path(tmp_path))
+    # the 1,500-character paragraph is split at a space; its tail merges with the last one
     assert [i["id"] for i in items] == ["notes/ops.md#0", "notes/ops.md#1", "notes/ops.md#2"]
     assert items[0]["body"] == "First paragraph."
-    assert items[2]["body"] == "Last one."
+    assert len(items[1]["body"]) <= 1200 and items[2]["body"].endswith("long\n\nLast one.")
     assert {i["title"] for i in items} == {"Operations"}
     assert {i["created_at"] for i in items} == {dt.datetime.fromtimestamp(1700000000, dt.UTC)}
     assert [i["position"] for i in items] == [0, 1, 2]
     assert Counter(i["doc_id"] for i in items) == {"notes/ops.md": 3}
 
 
-@pytest.mark.parametrize("named", [
-    ["notes/ops.md"], ["./notes/../notes/ops.md"], ["notes"], ["notes/"], ["."], ["{abs}"],
-    ["notes", "notes/ops.md"],
+@pytest.mark.parametrize(("named", "expected"), [
+    (["notes/ops.md"], "ops.md#0"), (["./notes/../notes/ops.md"], "ops.md#0"),
+    (["notes"], "ops.md#0"), (["notes/"], "ops.md#0"), (["."], "notes/ops.md#0"),
+    (["{abs}"], "ops.md#0"), (["notes", "notes/ops.md"], "ops.md#0"),
 ], ids=["file", "unnormalised", "dir", "dir-slash", "cwd", "absolute", "dir-and-file"])
-def test_text_doc_id_does_not_depend_on_how_the_file_was_named(tmp_path, monkeypatch, named):
+def test_text_doc_id_is_relative_to_the_path_given(tmp_path, monkeypatch, named, expected):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "ops.md").write_text("# Ops\n\nOne paragraph.\n")
     paths = [p.format(abs=tmp_path / "notes" / "ops.md") for p in named]
-    assert [i["id"] for i in loaders.load_paths(paths)] == ["notes/ops.md#0"]
+    assert [i["id"] for i in loaders.load_paths(paths)] == [expected]
 
 
-def test_text_doc_id_outside_the_current_directory_is_absolute(tmp_path, monkeypatch):
-    for name in ("p1", "p2", "cwd"):
-        (tmp_path / name).mkdir()
-    for name in ("p1", "p2"):
-        (tmp_path / name / "README.md").write_text(f"# {name}\n\nAbout {name}.\n")
-    monkeypatch.chdir(tmp_path / "cwd")
-    items = list(loaders.load_paths(["../p1/README.md", tmp_path / "p2"]))
-    assert [i["doc_id"] for i in items] == [(tmp_path / n / "README.md").as_posix()
-                                            for n in ("p1", "p2")]
+def test_text_doc_id_does_not_depend_on_the_current_directory(tmp_path, monkeypatch):
+    (tmp_path / "kb" / "sub").mkdir(parents=True)
+    (tmp_path / "kb" / "sub" / "a.md").write_text("# A\n\nText.\n")
+    ids = []
+    for cwd in (tmp_path, tmp_path / "kb", tmp_path / "kb" / "sub"):
+        monkeypatch.chdir(cwd)
+        ids.append([i["doc_id"] for i in loaders.load_paths([tmp_path / "kb"])])
+    assert ids == [["sub/a.md"]] * 3
+
+
+def test_split_long_cuts_after_sentences_then_spaces():
+    from recallql.importers.files import split_long
+
+    text = "One two three. Four five six. " * 10
+    pieces = split_long(text.strip(), 100)
+    assert all(len(p) <= 100 for p in pieces) and all(p.endswith(".") for p in pieces)
+    assert " ".join(pieces) == text.strip()
+    assert split_long("x" * 250, 100) == ["x" * 100, "x" * 100, "x" * 50]
 
 
 def test_missing_path_and_unknown_format(tmp_path):

@@ -8,8 +8,8 @@ statements drawn from grammar fragments, with parameters bound to Python values 
 `statements(hostile=False)` stays inside the value ranges where the engine is known to behave, so
 the properties below pass and act as a regression net. `hostile=True` widens every range (ints
 up to 2**63-1, 1e308 and 5e-324, lone surrogates, years 1 and 9999, odd time zones); fuzzing with
-it found the bugs pinned by the `test_bug_*` tests in `test_robustness.py` (it is not run here:
-some of those bugs abort the interpreter).
+it found the bugs pinned in the "fixed bugs" section of `test_robustness.py` (it is not run
+here: before their fixes, some of them aborted the interpreter).
 """
 
 from __future__ import annotations
@@ -410,10 +410,6 @@ def statements(draw: st.DrawFn, hostile: bool = False) -> tuple[str, dict[str, A
     return text_, params
 
 
-def is_finite(x: float) -> bool:
-    return isinstance(x, float) and math.isfinite(x)
-
-
 # -- checks ------------------------------------------------------------------------------------
 
 def dump(db: recallql.Database) -> tuple:
@@ -516,7 +512,7 @@ def test_pages_concatenate_to_the_unpaged_list(fuzz_db, stmt, size):
     """SPEC §4.7: pagination slices the total order; concatenating pages gives the list."""
     text, params = stmt
     # A lineage budget may truncate differently per page; a FUSE window below the page depth
-    # is `test_bug_pages_skip_and_repeat_rows_when_boosts_reach_below_the_window`.
+    # is `test_pages_concatenate_when_they_share_the_window`.
     assume("budget" not in text and "window" not in text)
     try:
         full = fuzz_db.execute(text + " LIMIT 40", **params).ids()
@@ -683,7 +679,7 @@ HOSTILE_TIMES = st.sampled_from([float("nan"), float("inf"), "2025-01-01", "now"
 def test_session_writes_with_hostile_input_reject_cleanly(op, sid, value, at, text_):
     """Hostile ids, values and times: a SessionError / SignalRejected (never a raw error), and a
     rejected write leaves the session tables unchanged. (Ids of container types are pinned by
-    `test_bug_session_id_of_wrong_type_leaks_sqlite_error`.)"""
+    `test_session_id_of_wrong_type_is_a_session_error`.)"""
     ingest_db = recallql.connect(embedder=None, clock=lambda: NOW_TS)
     s = ingest_db.sessions
     s.create("s1", "agent", started_at=NOW_TS - DAY)

@@ -402,7 +402,7 @@ def test_show_sessions_table(three):
     assert result.records[1] == {
         "id": "s-b", "agent_id": "agent-2", "status": "closed", "source": "tool",
         "parent_session_id": "s-a", "end_reason": "compression",
-        "started_at": "2025-06-16T15:06:40Z", "ended_at": "2025-06-17T15:06:40Z",
+        "started_at": "2025-06-16T15:06:40.000000Z", "ended_at": "2025-06-17T15:06:40.000000Z",
         "title": None}
 
 
@@ -432,12 +432,13 @@ def test_show_sessions_limit_offset(three):
     assert [r["id"] for r in three.execute("SHOW SESSIONS LIMIT 1 OFFSET 1").records] == ["s-b"]
 
 
-@pytest.mark.parametrize("where, fragment", [
-    ("status = 1", "session field 'status' is text"),
-    ("started_at > 5", "session field 'started_at' is a timestamp"),
-    ("started_at LIKE '2025%'", "LIKE and CONTAINS apply to text fields"),
-    ("agent = 'x'", "unknown session field 'agent'"),
-], ids=["text-vs-number", "time-vs-number", "like-on-time", "unknown-field"])
+@pytest.mark.parametrize("where, fragment", [  # the messages of SEARCH ... WHERE
+    ("status = 1", "field 'status' is str; expected a string"),
+    ("started_at > TRUE", "field 'started_at' is timestamp; expected a TIMESTAMP"),
+    ("started_at LIKE '2025%'", "LIKE needs a string field; 'started_at' is timestamp"),
+    ("agent = 'x'", "unknown field 'agent'"),
+    ("status = NULL", "'status = NULL' is never true"),
+], ids=["text-vs-number", "time-vs-bool", "like-on-time", "unknown-field", "eq-null"])
 def test_show_sessions_where_mistakes(three, where, fragment):
     with pytest.raises(QuerySemanticError, match=fragment) as err:
         three.execute(f"SHOW SESSIONS WHERE {where}")

@@ -4,6 +4,7 @@
     recallql query "STATEMENTS"      run statements, print tables (or --json)
     recallql explain "STATEMENT"     plan and per-row score arithmetic
     recallql shell                   interactive shell
+    recallql mcp                     the database as an MCP server for agents
     recallql sessions ...            list, show, create, annotate, signal, close, archive, sweep
     recallql import hermes STATE_DB  import a Hermes Agent session store
     recallql demo                    build a demo database from real data and tour it
@@ -15,12 +16,15 @@ offending token), 2 usage.
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 from recallql.cli import delete as _delete
 from recallql.cli import ingest as _ingest
+from recallql.cli import mcp as _mcp
 from recallql.cli import query as _query
 from recallql.cli import sessions as _sessions
 from recallql.cli import tools as _tools
@@ -51,8 +55,41 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _db_defaults(group: Any, db: str) -> dict[str, Any]:
+    """A click ``default_map`` giving every command of `group` (nested groups included) that
+    has a ``--db`` option the default `db`."""
+    defaults: dict[str, Any] = {}
+    for name, command in getattr(group, "commands", {}).items():
+        if hasattr(command, "commands"):
+            defaults[name] = _db_defaults(command, db)
+        elif any(p.name == "db" for p in command.params):
+            defaults[name] = {"db": db}
+    return defaults
+
+
+def _global_db(ctx: typer.Context, db: Path) -> None:
+    """``recallql --db X COMMAND`` as ``COMMAND --db X``: X is the default of every command's
+    ``--db`` for this invocation, ahead of ``$RECALLQL_DB`` (a ``--db`` after the command still
+    wins)."""
+    ctx.default_map = _db_defaults(ctx.command, str(db))
+    saved = os.environ.get("RECALLQL_DB")
+    os.environ["RECALLQL_DB"] = str(db)
+
+    def restore() -> None:
+        if saved is None:
+            os.environ.pop("RECALLQL_DB", None)
+        else:
+            os.environ["RECALLQL_DB"] = saved
+    ctx.call_on_close(restore)
+
+
 @app.callback()
 def _root(
+    ctx: typer.Context,
+    db: Annotated[Path | None, typer.Option(
+        "--db", metavar="PATH", show_default=False,
+        help="Database directory, for any command: `recallql --db X query ...` is `recallql "
+             "query ... --db X`.")] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of unexpected errors."
                                         )] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
@@ -65,6 +102,8 @@ def _root(
     (--db, default ./recallql.db or $RECALLQL_DB).
     """
     State.debug = State.debug or debug
+    if db is not None:
+        _global_db(ctx, db)
 
 
 app.command(cls=Command, short_help="Ingest files and directories into a collection."
@@ -74,6 +113,8 @@ app.command(cls=Command, short_help="Run statements and print their results.")(_
 app.command(cls=Command, short_help="Show a statement's plan and each row's score arithmetic."
             )(_query.explain)
 app.command(cls=Command, short_help="Interactive shell (or run a piped script).")(_tools.shell)
+app.command(cls=Command, short_help="Serve the database to agents over MCP (stdio or HTTP)."
+            )(_mcp.mcp)
 app.add_typer(_sessions.app, name="sessions")
 app.add_typer(_tools.import_app, name="import")
 app.command(cls=Command, short_help="Build a demo database from real data and tour it."

@@ -35,11 +35,15 @@ from recallql.cli.common import (
     out,
 )
 
+#: Items per all-or-nothing batch: a few seconds of embedding on two cores, so an interrupted
+#: run loses little, and large enough that the per-batch commit costs little.
+BATCH_SIZE = 256
+
 #: What an ``ingest`` that found nothing says about where it looked.
 NOTHING_FOUND = (
-    "directories are searched for .jsonl files and text files ({suffixes}); a file named "
+    "directories are searched for .jsonl and .json files and text files ({suffixes}); a file named "
     "changelog.Debian.gz, cacm.all or cran.all.1400 is read in its format, any other file as "
-    "text. Use --format jsonl|text|cacm|cranfield|debian to choose the format")
+    "text. Use --format jsonl|json|text|cacm|cranfield|debian to choose the format")
 
 
 @dataclass
@@ -67,10 +71,12 @@ class Tally:
 
 @dataclass(frozen=True)
 class Source:
-    """One file (or data set directory) to read, and its format (a `loaders.FORMATS` name)."""
+    """One file (or data set directory) to read, its format (a `loaders.FORMATS` name) and the
+    directory its text doc_ids are relative to (the directory named, or the file's own)."""
 
     path: Path
     kind: str
+    root: Path | None = None
 
 
 def find_sources(paths: Sequence[Path], fmt: str) -> list[Source]:
@@ -87,49 +93,76 @@ def find_sources(paths: Sequence[Path], fmt: str) -> list[Source]:
         if not path.exists():
             raise fail(f"{path}: no such file or directory")
         kind = loaders.detect(path) if fmt == "auto" else fmt
-        if path.is_dir() and kind in ("tree", "jsonl", "text"):
-            found += [Source(f, "jsonl" if f.suffix == ".jsonl" else "text")
-                      for f in sorted(path.rglob("*")) if f.is_file() and _walked(f, kind)]
+        if path.is_dir() and kind in ("tree", "jsonl", "json", "text"):
+            found.append(Source(path, kind, path))  # walked by the loaders (skips noted)
+        elif kind in ("jsonl", "json", "text"):
+            found.append(Source(path, kind, path.parent))
         else:
             found.append(Source(path, kind))
+    _check_doc_ids(found)
     return found
 
 
-def _walked(file: Path, kind: str) -> bool:
-    from recallql.importers.files import TEXT_SUFFIXES
+def _check_doc_ids(sources: Sequence[Source]) -> None:
+    """Refuse two different text files that would get the same doc_id (the same relative path
+    under two directories named): the second would replace the first.
 
-    if file.suffix == ".jsonl":
-        return kind in ("tree", "jsonl")
-    return file.suffix in TEXT_SUFFIXES and kind in ("tree", "text")
-
-
-def read(sources: Sequence[Source], drop: set[str]) -> Iterator[dict]:
-    """The items of all sources, as one loading run (an entry or file met twice goes in once).
-
-    The built-in loaders' extra keys in `drop` (``authors``, ``citation``: fields the collection
-    does not declare) are left out; JSONL items are the user's and go in as written, so an
-    unknown key there is reported by `Database.ingest`.
+    Raises:
+        typer.Exit: (code 1) naming both files; nothing is read or written.
     """
     from recallql.importers import files as loaders
 
-    seen = loaders.Seen()
+    owners: dict[str, Path] = {}
     for source in sources:
-        items = loaders.load_path(source.path, source.kind, seen=seen)
-        if source.kind == "jsonl":
+        if source.root is None:
+            continue
+        files = loaders.walk_files(source.path) if source.path.is_dir() else [source.path]
+        for file in files:
+            if source.path.is_dir() and loaders.walked_kind(file, source.kind) != "text":
+                continue
+            doc_id = loaders.doc_id_under(file, source.root)
+            other = owners.setdefault(doc_id, file)
+            if other.resolve() != file.resolve():
+                raise fail(f"{other} and {file} would both be document {doc_id!r} (a text "
+                           "file's doc_id is its path relative to the directory named); "
+                           "ingest them in separate runs into different collections, or name "
+                           "their common parent directory")
+
+
+def read(sources: Sequence[Source], drop: set[str], seen: Any = None) -> Iterator[dict]:
+    """The items of all sources, as one loading run (an entry or file met twice goes in once;
+    files left out are noted in `seen.skipped`).
+
+    The built-in loaders' extra keys in `drop` (``authors``, ``citation``: fields the collection
+    does not declare) are left out; JSONL and JSON items are the user's and go in as written,
+    so an unknown key there is reported by `Database.ingest`.
+    """
+    from recallql.importers import files as loaders
+
+    seen = seen if seen is not None else loaders.Seen()
+    for source in sources:
+        if source.root is not None and source.path.is_file():
+            items = (loaders.load_file(source.path, source.kind, source.root, seen)
+                     if seen.first_visit(source.path) else iter(()))
+        else:
+            items = loaders.load_path(source.path, source.kind, seen=seen)
+        if source.kind in ("jsonl", "json"):
             yield from items
         else:
             yield from ({k: v for k, v in item.items() if k not in drop} for item in items)
 
 
-def count(sources: Sequence[Source]) -> int | None:
+def count(sources: Sequence[Source]) -> tuple[int | None, list[str]]:
     """How many items `read` will yield (None when a source cannot be read: the real run
-    reports that, after committing the batches before it)."""
+    reports that, after committing the batches before it), and the files it leaves out."""
     import recallql
+    from recallql.importers import files as loaders
 
+    seen = loaders.Seen()
     try:
-        return sum(1 for _ in read(sources, set()))
+        return sum(1 for _ in read(sources, set(), seen)), seen.skipped
     except (recallql.IngestError, OSError, ValueError):
-        return None
+        return None, seen.skipped
 
 
 def _doc(item: dict) -> object:
@@ -160,7 +193,9 @@ def ingest(
                                           "debian.")] = "auto",
     embedder: EmbedderOption = "auto",
     batch_size: Annotated[int, typer.Option(min=1, metavar="N",
-                                            help="Items per all-or-nothing batch.")] = 2000,
+                                            help="Items per all-or-nothing batch (Ctrl-C "
+                                                 "loses at most the batch being written)."
+                                            )] = BATCH_SIZE,
     replace_documents: Annotated[bool, typer.Option(
         "--replace-documents/--keep-old-chunks",
         help="A document's chunks in the input replace all its stored chunks (a shrunk file "
@@ -168,13 +203,17 @@ def ingest(
 ) -> None:
     """Ingest files and directories into a collection, with a progress bar.
 
-    Formats: JSONL (one item per line), text and Markdown (.txt .md .markdown .rst .text,
-    chunked by paragraph; doc_id is the file's path relative to the current directory), CACM,
-    Cranfield, Debian changelogs (changelog.Debian.gz). Directories are searched for .jsonl and
-    text files. An item whose id exists replaces it; an item identical to the stored one is left
-    as it is (not re-embedded); with --replace-documents (the default) a document's stored
+    Formats: JSONL (one item per line), JSON (an array of items, one item, or an object whose
+    "items" is an array), text and Markdown (.txt .md .markdown .rst .text, chunked by
+    paragraph, long paragraphs split; doc_id is the file's path relative to the directory named,
+    or its name when the file is named, from any current directory), CACM, Cranfield, Debian
+    changelogs (changelog.Debian.gz). Directories are searched for .jsonl, .json and text files;
+    binary files, text that is not UTF-8 and files of other types are skipped with a warning
+    naming them. An item whose id exists replaces it; an item identical to the stored one is
+    left as it is (not re-embedded); with --replace-documents (the default) a document's stored
     chunks that the input no longer has are removed. Each batch is committed all-or-nothing;
-    Ctrl-C keeps the committed batches and exits 130. Creates the database when missing.
+    Ctrl-C keeps the committed batches and exits 130. Creates the database when missing; exits 1
+    and creates nothing when there is nothing to ingest.
 
     \b
     Examples:
@@ -187,10 +226,16 @@ def ingest(
     if fmt not in FORMATS:
         raise typer.BadParameter(f"use one of: {', '.join(FORMATS)}", param_hint="--format")
     sources = find_sources(paths, fmt)
+    total, skipped = count(sources)
+    for note in skipped:
+        err.print(f"warning: {note}", style="yellow", markup=False, soft_wrap=True)
+    if total == 0:
+        _nothing(collection, paths)
     created, tally = not db.exists(), Tally()
     started = time.perf_counter()
     try:
-        _ingest_into(db, collection, sources, embedder, batch_size, tally, replace_documents)
+        _ingest_into(db, collection, sources, embedder, batch_size, tally, replace_documents,
+                     total)
     except BaseException:
         if created and not tally.batches:
             shutil.rmtree(db, ignore_errors=True)  # nothing was committed: leave no empty database
@@ -199,7 +244,8 @@ def ingest(
 
 
 def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder: str,
-                 batch_size: int, tally: Tally, replace_documents: bool = True) -> None:
+                 batch_size: int, tally: Tally, replace_documents: bool = True,
+                 total: int | None = None) -> None:
     import recallql
     from recallql.api import resolve_embedder as resolve
     from recallql.importers.files import EXTRA_KEYS
@@ -218,7 +264,7 @@ def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder:
         if info is None:
             raise fail(f"no collection {collection!r} in {db}")
         drop = set(EXTRA_KEYS) - set(info.text_fields) - set(info.fields)
-        _run(database, collection, read(sources, drop), count(sources), batch_size, tally, embed,
+        _run(database, collection, read(sources, drop), total, batch_size, tally, embed,
              replace_documents)
 
 
@@ -254,16 +300,25 @@ def _run(database: Any, collection: str, items: Iterable[dict], total: int | Non
             raise typer.Exit(130) from None
 
 
-def _summary(collection: str, tally: Tally, seconds: float, paths: Sequence[Path]) -> None:
+def _nothing(collection: str, paths: Sequence[Path]) -> None:
+    """Nothing to ingest: say where it looked, create nothing, exit 1.
+
+    Raises:
+        typer.Exit: (code 1) always.
+    """
     from recallql.importers.files import TEXT_SUFFIXES
 
+    suffixes = " ".join(sorted(TEXT_SUFFIXES))
+    named = ", ".join(str(p) for p in paths)
+    err.print(f"error: nothing to ingest into {collection} in {named}", markup=False,
+              soft_wrap=True)
+    err.print("hint: " + NOTHING_FOUND.format(suffixes=suffixes), markup=False, soft_wrap=True)
+    raise typer.Exit(1)
+
+
+def _summary(collection: str, tally: Tally, seconds: float, paths: Sequence[Path]) -> None:
     if not tally.items:
-        suffixes = " ".join(sorted(TEXT_SUFFIXES))
-        named = ", ".join(str(p) for p in paths)
-        out.print(f"ingested 0 items into {collection}: nothing to read in {named}", markup=False)
-        err.print("hint: " + NOTHING_FOUND.format(suffixes=suffixes), markup=False,
-                  soft_wrap=True)
-        return
+        _nothing(collection, paths)
     removed = f", {tally.removed} stale chunks removed" if tally.removed else ""
     out.print(f"ingested {tally.items} items into {collection} ({tally.added} new, "
               f"{tally.replaced} replaced, {tally.unchanged} unchanged{removed}, "

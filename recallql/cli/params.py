@@ -13,7 +13,6 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import typer
@@ -46,11 +45,12 @@ def infer(text: str) -> Any:
     if lowered == "null":
         return None
     if _DATE.fullmatch(text):
+        from recallql.api import parse_timestamp
+
         try:
-            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            return parse_timestamp(text)
         except ValueError:
             return text
-        return when if when.tzinfo else when.replace(tzinfo=UTC)
     return text
 
 
@@ -105,7 +105,7 @@ def bind_with_fallback(run: Callable[[dict[str, Any]], T], params: dict[str, Par
         except QueryError as exc:
             name = culprit(exc)
             param = params.get(name) if name else None
-            if param is None or not param.inferred or values[name] == param.raw:
+            if name is None or param is None or not param.inferred or values[name] == param.raw:
                 raise
             values[name] = param.raw
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Annotated, Any
 
@@ -15,12 +16,20 @@ ParamOption = Annotated[list[str] | None, typer.Option(
     help="A statement parameter (repeatable), bound by name, never put into the text. "
          "name=value infers numbers, true/false, null and ISO dates (falling back to a string "
          "where the statement wants one); name:=json takes a JSON value, e.g. v:=[0.1,0.2].")]
+FormatOption = Annotated[str, typer.Option(
+    "--format", "-f", metavar="FORMAT",
+    help="table (default), json (one object per statement, as --json), jsonl (one object per "
+         "row), csv or markdown; all but table give each row's full text.")]
 TextArgument = Annotated[str, typer.Argument(
     metavar="STATEMENTS", help="One or more ';'-separated statements, or '-' to read stdin.")]
 
 
 def _source(text: str) -> str:
     return sys.stdin.read() if text == "-" else text
+
+
+def _execute(database: Any, stmt: Any, values: dict[str, Any]) -> Any:
+    return database.execute(stmt, **values)
 
 
 def _check_unused(statements: list[Any], names: set[str]) -> None:
@@ -36,8 +45,9 @@ def query(
     db: DbOption = DEFAULT_DB,
     param: ParamOption = None,
     as_json: JsonOption = False,
+    fmt: FormatOption = "table",
 ) -> None:
-    """Run statements and print their results as tables.
+    """Run statements and print their results as tables (or --format json|jsonl|csv|markdown).
 
     Statements run in order; the first error stops the rest (exit 1). SEARCH and RETRIEVE
     return 10 rows unless they say LIMIT n. EXPLAIN prints the plan and each row's score
@@ -50,25 +60,45 @@ def query(
           -p q='disk full' -p tag=ops
       recallql query "RETRIEVE 5 FROM docs FOR SESSION :s" -p s=agent-7 --json
       recallql query "SHOW COLLECTIONS; DESCRIBE docs"
+      recallql query "SEARCH docs MATCHING 'backup'" --format csv > hits.csv
       echo "SHOW SESSIONS;" | recallql query -
     """
     from recallql.grammar import parse_script
-    from recallql.ui.render import Catalog, print_outcome, to_json
+    from recallql.ui.render import Catalog
 
+    fmt = _check_format("json" if as_json else fmt)
     params = parse_params(param)
     with handled():
         statements = parse_script(_source(text))
     _check_unused(statements, set(params))
     with open_db(db) as database, handled():
         catalog = Catalog.of(database)
-        for stmt in statements:
+        for number, stmt in enumerate(statements):
             used = used_by(stmt, params)
-            outcome = bind_with_fallback(lambda values, s=stmt: database.execute(s, **values),
-                                         used)
-            if as_json:
-                out.print(to_json(outcome, catalog, indent=None), markup=False, soft_wrap=True)
-            else:
-                print_outcome(out, outcome, catalog)
+            outcome = bind_with_fallback(functools.partial(_execute, database, stmt), used)
+            if number and fmt in ("csv", "markdown"):
+                out.print()  # a blank line between the statements' tables
+            show(outcome, catalog, fmt)
+
+
+def _check_format(fmt: str) -> str:
+    from recallql.ui.formats import FORMATS
+
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"use one of: {', '.join(FORMATS)}", param_hint="--format")
+    return fmt
+
+
+def show(outcome: Any, catalog: Any, fmt: str) -> None:
+    """Print one outcome on stdout in `fmt` (a table, or a text format unwrapped)."""
+    from recallql.ui.formats import format_text
+    from recallql.ui.render import print_outcome
+
+    if fmt == "table":
+        print_outcome(out, outcome, catalog)
+    else:
+        out.print(format_text(outcome, fmt, catalog), markup=False, soft_wrap=True,
+                  highlight=False)
 
 
 def explain(
@@ -82,7 +112,7 @@ def explain(
     param: ParamOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show a statement's plan and every row's score arithmetic.
+    """Show a statement's plan and every row's score arithmetic (--json: as JSON).
 
     The plan comes root first, one operator a line; then each row with its reason codes and
     their contributions, which add up to the score.

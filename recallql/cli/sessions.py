@@ -197,14 +197,12 @@ def check_reason(reason: str, any_reason: bool) -> str:
     Raises:
         typer.BadParameter: (exit 2) an unknown reason, with a did-you-mean.
     """
-    import difflib
+    from recallql.grammar import did_you_mean
 
     if any_reason or reason in END_REASONS:
         return reason
-    close = difflib.get_close_matches(reason, END_REASONS, n=1)
-    guess = f"did you mean {close[0]!r}? " if close else ""
     raise typer.BadParameter(
-        f"unknown end reason {reason!r}; {guess}known: {', '.join(END_REASONS)} "
+        f"unknown end reason {reason!r}; {did_you_mean(reason, END_REASONS)} "
         "(--any-reason records another)", param_hint="--reason")
 
 

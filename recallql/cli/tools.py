@@ -35,16 +35,22 @@ def shell(
     history: Annotated[Path | None, typer.Option(
         envvar="RECALLQL_HISTORY", metavar="FILE",
         help="History file (default ~/.recallql_history).")] = None,
-    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json."
-                                     )] = "table",
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT",
+                                     help="table, json, jsonl, csv or markdown (\\format "
+                                          "changes it).")] = "table",
+    pager: Annotated[bool, typer.Option("--pager/--no-pager", help="Page results longer "
+                                        "than the screen through $PAGER (on a terminal).")
+                     ] = True,
     create: Annotated[bool, typer.Option("--create", help="Create an empty database when "
                                          "there is none at --db.")] = False,
 ) -> None:
     """Interactive shell: line editing, history, completion, tables.
 
     Statements end with ';' (Enter before it continues the statement); \\help lists the
-    backslash commands, \\q quits. The database is opened read-only (it never blocks a
-    writer). With input from a pipe it runs the script, stops at the first error and exits 1.
+    backslash commands (\\format, \\x, \\o FILE, \\pager, \\timing, \\d, \\r), \\q quits.
+    Ctrl-C cancels a running statement; long results go through $PAGER on a terminal. The
+    database is opened read-only (it never blocks a writer). With input from a pipe it runs
+    the script, stops at the first error and exits 1.
 
     \b
     Examples:
@@ -53,14 +59,14 @@ def shell(
       echo "SHOW COLLECTIONS; DESCRIBE docs;" | recallql shell --db mem.db
     """
     from recallql.repl import Repl
-    from recallql.ui.render import FORMATS
+    from recallql.ui.formats import FORMATS
 
     if fmt not in FORMATS:
-        raise typer.BadParameter("use table or json", param_hint="--format")
+        raise typer.BadParameter(f"use one of: {', '.join(FORMATS)}", param_hint="--format")
     if not is_database(db):
         _create_empty(db, create)
     with open_db(db) as database:
-        code = Repl(database, history=history, fmt=fmt, debug=State.debug).run()
+        code = Repl(database, history=history, fmt=fmt, debug=State.debug, pager=pager).run()
     raise typer.Exit(code)
 
 

@@ -70,7 +70,7 @@ def load_cacm(root: str | Path) -> Iterator[dict]:
     """CACM documents from ``<root>/cacm.all``: id ``cacm:<n>``, title, body (the abstract, often
     empty), created_at from the ``.B`` line, authors (``.A``), tags (``.K`` keywords)."""
     for rec in parse_smart(Path(root) / "cacm.all"):
-        item = {"id": f"cacm:{_smart_id(rec)}", "title": rec.get("T", ""),
+        item: dict[str, object] = {"id": f"cacm:{_smart_id(rec)}", "title": rec.get("T", ""),
                 "body": rec.get("W", ""), "source": "cacm", "authors": _lines(rec.get("A", "")),
                 "tags": [k.strip() for k in rec.get("K", "").replace("\n", " ").split(",")
                          if k.strip()]}

@@ -82,7 +82,7 @@ def _ingest_docs(db: Any, progress: Progress, embed: ProgressEmbedder, source: D
 
 
 def build(db: Any, embed: ProgressEmbedder, console: Console, size: str,
-          doc_root: Path) -> tuple[Built, dict[str, int]]:
+          doc_root: Path) -> tuple[Built, dict[str, float]]:
     """Fill a fresh database; returns what the tour needs and counts for the summary."""
     spec = SIZES[size]
     with _progress(console) as progress:
@@ -150,11 +150,30 @@ def run_demo(path: Path, size: str = "default", embedder: str = "default",
     counts["sections"] = tour.sections
     counts["total_s"] = round(time.perf_counter() - started, 1)
     console.print()
+    command = command_name()
     console.print(Text(f"Done in {counts['total_s']} s. Explore the same database:\n"
-                       f"  recallql shell --db {path}\n"
-                       f"  recallql query \"SEARCH docs MATCHING 'memory leak' LIMIT 5\" "
+                       f"  {command} shell --db {path}\n"
+                       f"  {command} query \"SEARCH docs MATCHING 'memory leak' LIMIT 5\" "
                        f"--db {path}", style="bold"), soft_wrap=True)
     return counts
+
+
+def command_name() -> str:
+    """How to run this ``recallql`` again from here: ``recallql`` when that is the one on
+    ``PATH``, else the script's path (``.venv/bin/recallql`` after ``make demo``), else
+    ``python -m recallql.cli``."""
+    import os
+    import shutil
+    import sys
+
+    script = Path(sys.argv[0])
+    if script.name != "recallql":
+        return f"{sys.executable} -m recallql.cli"
+    found = shutil.which("recallql")
+    if found and Path(found).resolve() == script.resolve():
+        return "recallql"
+    relative = os.path.relpath(script)
+    return relative if not relative.startswith("..") else str(script.absolute())
 
 
 def _built_line(counts: dict[str, Any]) -> str:

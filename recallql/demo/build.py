@@ -37,7 +37,7 @@ class Size:
 
 SIZES = {
     "small": Size(docs=200, long_chats=3, turns=60, short_chats=20),
-    "default": Size(docs=3000, long_chats=6, turns=160, short_chats=100),
+    "default": Size(docs=1500, long_chats=6, turns=160, short_chats=100),
     "all": Size(docs=None, long_chats=6, turns=160, short_chats=100),
 }
 
@@ -103,7 +103,7 @@ def conversation_roots(plans: Iterable[SessionPlan]) -> dict[str, str]:
     """Each planned session's conversation (its root session), by the lineage rule: a session
     continues its parent's conversation only when the parent ended by compression and the
     session is not a branch of it. `plans` must list parents first."""
-    ended = {}
+    ended: dict[str, str | None] = {}
     roots: dict[str, str] = {}
     for plan in plans:
         continues = plan.parent is not None and ended.get(plan.parent) == "compression" \

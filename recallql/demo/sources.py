@@ -14,9 +14,9 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
+from recallql.api import parse_timestamp
 from recallql.datasets import corpora
 from recallql.importers import files as loaders
 
@@ -94,8 +94,7 @@ def parse_python_news(text: str) -> Iterator[dict]:
                         "body": " ".join(para.strip()[2:].split()), "source": "python-news",
                         "tags": [section.lower()] if section else []}
                 if date:
-                    item["created_at"] = datetime.fromisoformat(date.group(1)).replace(
-                        tzinfo=UTC)
+                    item["created_at"] = parse_timestamp(date.group(1))
                 position += 1
                 yield item
 
@@ -163,8 +162,9 @@ def chitchat_path() -> Path:
 
     spec = importlib.util.find_spec("chitchat_dataset")
     if spec is None or not spec.submodule_search_locations:
-        raise DemoError("the chitchat-dataset package is not installed (pip install "
-                        "chitchat-dataset)")
+        raise DemoError("the demo's conversations come from the chitchat-dataset package, "
+                        "which is not installed: pip install 'recallql[demo]' (or run "
+                        "`make demo` in a clone, which installs it)")
     return Path(list(spec.submodule_search_locations)[0]) / "dataset.json"
 
 
@@ -175,7 +175,7 @@ def _chat(key: str, raw: dict) -> Chat:
         text = " ".join(u["text"] for u in message).strip()
         if not text:
             continue
-        at = datetime.fromisoformat(message[0]["timestamp"].replace("Z", "+00:00")).timestamp()
+        at = parse_timestamp(message[0]["timestamp"]).timestamp()
         turns.append(Turn("user" if message[0]["sender"] == first else "assistant", text, at))
     return Chat(key, raw.get("prompt", ""), turns)
 

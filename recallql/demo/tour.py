@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from recallql.demo.sources import DocSource
+from recallql.grammar.timestamps import format_timestamp
 from recallql.ui.render import Catalog, print_outcome, shorten
 
 CHAT_QUERY = "robots taking over the world"
@@ -69,7 +70,9 @@ class Tour:
 
 
 def _show(value: Any) -> str:
-    return f"TIMESTAMP '{value.isoformat()}'" if isinstance(value, datetime) else repr(value)
+    if isinstance(value, datetime):
+        return f"TIMESTAMP '{format_timestamp(value)}'"
+    return repr(value)
 
 
 def hybrid(t: Tour) -> None:

@@ -8,12 +8,11 @@ planner turns into operators.
 
 from __future__ import annotations
 
-import difflib
 import math
 import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, NoReturn
 
 import numpy as np
@@ -22,9 +21,17 @@ from recallql.engine.plan import LegKind
 from recallql.engine.scoring import DecayShape
 from recallql.grammar import nodes as n
 from recallql.grammar import statements as s
-from recallql.grammar.errors import ParameterError, QueryError, QuerySemanticError
+from recallql.grammar.errors import (
+    ParameterError,
+    QueryError,
+    QuerySemanticError,
+    QuerySyntaxError,
+)
+from recallql.grammar.render import string_literal
+from recallql.grammar.suggest import did_you_mean
 from recallql.index import filters as f
 from recallql.index.schema import CollectionInfo, FieldType
+from recallql.index.timestamps import parse_timestamp
 
 DEFAULT_LIMIT = 10
 DEFAULT_WINDOW = 100
@@ -83,15 +90,6 @@ class QuerySpec:
 def _fail(stmt: s.StatementBase, node: n.Node, message: str, hint: str | None = None,
           cls: type[QueryError] = QuerySemanticError) -> NoReturn:
     raise cls(message, text=stmt.source, span=node.span, hint=hint)
-
-
-def did_you_mean(name: str, options: list[str]) -> str | None:
-    """A "did you mean" hint for `name` among `options`, or a list of what exists."""
-    folded = [o for o in options if o.lower() == name.lower()]
-    close = folded or difflib.get_close_matches(name, options, n=1, cutoff=0.5)
-    if close:
-        return f"did you mean '{close[0]}'?"
-    return f"known: {', '.join(sorted(options))}" if options else None
 
 
 def _number(stmt: s.StatementBase, node: Any, what: str) -> float | None:
@@ -182,7 +180,7 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
         group_by=group_by,
         budget=_whole(stmt, stmt.group_by.budget if stmt.group_by else None, "budget",
                       DEFAULT_BUDGET),
-        as_of=stmt.as_of.value if isinstance(stmt.as_of, n.TimestampLiteral) else None,
+        as_of=instant(stmt, stmt.as_of, utc=True) if stmt.as_of is not None else None,
         limit=DEFAULT_LIMIT if limit is None else limit,
         offset=stmt.offset_value,
     )
@@ -280,7 +278,8 @@ def _recency(stmt: s.Search | s.Retrieve, fields: Mapping[str, FieldType],
     weight, half_life = DEFAULT_RECENCY
     if clause is None:
         return RecencySpec(weight, half_life)
-    weight = _weight(stmt, clause.weight, "weight") if clause.weight is not None else weight
+    written = _weight(stmt, clause.weight, "weight")
+    weight = weight if written is None else written
     if clause.half_life is not None:
         half_life = clause.half_life.days  # type: ignore[union-attr]
         if not (math.isfinite(half_life) and half_life > 0.0):
@@ -307,6 +306,18 @@ def _recency(stmt: s.Search | s.Retrieve, fields: Mapping[str, FieldType],
 # -- WHERE -> index filter expressions ---------------------------------------------------------
 
 
+def where_filter(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldType],
+                 text_fields: tuple[str, ...] = ()) -> Any:
+    """A WHERE predicate as a `recallql.index.filters` expression, after checking every field
+    name (unknown: a did-you-mean hint) and value type against `fields`. The one translation
+    for SEARCH / RETRIEVE (a collection's fields) and SHOW SESSIONS (the session fields).
+
+    Raises:
+        QuerySemanticError: unknown field, a value or operator that does not fit its type.
+    """
+    return _where(stmt, pred, fields, text_fields)
+
+
 def _where(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldType],
            text_fields: tuple[str, ...] = ()) -> Any:
     if isinstance(pred, n.And):
@@ -321,7 +332,8 @@ def _where(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldT
     if isinstance(pred, n.Comparison):
         return _comparison(stmt, pred, name, kind)
     if isinstance(pred, n.InList):
-        within = f.In(name, tuple(_value(stmt, v, kind, name) for v in pred.values))
+        within = f.In(name, tuple(None if isinstance(v, n.NullLiteral) else
+                                  _value(stmt, v, kind, name) for v in pred.values))
         return f.Not(within) if pred.negated else within
     if isinstance(pred, n.Between):
         if kind in (FieldType.BOOL, FieldType.LIST_STR):
@@ -363,6 +375,38 @@ def _comparison(stmt: s.StatementBase, pred: n.Comparison, name: str, kind: Fiel
     return f.Cmp(name, pred.op, _value(stmt, pred.value, kind, name))
 
 
+def instant(stmt: s.StatementBase, node: Any, utc: bool = False) -> datetime:
+    """The aware datetime of a ``TIMESTAMP '...'`` literal or of ISO-8601 text compared with a
+    timestamp field (`recallql.index.timestamps.parse_timestamp`: naive means UTC).
+
+    Args:
+        utc: convert to UTC (AS OF), which fails outside years 1..9999 in UTC; filter values
+            keep their offset (the filter layer compares instants).
+
+    Raises:
+        QuerySyntaxError: an invalid TIMESTAMP literal (caret under its string).
+        QuerySemanticError: ISO text that is not a timestamp.
+    """
+    text = node.value
+    try:
+        moment = parse_timestamp(text)
+        return moment.astimezone(UTC) if utc else moment
+    except (ValueError, OverflowError) as exc:
+        outside = isinstance(exc, OverflowError)
+        if not isinstance(node, n.TimestampLiteral):
+            _fail(stmt, node, f"'{text}' is " + ("outside years 1..9999 in UTC" if outside
+                                                 else "not an ISO-8601 timestamp"),
+                  "write TIMESTAMP '2025-01-31T00:00:00Z'")
+        quoted = string_literal(text)
+        start, end = node.span
+        raise QuerySyntaxError(
+            f"invalid TIMESTAMP {quoted}" + (" (outside years 1..9999 in UTC)" if outside else ""),
+            text=stmt.source, span=(max(start, end - len(quoted)), end),
+            expected=["an ISO-8601 date-time"],
+            hint="write TIMESTAMP '2025-01-31T00:00:00Z' (Z or an offset such as +02:00; "
+            "without one, UTC)") from None
+
+
 _ACCEPTS: dict[FieldType, tuple[type, ...]] = {
     FieldType.STR: (n.StringLiteral,),
     FieldType.LIST_STR: (n.StringLiteral,),
@@ -386,11 +430,7 @@ def _value(stmt: s.StatementBase, node: n.Node, kind: FieldType, name: str) -> A
         _fail(stmt, node, f"field '{name}' is {kind.value}; expected {_TYPE_WORDS[kind]}")
     value = getattr(node, "value")  # noqa: B009 - every accepted literal has a value
     if kind is FieldType.TIMESTAMP and isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            _fail(stmt, node, f"'{value}' is not an ISO-8601 timestamp",
-                  "write TIMESTAMP '2025-01-31T00:00:00Z'")
+        value = instant(stmt, node)
     elif kind is FieldType.TIMESTAMP and isinstance(value, int | float):
         if not MIN_EPOCH <= value <= MAX_EPOCH:
             _fail(stmt, node, f"{value!r} epoch seconds is outside years 1..9999",

@@ -30,6 +30,7 @@ from recallql.engine.operators.scan import EligibleScan, LegScan
 from recallql.engine.plan import LegKind, QueryPlan
 from recallql.engine.planner import build_tree
 from recallql.engine.reasons import Reason
+from recallql.grammar.timestamps import format_timestamp
 from recallql.sessions.lineage import LineageResolver, SessionRow
 from recallql.sessions.live_context import LiveContext
 from recallql.sessions.models import SessionSnapshot, SessionState
@@ -119,7 +120,8 @@ def merge_outcome(plan: QueryPlan, batches: LegBatches, source: MergeSource) -> 
     notices += [Notice(code=code, message=message) for code, message in ex.notices]
     result = Result(statement=plan.statement, collection=plan.collection, rows=rows,
                     session_snapshot=state[1] if state else None, warnings=dedupe(notices),
-                    truncated=ex.truncated, stats=_stats(ex, plan))
+                    truncated=ex.truncated, stats=_stats(ex, plan),
+                    timestamp_fields=list(plan.timestamp_fields))
     out: Result | Explain = result if plan.explain is None else _explain(
         plan, tree, ex, result, _verbose(plan, cands, rows, source, batches.batch))
     return MergeOutcome(out, ex.metrics.underfilled, batches.cut, ex.truncated)
@@ -202,7 +204,7 @@ def _stats(ex: Execution, plan: QueryPlan) -> dict[str, Any]:
         stats["embed_ms"] = plan.embed_ms
     stats["window"] = plan.window
     now = plan.as_of if plan.as_of is not None else datetime.fromtimestamp(plan.now, tz=UTC)
-    stats["now"] = now.isoformat()
+    stats["now"] = format_timestamp(now)
     return stats
 
 

@@ -6,7 +6,6 @@ reason's `detail` text is rendered here from its typed fields.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import (
@@ -19,6 +18,7 @@ from pydantic import (
 )
 
 from recallql.engine.reasons import Reason
+from recallql.engine.result_api import ResultConversions
 from recallql.sessions.models import SessionSnapshot
 
 
@@ -157,10 +157,12 @@ class PlanNode(_Model):
     children: list[PlanNode] = Field(default_factory=list)
 
 
-class Result(_Model):
+class Result(ResultConversions, _Model):  # type: ignore[misc]  # iterates entries, not fields
     """The result of a statement: ranked rows plus what the agent needs alongside them.
 
-    Iterable over rows and `len()`-able.
+    A sequence of its entries — the `Row`s of SEARCH / RETRIEVE, the record dicts of SHOW /
+    DESCRIBE: `len`, iteration, ``result[i]``, ``result[i:j]``, `to_dicts()`, `to_pandas()`,
+    `to_arrow()` (see `recallql.engine.result_api`).
     """
 
     statement: str = ""
@@ -172,12 +174,9 @@ class Result(_Model):
     stats: dict[str, Any] = Field(default_factory=dict)
     columns: list[str] | None = None
     records: list[dict[str, Any]] | None = None
-
-    def __iter__(self) -> Iterator[Row]:  # type: ignore[override]
-        return iter(self.rows)
-
-    def __len__(self) -> int:
-        return len(self.rows) if self.records is None else len(self.records)
+    #: The collection's declared timestamp fields besides ``created_at`` (set by
+    #: `Database.execute`; `to_dicts()` turns them into datetimes).
+    timestamp_fields: list[str] = Field(default_factory=list)
 
     def ids(self) -> list[str]:
         """The row ids in result order."""

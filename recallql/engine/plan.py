@@ -11,7 +11,7 @@ coordinator that ships the plan to shards gets the same operators everywhere.
 from __future__ import annotations
 
 from dataclasses import fields as dataclass_fields
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -39,9 +39,14 @@ _FILTERS: dict[str, type] = {cls.__name__: cls for cls in (
 _FILTER_TYPES = tuple(_FILTERS.values())
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def _encode_value(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return {"timestamp": value.isoformat()}
+    if isinstance(value, datetime):  # the instant, exactly: whole microseconds since the epoch
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return {"epoch_us": (aware - _EPOCH) // _MICROSECOND}
     if isinstance(value, tuple):
         return [_encode_value(v) for v in value]
     return value
@@ -49,14 +54,15 @@ def _encode_value(value: Any) -> Any:
 
 def _decode_value(value: Any) -> Any:
     if isinstance(value, dict):
-        return datetime.fromisoformat(value["timestamp"])
+        return _EPOCH + value["epoch_us"] * _MICROSECOND
     if isinstance(value, list):
         return tuple(_decode_value(v) for v in value)
     return value
 
 
 def encode_filter(expr: Any) -> Any:
-    """A `recallql.index.filters` expression as JSON-ready data (`{"type": "Cmp", ...}`)."""
+    """A `recallql.index.filters` expression as JSON-ready data (`{"type": "Cmp", ...}`;
+    datetimes as `{"epoch_us": n}`, the instant in UTC)."""
     if expr is None:
         return None
     out: dict[str, Any] = {"type": type(expr).__name__}
@@ -219,6 +225,8 @@ class QueryPlan(_Model):
         legs: the retrieval legs in fusion order; empty for RETRIEVE without MATCHING, which
             scans every eligible row (`filter`).
         fusion: RRF settings (None without legs).
+        timestamp_fields: the collection's declared timestamp fields (`Result.to_dicts()`
+            turns them into datetimes).
         notices: statement-level warnings known at plan time (`LEXICAL_LEG_EMPTY`, ...).
         embed_ms: time spent embedding the MATCHING text at plan time, or None.
     """
@@ -242,6 +250,7 @@ class QueryPlan(_Model):
     group_by: Literal["document", "conversation"] | None = None
     budget: int
     features: FeatureSpec = FeatureSpec()
+    timestamp_fields: tuple[str, ...] = ()
     notices: tuple[Notice, ...] = ()
     explain: ExplainSpec | None = None
     embed_ms: float | None = None

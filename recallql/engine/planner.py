@@ -47,6 +47,7 @@ from recallql.engine.plan import (
 )
 from recallql.engine.reasons import Reason
 from recallql.engine.scoring import DecayShape
+from recallql.index.schema import CollectionInfo, FieldType
 
 
 def plan(
@@ -91,8 +92,13 @@ def plan(
         signal_weights=spec.signal_weights,
         recency=None if recency is None else _recency(
             recency.weight, recency.half_life_days, recency.field, recency.shape),
-        group_by=spec.group_by, budget=spec.budget, features=features, notices=tuple(notices),
+        group_by=spec.group_by, budget=spec.budget, features=features,
+        timestamp_fields=_timestamp_fields(spec.collection), notices=tuple(notices),
         explain=explain, embed_ms=None)
+
+
+def _timestamp_fields(info: CollectionInfo) -> tuple[str, ...]:
+    return tuple(sorted(n for n, t in info.fields.items() if t == FieldType.TIMESTAMP))
 
 
 # The small parameter records are immutable and few: built once each (planning stays cheap).

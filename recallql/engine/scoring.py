@@ -95,17 +95,6 @@ def saturate(x: np.ndarray | float) -> np.ndarray | float:
     return x / (x + 1.0)
 
 
-def signal_decay(values: np.ndarray, ages_days: np.ndarray, half_life_days: float) -> np.ndarray:
-    """Decayed signal contributions `value · 0.5^(age/half_life)` (SPEC §4.4).
-
-    Args:
-        values: float64[m] signal values.
-        ages_days: float64[m] ages in days at the reference time (≥ 0).
-        half_life_days: the signal name's half-life in days, > 0.
-    """
-    return np.asarray(values, dtype=np.float64) * np.exp2(-np.asarray(ages_days) / half_life_days)
-
-
 def recency_boost(
     created_at: np.ndarray,
     now_ts: float,

@@ -75,9 +75,11 @@ from recallql.grammar.statements import (
     StatementBase,
     Using,
 )
+from recallql.grammar.suggest import did_you_mean
+from recallql.grammar.timestamps import format_timestamp
 
 __all__ = [
-    "parse", "parse_script", "bind", "clear_cache",
+    "parse", "parse_script", "bind", "clear_cache", "did_you_mean", "format_timestamp",
     "QueryError", "QuerySyntaxError", "QuerySemanticError", "ParameterError",
     "RESERVED", "NON_RESERVED",
     "Span", "Node", "Identifier", "ScalarLiteral", "Scalar", "Value", "StringLiteral",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from datetime import time as dt_time
 from typing import Any
 
@@ -34,6 +34,7 @@ from recallql.grammar.nodes import (
     VectorLiteral,
 )
 from recallql.grammar.statements import Explain, StatementBase
+from recallql.grammar.timestamps import format_timestamp
 
 __all__ = ["bind"]
 
@@ -197,10 +198,10 @@ def _timestamp(value: Any, node: Parameter) -> Node:
     if not isinstance(value, datetime):
         raise _Mistyped("a datetime (or a date)")
     try:
-        moment = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        text = format_timestamp(value)  # naive means UTC
     except OverflowError:
         raise _Mistyped("a datetime within the representable UTC range") from None
-    return TimestampLiteral.model_construct(value=moment, span=node.span)
+    return TimestampLiteral.model_construct(value=text, span=node.span)
 
 
 def _value(value: Any, node: Parameter) -> Node:
@@ -261,13 +262,14 @@ def _vector(value: Any, node: Parameter) -> Node:
     return VectorLiteral.model_construct(value=vector, name=node.name, span=node.span)
 
 
-_CONVERTERS: dict[str, Callable[[Any, Parameter], Node]] = {
+#: Slot kind -> converter of a Python value to its literal node (a tuple of nodes for IN lists).
+_CONVERTERS: dict[str, Callable[[Any, Parameter], Any]] = {
     "text": _string,
     "session": _string,
     "pattern": _string,
     "vector": _vector,
     "value": _value,
-    "list": lambda value, node: _list(value, node),
+    "list": _list,
     "timestamp": _timestamp,
     "count": _integer,
     "offset": _integer,

@@ -9,7 +9,6 @@ statement with whatever the visitor returns. Parsing uses it to check literals
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from typing import Any, NamedTuple, NoReturn
 
@@ -43,6 +42,7 @@ from recallql.grammar.statements import (
     SignalBoost,
     StatementBase,
 )
+from recallql.grammar.suggest import did_you_mean
 
 __all__ = ["Slot", "map_slots", "check_value", "validate", "SHAPES"]
 
@@ -305,8 +305,7 @@ def _check_duration(slot: Slot, what: str, node: Node, fail: Callable[..., NoRet
 def _check_shape(slot: Slot, what: str, node: Node, fail: Callable[..., NoReturn]) -> None:
     name = node.name.upper() if isinstance(node, Identifier) else None
     if name not in SHAPES:
-        close = difflib.get_close_matches(name or "", SHAPES, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}?" if close else None
+        hint = did_you_mean(name or "", SHAPES, listing=False)
         fail(f"{what} must be EXP, GAUSS or LINEAR, found {node.to_text()}", hint)
 
 

@@ -8,12 +8,11 @@ themselves, but each boost (recency, session boost, signal boost) is given at mo
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lark import Tree
 
-from recallql.grammar.literals import span_of
+from recallql.grammar.literals import span_of, token_at
 from recallql.grammar.nodes import Identifier, Span
 from recallql.grammar.statements import (
     Fuse,
@@ -28,6 +27,7 @@ from recallql.grammar.statements import (
     SignalBoost,
     Using,
 )
+from recallql.grammar.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from recallql.grammar.transform import AstBuilder
@@ -85,8 +85,7 @@ OPTION_NAMES: dict[str, tuple[str, ...] | None] = {
 
 def head_span(tree: Tree, words: int) -> Span:
     """Span of the first ``words`` keyword tokens of a clause tree."""
-    last = tree.children[words - 1]
-    return Span(tree.meta.start_pos, last.end_pos)
+    return Span(tree.meta.start_pos, token_at(tree, words - 1).end_pos or 0)
 
 
 class ClauseCollector:
@@ -153,7 +152,7 @@ class ClauseCollector:
 
     def using(self, tree: Tree) -> Any:
         """``USING HYBRID | LEXICAL | SEMANTIC``."""
-        mode = tree.children[1].type.lower()
+        mode = token_at(tree, 1).type.lower()
         return Using.model_construct(mode=mode, span=span_of(tree))
 
     def near(self, tree: Tree) -> Any:
@@ -198,7 +197,7 @@ class ClauseCollector:
 
     def group_by(self, tree: Tree) -> Any:
         """``GROUP BY DOCUMENT | CONVERSATION [(budget = n)]``."""
-        kind = tree.children[2].type
+        kind = token_at(tree, 2).type
         options = self._options(tree.children[3:], f"GROUP BY {kind}")
         return GroupBy.model_construct(kind=kind.lower(), options=options, span=span_of(tree))
 
@@ -286,16 +285,9 @@ class ClauseCollector:
                 name.span,
                 hint=f"remove the parentheses after {clause}",
             )
-        close = difflib.get_close_matches(name.name.lower(), allowed, n=1, cutoff=0.6)
-        listing = ", ".join(allowed)
-        hint = (
-            f"did you mean {close[0]!r}? {clause} takes {listing}"
-            if close
-            else (f"{clause} takes {listing}")
-        )
         return self.builder.error(
             f"unknown option {name.name!r} for {clause}",
             name.span,
             expected=list(allowed),
-            hint=hint,
+            hint=did_you_mean(name.name, allowed),
         )

@@ -77,7 +77,7 @@ def _replay(text: str, pos: int) -> tuple[list[Token], set[str]]:
     tokens: list[Token] = []
     try:
         for token in interactive.iter_parse():
-            if token.start_pos >= pos:
+            if (token.start_pos or 0) >= pos:
                 break
             tokens.append(token)
     except UnexpectedInput:
@@ -92,8 +92,9 @@ def _unexpected_token(exc: UnexpectedToken, text: str) -> QuerySyntaxError:
         span = (end, end)
         previous, expected = _replay(text, len(text) + 1)
     else:
-        span = (token.start_pos, token.end_pos)
-        previous, expected = _replay(text, token.start_pos)
+        start = token.start_pos or 0  # lark sets both on every lexed token
+        span = (start, token.end_pos or start)
+        previous, expected = _replay(text, start)
     prev = previous[-1] if previous else None
     names = describe_expected(expected, prev)
     message = f"expected {join_or(names)}{_after(prev)}, found {describe_found(token)}"
@@ -102,7 +103,7 @@ def _unexpected_token(exc: UnexpectedToken, text: str) -> QuerySyntaxError:
 
 
 def _unexpected_character(exc: UnexpectedCharacters, text: str) -> QuerySyntaxError:
-    pos = exc.pos_in_stream
+    pos = exc.pos_in_stream or 0  # always set when the lexer raises
     previous, expected = _replay(text, pos)
     prev = previous[-1] if previous else None
     special = hints.for_character(text, pos, prev)

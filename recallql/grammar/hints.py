@@ -5,13 +5,13 @@ Each rule is a small function returning a hint or None; the first rule that answ
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 
 from lark import Token
 
 from recallql.grammar.keywords import KEYWORDS, NON_RESERVED, RESERVED, STATEMENT_KEYWORDS
+from recallql.grammar.suggest import did_you_mean
 
 __all__ = ["for_token", "for_character"]
 
@@ -113,23 +113,16 @@ def _statement_start(token: Token, expected: set[str], prev: Token | None, _: li
     if token.type in STATEMENT_KEYWORDS and "ANALYZE" in expected:
         return "EXPLAIN takes a SEARCH or RETRIEVE statement"
     if "SEARCH" in expected and token.type != "$END":
-        close = _close(token, set(STATEMENT_KEYWORDS)) if token.type == "NAME" else None
-        if close:
-            return f"did you mean {close}?"
-        return "statements start with SEARCH, RETRIEVE, EXPLAIN, SHOW or DESCRIBE"
+        close = (did_you_mean(str(token), sorted(STATEMENT_KEYWORDS), listing=False)
+                 if token.type == "NAME" else None)
+        return close or "statements start with SEARCH, RETRIEVE, EXPLAIN, SHOW or DESCRIBE"
     return None
 
 
 def _misspelled(token: Token, expected: set[str], prev: Token | None, _: list) -> str | None:
     if token.type != "NAME":
         return None
-    close = _close(token, {k for k in expected if k in KEYWORDS})
-    return f"did you mean {close}?" if close else None
-
-
-def _close(token: Token, keywords: set[str]) -> str | None:
-    matches = difflib.get_close_matches(token.upper(), sorted(keywords), n=1, cutoff=0.75)
-    return matches[0] if matches else None
+    return did_you_mean(str(token), sorted(k for k in expected if k in KEYWORDS), listing=False)
 
 
 _RULES: tuple[Rule, ...] = (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from typing import cast
 
 from lark import Token, Tree
 
@@ -20,7 +20,7 @@ from recallql.grammar.nodes import (
     TimestampLiteral,
 )
 
-__all__ = ["span_of", "token_literal", "timestamp", "duration", "parse_timestamp", "decode_string"]
+__all__ = ["span_of", "token_at", "token_literal", "timestamp", "duration", "decode_string"]
 
 INT64_MAX = 2**63 - 1
 
@@ -32,6 +32,12 @@ def span_of(item: Tree | Token) -> Span:
     if isinstance(item, Token):
         return Span(item.start_pos or 0, item.end_pos or 0)
     return Span(item.meta.start_pos, item.meta.end_pos)
+
+
+def token_at(tree: Tree, index: int) -> Token:
+    """Child `index` of `tree`, where the grammar puts a token (lark types children as
+    ``Tree | Token``)."""
+    return cast(Token, tree.children[index])
 
 
 def decode_string(token: str) -> str:
@@ -83,40 +89,10 @@ def token_literal(token: Token, text: str) -> Node:
     raise AssertionError(f"not a literal token: {kind}")  # the grammar never gets here
 
 
-def parse_timestamp(value: str) -> datetime:
-    """Read ISO-8601 text as an aware UTC datetime; naive text means UTC.
-
-    Raises:
-        ValueError: the text is not an ISO-8601 date or date-time.
-    """
-    try:
-        moment = datetime.fromisoformat(value.strip())
-        if moment.tzinfo is None:
-            return moment.replace(tzinfo=UTC)
-        return moment.astimezone(UTC)
-    except OverflowError as exc:
-        raise ValueError("out of range") from exc
-
-
-def timestamp(string: Token, span: Span, text: str) -> TimestampLiteral:
-    """The node of ``TIMESTAMP '<text>'``; ``string`` is the STRING token.
-
-    Raises:
-        QuerySyntaxError: with the caret under the string, when it is not ISO-8601.
-    """
-    raw = decode_string(string)
-    try:
-        value = parse_timestamp(raw)
-    except ValueError:
-        raise QuerySyntaxError(
-            f"invalid TIMESTAMP {string}",
-            text=text,
-            span=span_of(string),
-            expected=["an ISO-8601 date-time"],
-            hint="write TIMESTAMP '2025-01-31T00:00:00Z' (Z or an offset such as +02:00; "
-            "without one, UTC)",
-        ) from None
-    return TimestampLiteral.model_construct(value=value, span=span)
+def timestamp(string: Token, span: Span) -> TimestampLiteral:
+    """The node of ``TIMESTAMP '<text>'``; ``string`` is the STRING token. The text is kept as
+    written: the engine parses it (the grammar parses no timestamps)."""
+    return TimestampLiteral.model_construct(value=decode_string(string), span=span)
 
 
 def duration(amount: Token, unit: Token, span: Span, text: str) -> Duration:

@@ -8,15 +8,13 @@ character offsets of the text it came from, so errors about it can put a caret u
 from __future__ import annotations
 
 import functools
-import math
-from datetime import datetime
-from typing import Annotated, Any, Literal, NamedTuple, Union
+from typing import Annotated, Any, Literal, NamedTuple, TypeAlias
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
-    "Span", "Node", "tagged", "SCALAR_TYPES", "Identifier", "ScalarLiteral", "StringLiteral",
+    "Span", "Node", "SCALAR_TYPES", "Identifier", "ScalarLiteral", "StringLiteral",
     "IntegerLiteral",
     "FloatLiteral", "BooleanLiteral", "NullLiteral", "TimestampLiteral", "Duration",
     "VectorLiteral", "Parameter", "Scalar", "Value", "Predicate", "AnyPredicate", "Comparison",
@@ -117,11 +115,14 @@ class NullLiteral(ScalarLiteral):
 
 
 class TimestampLiteral(ScalarLiteral):
-    """``TIMESTAMP '<ISO-8601>'``; ``value`` is an aware UTC datetime (naive input means UTC)."""
+    """``TIMESTAMP '<ISO-8601>'``; ``value`` is the text as written (a bound datetime: its
+    `recallql.grammar.timestamps.format_timestamp` text). The engine parses it when the
+    statement runs (`recallql.index.timestamps.parse_timestamp`; naive text means UTC), so an
+    invalid one is reported then, with the caret under the string."""
 
     kind: Literal["timestamp"] = Field(default="timestamp", repr=False)
 
-    value: datetime
+    value: str
 
 
 TimeUnit = Literal["DAYS", "HOURS", "MINUTES", "SECONDS"]
@@ -201,18 +202,20 @@ class Parameter(Node):
         return f":{self.name}" if self.name is not None else f"?{(self.index or 0) + 1}"
 
 
-def tagged(*types: type) -> Any:
-    """A union of node classes, discriminated by their ``kind`` field."""
-    return Annotated[Union[types], Field(discriminator="kind")]  # noqa: UP007
-
-
 SCALAR_TYPES = (StringLiteral, IntegerLiteral, FloatLiteral, BooleanLiteral, NullLiteral,
                 TimestampLiteral)  # fmt: skip
 
-Scalar = tagged(*SCALAR_TYPES)
+Scalar: TypeAlias = Annotated[
+    StringLiteral | IntegerLiteral | FloatLiteral | BooleanLiteral | NullLiteral | TimestampLiteral,
+    Field(discriminator="kind"),
+]
 """Any scalar literal (a union of the concrete classes, so that dumps keep every field)."""
 
-Value = tagged(*SCALAR_TYPES, Parameter)
+Value: TypeAlias = Annotated[
+    StringLiteral | IntegerLiteral | FloatLiteral | BooleanLiteral | NullLiteral | TimestampLiteral
+    | Parameter,
+    Field(discriminator="kind"),
+]
 """What a predicate compares with: a scalar literal, or a parameter until bound."""
 
 
@@ -308,15 +311,12 @@ class Not(Predicate):
     item: AnyPredicate
 
 
-AnyPredicate = tagged(Comparison, InList, Between, Like, Contains, IsNull, And, Or, Not)
+AnyPredicate: TypeAlias = Annotated[
+    Comparison | InList | Between | Like | Contains | IsNull | And | Or | Not,
+    Field(discriminator="kind"),
+]
 """Any predicate node (a union of the concrete classes)."""
 
 for _model in (And, Or, Not):
     _model.model_rebuild()
 
-
-def is_finite_number(value: object) -> bool:
-    """True for an int or a finite float (bool excluded)."""
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))

@@ -9,7 +9,6 @@ For every canonical statement ``q``, ``parse(q).to_text() == q``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC
 from typing import Any
 
 from recallql.grammar.keywords import quote_identifier
@@ -72,8 +71,7 @@ def number(value: int | float) -> str:
 
 
 def _timestamp(node: TimestampLiteral) -> str:
-    naive = node.value.astimezone(UTC).replace(tzinfo=None)
-    return f"TIMESTAMP '{naive.isoformat()}Z'"
+    return f"TIMESTAMP {string_literal(node.value)}"
 
 
 def _parameter(node: Parameter) -> str:

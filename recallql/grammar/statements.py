@@ -8,23 +8,25 @@ reproduces only what was written.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeAlias
 
 from pydantic import Field
 
 from recallql.grammar.errors import ParameterError
 from recallql.grammar.nodes import (
-    SCALAR_TYPES,
     AnyPredicate,
+    BooleanLiteral,
     Duration,
+    FloatLiteral,
     Identifier,
     IntegerLiteral,
     Node,
+    NullLiteral,
     Parameter,
     StringLiteral,
     TimestampLiteral,
+    Value,
     VectorLiteral,
-    tagged,
 )
 
 __all__ = [
@@ -42,7 +44,7 @@ class NamedValue(Node):
     kind: Literal["named_value"] = Field(default="named_value", repr=False)
 
     name: Identifier
-    value: tagged(*SCALAR_TYPES, Parameter)  # type: ignore[valid-type]
+    value: Value
 
 
 class OptionList(Node):
@@ -53,7 +55,11 @@ class OptionList(Node):
     items: tuple[NamedValue, ...] = ()
 
 
-OptionValue = tagged(*SCALAR_TYPES, Parameter, Duration, Identifier, OptionList)
+OptionValue: TypeAlias = Annotated[
+    StringLiteral | IntegerLiteral | FloatLiteral | BooleanLiteral | NullLiteral | TimestampLiteral
+    | Parameter | Duration | Identifier | OptionList,
+    Field(discriminator="kind"),
+]
 
 
 class Option(Node):
@@ -155,7 +161,10 @@ class NoSignalBoost(Node):
     kind: Literal["no_signal_boost"] = Field(default="no_signal_boost", repr=False)
 
 
-Boost = tagged(RecencyBoost, NoRecency, SessionBoost, SignalBoost, NoSignalBoost)
+Boost: TypeAlias = Annotated[
+    RecencyBoost | NoRecency | SessionBoost | SignalBoost | NoSignalBoost,
+    Field(discriminator="kind"),
+]
 
 
 class Fuse(_WithOptions):
@@ -185,9 +194,7 @@ class Fuse(_WithOptions):
 class GroupBy(_WithOptions):
     """``GROUP BY DOCUMENT | CONVERSATION [(budget = n)]``."""
 
-    kind: Literal["group_by"] = Field(default="group_by", repr=False)
-
-    kind: Literal["document", "conversation"]
+    kind: Literal["document", "conversation"] = Field(repr=False)
 
     @property
     def budget(self) -> OptionValue | None:

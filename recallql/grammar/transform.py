@@ -15,7 +15,7 @@ from lark import Token, Tree
 from recallql.grammar import literals
 from recallql.grammar.clauses import ClauseCollector
 from recallql.grammar.errors import ParameterError, QuerySyntaxError
-from recallql.grammar.literals import span_of
+from recallql.grammar.literals import span_of, token_at
 from recallql.grammar.nodes import (
     And,
     Between,
@@ -132,7 +132,7 @@ class AstBuilder:
         """``EXPLAIN [ANALYZE] [VERBOSE] [FORMAT TEXT|JSON] statement`` (options in any order)."""
         flags: dict[str, Any] = {}
         for option in tree.children[1:-1]:
-            first = option.children[0]
+            first = token_at(option, 0)
             name = first.type.lower()
             if name in flags:
                 raise self.error(
@@ -140,7 +140,7 @@ class AstBuilder:
                     span_of(option),
                     hint="give each EXPLAIN option once",
                 )
-            flags[name] = option.children[1].type.lower() if name == "format" else True
+            flags[name] = token_at(option, 1).type.lower() if name == "format" else True
         inner = getattr(self, tree.children[-1].data)(tree.children[-1])
         return self._finish(Explain, {**self._base(tree), "statement": inner, **flags})
 
@@ -172,7 +172,7 @@ class AstBuilder:
 
     def ident(self, tree: Tree) -> Identifier:
         """An identifier: bare, double-quoted, or a non-reserved keyword (as written)."""
-        token = tree.children[0]
+        token = token_at(tree, 0)
         if token.type != "QUOTED_NAME":
             return Identifier.model_construct(name=str(token), quoted=False, span=span_of(token))
         name = token[1:-1].replace('""', '"')
@@ -208,11 +208,11 @@ class AstBuilder:
 
     def timestamp(self, tree: Tree) -> Node:
         """``TIMESTAMP 'iso-8601'``."""
-        return literals.timestamp(tree.children[1], span_of(tree), self.text)
+        return literals.timestamp(token_at(tree, 1), span_of(tree))
 
     def duration(self, tree: Tree) -> Node:
         """``<number> DAYS|HOURS|MINUTES|SECONDS``."""
-        return literals.duration(tree.children[0], tree.children[1], span_of(tree), self.text)
+        return literals.duration(token_at(tree, 0), token_at(tree, 1), span_of(tree), self.text)
 
     def _check_parameter_style(self) -> None:
         if not self.parameters:
@@ -263,9 +263,10 @@ class AstBuilder:
 
     def comparison(self, tree: Tree) -> Node:
         """``field <op> value``."""
-        field, op, value = tree.children
+        field, _, value = tree.children
         return Comparison.model_construct(
-            field=self.ident(field), op=_OPS[op.type], value=self.value(value), span=span_of(tree)
+            field=self.ident(field), op=_OPS[token_at(tree, 1).type], value=self.value(value),
+            span=span_of(tree),
         )
 
     def _negated(self, tree: Tree) -> tuple[Identifier, bool, list[Any]]:

@@ -52,6 +52,31 @@ def load_jsonl(path: str | Path) -> Iterator[dict]:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+def load_json(path: str | Path) -> Iterator[dict]:
+    """The items of a JSON file: an array of objects, a single object, or an object whose
+    ``items`` is an array of objects (UTF-8; a byte-order mark is allowed).
+
+    Raises:
+        IngestError: not UTF-8, not JSON, or not of those shapes (names the file, and the
+            array position of an element that is not an object).
+    """
+    raw = Path(path).read_bytes()
+    text = _decode_line(raw, 1, str(path))
+    data = _parse_line(text, str(path))
+    if isinstance(data, dict) and isinstance(data.get("items"), list):
+        data = data["items"]
+    items = [data] if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        raise IngestError(f"{path}: expected a JSON array of objects, an object, or "
+                          "{\"items\": [...]}")
+    for number, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise IngestError(f"{path}: element #{number} is not a JSON object")
+        if _SURROGATE_ESCAPE.search(text):
+            _check_surrogates(item, f"{path}: element #{number}")
+        yield item
+
+
 def _decode_line(raw: bytes, number: int, where: str) -> str:
     try:
         return raw.decode("utf-8-sig" if number == 1 else "utf-8")
@@ -98,9 +123,26 @@ def _check_surrogates(item: dict, where: str) -> None:
                 stack.extend(node)
 
 
+def split_long(paragraph: str, max_chars: int) -> list[str]:
+    """A paragraph longer than `max_chars` cut into pieces of at most `max_chars`: after a
+    sentence end (``. ! ?`` then a space) where one falls in the piece's second half, else at
+    the last space, else (one very long word) at `max_chars`."""
+    pieces, rest = [], paragraph
+    while len(rest) > max_chars:
+        window = rest[:max_chars + 1]
+        ends = [m.end() for m in re.finditer(r"[.!?][)\"']?\s", window)]
+        cut = ends[-1] if ends and ends[-1] > max_chars // 2 else window.rfind(" ") + 1
+        cut = cut if cut > 0 else max_chars
+        pieces.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    return [*pieces, rest] if rest else pieces
+
+
 def chunk_paragraphs(text: str, max_chars: int = 1200) -> list[str]:
-    """Paragraphs (blank-line separated), merged greedily while a chunk stays ≤ `max_chars`."""
-    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    """Paragraphs (blank-line separated), merged greedily while a chunk stays ≤ `max_chars`; a
+    paragraph longer than that is split first (`split_long`), so no chunk exceeds it."""
+    paragraphs = [piece for p in re.split(r"\n\s*\n", text) if p.strip()
+                  for piece in split_long(p.strip(), max_chars)]
     chunks: list[str] = []
     for para in paragraphs:
         if chunks and len(chunks[-1]) + 2 + len(para) <= max_chars:
@@ -111,10 +153,9 @@ def chunk_paragraphs(text: str, max_chars: int = 1200) -> list[str]:
 
 
 def text_doc_id(path: str | Path) -> str:
-    """The ``doc_id`` of a text file, the same however the file was named: its path relative to
-    the current directory when it is inside it, else its absolute path (normalised, ``..``
-    resolved lexically, POSIX separators). ``notes/a.md``, ``./notes/a.md`` and the ``a.md``
-    found under ``notes/`` are all ``notes/a.md``."""
+    """A file's key in one loading run (`Seen.files`), the same however the file was named: its
+    path relative to the current directory when it is inside it, else its absolute path
+    (normalised, ``..`` resolved lexically, POSIX separators)."""
     absolute = Path(os.path.abspath(path))
     cwd = Path(os.getcwd())
     if absolute.is_relative_to(cwd):
@@ -122,16 +163,48 @@ def text_doc_id(path: str | Path) -> str:
     return absolute.as_posix()
 
 
+#: Bytes of a file looked at to tell binary from text (a NUL byte among them: binary).
+SNIFF_BYTES = 8192
+
+
+def read_text_file(file: Path) -> tuple[str | None, str]:
+    """The text of a UTF-8 file (a byte-order mark is allowed), or (None, why it was skipped):
+    a binary file (a NUL byte in its first `SNIFF_BYTES`), or text that is not UTF-8 (with the
+    offset of the first bad byte). Never replaces characters silently."""
+    data = file.read_bytes()
+    if b"\0" in data[:SNIFF_BYTES]:
+        return None, f"skipped {file}: a binary file (name a text file, or convert it first)"
+    try:
+        return data.decode("utf-8-sig"), ""
+    except UnicodeDecodeError as exc:
+        return None, (f"skipped {file}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset "
+                      f"{exc.start}); convert it, e.g. iconv -f latin1 -t utf-8")
+
+
+def doc_id_under(file: Path, root: Path) -> str:
+    """A text file's ``doc_id``: its path relative to `root` (the directory named on the
+    command line, or the file's own directory when the file was named), POSIX separators —
+    the same from any current directory."""
+    absolute, base = Path(os.path.abspath(file)), Path(os.path.abspath(root))
+    return absolute.relative_to(base).as_posix()
+
+
 def load_text(path: str | Path, root: str | Path | None = None,
-              max_chars: int = 1200) -> Iterator[dict]:
-    """Chunks of a text or Markdown file: doc_id = the path relative to `root` when given, else
-    `text_doc_id`; position = chunk number, id = ``<doc_id>#<position>``, created_at = the
-    file's mtime (UTC), title = the first Markdown heading or the file name. A heading that opens
-    the file becomes the title only (it is not repeated in the first chunk's body), so its words
-    are not counted twice by BM25 nor embedded twice."""
+              max_chars: int = 1200, seen: Seen | None = None) -> Iterator[dict]:
+    """Chunks of a text or Markdown file: doc_id = the path relative to `root` (default: the
+    file's directory, so its name; see `doc_id_under`); position = chunk number, id =
+    ``<doc_id>#<position>``, created_at = the file's mtime (UTC), title = the first Markdown
+    heading or the file name. A heading that opens the file becomes the title only (it is not
+    repeated in the first chunk's body), so its words are not counted twice by BM25 nor
+    embedded twice. A binary or non-UTF-8 file yields nothing and is noted in
+    `seen.skipped`."""
     file = Path(path)
-    doc_id = file.relative_to(root).as_posix() if root is not None else text_doc_id(file)
-    text = file.read_text(encoding="utf-8", errors="replace")
+    doc_id = doc_id_under(file, Path(root) if root is not None else file.parent)
+    text, why = read_text_file(file)
+    if text is None:
+        if seen is not None:
+            seen.skipped.append(why)
+        return
     heading = re.search(r"^#{1,6}\s+(.+)$", text, re.MULTILINE)
     title = heading.group(1).strip() if heading else file.stem
     if heading is not None and not text[:heading.start()].strip():
@@ -143,7 +216,7 @@ def load_text(path: str | Path, root: str | Path | None = None,
 
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}
-FORMATS = ("auto", "jsonl", "text", "cacm", "cranfield", "debian")
+FORMATS = ("auto", "jsonl", "json", "text", "cacm", "cranfield", "debian")
 
 
 def detect(path: Path) -> str:
@@ -160,8 +233,10 @@ def detect(path: Path) -> str:
         return "cranfield"
     if path.name.endswith("changelog.Debian.gz"):
         return "debian"
-    if path.suffix == ".jsonl":
+    if path.suffix.lower() == ".jsonl":
         return "jsonl"
+    if path.suffix.lower() == ".json":
+        return "json"
     return "text"
 
 
@@ -185,10 +260,12 @@ class Seen:
         entries: Debian entry ids (see `load_debian`).
         files: JSONL and text files already read (`text_doc_id` keys): a file named twice, or
             named and also found under a directory argument, is read once.
+        skipped: why files were left out (binary, not UTF-8, not a text type), one line each.
     """
 
     entries: set[str] = field(default_factory=set)
     files: set[str] = field(default_factory=set)
+    skipped: list[str] = field(default_factory=list)
 
     def first_visit(self, file: Path) -> bool:
         """Whether `file` was not read before in this run (and mark it read)."""
@@ -222,22 +299,65 @@ def load_path(path: str | Path, fmt: str = "auto", *, seen: Seen | None = None
     elif kind == "debian":
         files = sorted(p.rglob("changelog.Debian.gz")) if p.is_dir() else [p]
         yield from load_debian(files, seen=seen.entries)
-    elif kind in ("jsonl", "text") and p.is_file():
+    elif kind in ("jsonl", "json", "text") and p.is_file():
         if seen.first_visit(p):
-            yield from (load_jsonl(p) if kind == "jsonl" else load_text(p))
-    elif kind in ("tree", "jsonl", "text"):
+            yield from load_file(p, kind, p.parent, seen)
+    elif kind in ("tree", "jsonl", "json", "text"):
         yield from _walk(p, kind, seen)
     else:
         raise IngestError(f"unknown format {fmt!r} (use one of: {', '.join(FORMATS)})")
 
 
+def load_file(file: Path, kind: str, root: Path, seen: Seen) -> Iterator[dict]:
+    """One file's items in format `kind` (``jsonl``, ``json`` or ``text``); a text file's
+    doc_id is relative to `root` (see `doc_id_under`)."""
+    if kind == "jsonl":
+        return load_jsonl(file)
+    if kind == "json":
+        return load_json(file)
+    return load_text(file, root, seen=seen)
+
+
+def walked_kind(file: Path, kind: str) -> str | None:
+    """The format a directory walk reads `file` in (None: not read): ``.jsonl`` and ``.json``
+    files as such, text files (`TEXT_SUFFIXES`) as text; `kind` narrows it (``jsonl``,
+    ``json`` or ``text`` reads only those)."""
+    own = {".jsonl": "jsonl", ".json": "json"}.get(file.suffix.lower())
+    if own is None and file.suffix.lower() in TEXT_SUFFIXES:
+        own = "text"
+    return own if own is not None and kind in ("tree", own) else None
+
+
+def walk_files(root: Path) -> list[Path]:
+    """The files under `root` a walk looks at, sorted: not in hidden directories (``.git``)
+    nor inside a recallql database (a directory holding its metadata file)."""
+    from recallql.index.store import META_FILE
+
+    found, skip = [], [d for d in root.rglob(META_FILE) if d.is_file()]
+    for file in sorted(root.rglob("*")):
+        parts = file.relative_to(root).parts
+        if not file.is_file() or any(p.startswith(".") for p in parts[:-1]):
+            continue
+        if not any(file.is_relative_to(db.parent) for db in skip):
+            found.append(file)
+    return found
+
+
 def _walk(root: Path, kind: str, seen: Seen) -> Iterator[dict]:
-    for file in sorted(f for f in root.rglob("*") if f.is_file()):
-        if file.suffix == ".jsonl" and kind in ("tree", "jsonl") and seen.first_visit(file):
-            yield from load_jsonl(file)
-        elif file.suffix in TEXT_SUFFIXES and kind in ("tree", "text") \
-                and seen.first_visit(file):
-            yield from load_text(file)
+    others: dict[str, int] = {}
+    for file in walk_files(root):
+        own = walked_kind(file, kind)
+        if own is None:
+            if not file.name.startswith("."):
+                others[file.suffix.lower() or "(no suffix)"] = \
+                    others.get(file.suffix.lower() or "(no suffix)", 0) + 1
+            continue
+        if seen.first_visit(file):
+            yield from load_file(file, own, root, seen)
+    if others:
+        kinds = ", ".join(f"{s} ×{n}" if n > 1 else s for s, n in sorted(others.items()))
+        seen.skipped.append(f"skipped {sum(others.values())} files of other types in {root} "
+                            f"({kinds}); name a file to read it as text")
 
 
 #: Keys the built-in loaders add beyond the `docs` collection's fields.

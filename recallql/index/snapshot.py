@@ -192,7 +192,7 @@ class CollectionState:
         self.snapshot = CollectionSnapshot(self, self.text.searcher())
         return self.snapshot
 
-    def _append(self, first: int, values: tuple, has_vector: Sequence[bool],
+    def _append(self, first: int, values: tuple, has_vector: Sequence[bool] | np.ndarray,
                 fields: Sequence[dict | None]) -> None:
         """Append rows ``first …`` to every column (rows past `size` stay invisible until
         `_finish`). `values`: ids, doc_ids and entities (None: same as id / doc_id),
@@ -364,7 +364,7 @@ class CollectionSnapshot:
         """
         return filter_mask(expr, self.column, self.size)
 
-    def fetch(self, rowids: Sequence[int]) -> list[dict]:
+    def fetch(self, rowids: Sequence[int] | np.ndarray) -> list[dict]:
         """Stored fields of each row: ``rowid``, ``id``, ``doc_id``, ``entity``, ``position``,
         ``created_at`` (epoch seconds UTC or None), the text fields (``""`` when empty), and
         the declared fields (None when missing; timestamps as epoch seconds)."""

@@ -99,7 +99,8 @@ class TextIndex:
     def batches_after(self, seq: int) -> int:
         """Number of documents whose batch number is greater than `seq` (uncommitted ones)."""
         self.index.reload()
-        return self.index.searcher().search(self._after(seq), 1, count=True).count
+        found = self.index.searcher().search(self._after(seq), 1, count=True)
+        return found.count  # type: ignore[attr-defined]  # set by count=True; not in the stub
 
     def delete_batches_after(self, seq: int) -> None:
         """Queue deletion of every document whose batch number is greater than `seq`."""
@@ -203,8 +204,8 @@ def _fetch_eligible(searcher: tantivy.Searcher, query: Query, n: int,
     while True:
         hits = searcher.search(query, limit, count=False).hits
         rowids = searcher.fast_field_values("rowid", [addr for _, addr in hits])
-        kept = [(score, r) for (score, _), r in zip(hits, rowids, strict=True)
-                if r is not None and r < size and eligible[r]]
+        kept = [(score, int(r)) for (score, _), r in zip(hits, rowids, strict=True)
+                if r is not None and r < size and eligible[int(r)]]
         if len(hits) < limit or (len(kept) >= n and hits[-1][0] < kept[n - 1][0]):
             return kept
         limit *= 2

@@ -1,7 +1,11 @@
-"""Timestamps: every form an item or filter value may take → epoch seconds UTC, range-checked.
+"""Timestamps: the one parser of timestamp text, and every form a value may take → epoch seconds.
 
-Forms: an aware or naive `datetime` (naive = UTC), a `date` (midnight UTC), an ISO-8601 string
-(``"2025-01-31"``, ``"2025-01-31T10:00:00Z"``, offsets allowed), or epoch seconds (int or float).
+`parse_timestamp` reads ISO-8601 text wherever it comes from (item fields at ingest, filter
+values, ``TIMESTAMP '...'`` literals and ISO strings in statements — the engine parses those —
+and the CLI's ``--param``). Value forms: an aware or naive `datetime` (naive = UTC), a `date`
+(midnight UTC), an ISO-8601 string (``"2025-01-31"``, ``"2025-01-31T10:00:00Z"``, offsets
+allowed), or epoch seconds (int or float). The one formatter is
+`recallql.grammar.timestamps.format_timestamp` (see docs/architecture.md, "Timestamps").
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from numbers import Real
+from typing import SupportsFloat, cast
 
 from recallql.index.errors import show
 
@@ -24,6 +29,23 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _FIRST = dt.timedelta(seconds=MIN_EPOCH)  # 0001-01-01T00:00:00Z − epoch
 _END = dt.timedelta(seconds=253402300800)  # 10000-01-01T00:00:00Z − epoch (excluded)
 _SECOND = dt.timedelta(seconds=1)
+
+
+def parse_timestamp(text: str) -> dt.datetime:
+    """Read ISO-8601 text as an aware datetime.
+
+    Accepts a date (``2025-01-31``: midnight), a date-time with ``T`` or a space, optional
+    fractional seconds, and ``Z`` or an offset (``+02:00``); without one the time is UTC.
+    Surrounding blanks are ignored. The offset is kept (convert with ``.astimezone(UTC)``).
+
+    Raises:
+        ValueError: the text is not an ISO-8601 date or date-time.
+    """
+    try:
+        moment = dt.datetime.fromisoformat(text.strip())
+    except (ValueError, TypeError):
+        raise ValueError(f"cannot parse {show(text)} as an ISO-8601 timestamp") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
 
 
 def to_epoch(value: object) -> float:
@@ -77,10 +99,7 @@ def _moment(value: object) -> dt.datetime | None:
     if isinstance(value, Real):
         return None
     if isinstance(value, str):
-        try:
-            value = dt.datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise ValueError(f"cannot parse {show(value)} as an ISO-8601 timestamp") from None
+        return parse_timestamp(value)
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         value = dt.datetime(value.year, value.month, value.day)
     if isinstance(value, dt.datetime):
@@ -88,9 +107,10 @@ def _moment(value: object) -> dt.datetime | None:
     raise ValueError(f"expected a datetime, ISO-8601 string or epoch seconds, got {show(value)}")
 
 
-def _number_epoch(value: Real) -> float:
+def _number_epoch(value: object) -> float:
+    """Epoch seconds `value` (a real number: `_moment` returned None for it), range-checked."""
     try:
-        seconds = float(value)
+        seconds = float(cast(SupportsFloat, value))
     except OverflowError:  # an int beyond float64
         seconds = math.inf
     if not math.isfinite(seconds) or not MIN_EPOCH <= seconds <= MAX_EPOCH:

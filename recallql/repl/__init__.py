@@ -1,6 +1,7 @@
 """The recallql shell (``recallql shell``): prompt_toolkit line editing, persistent history,
-completion, syntax highlighting, multi-line statements ended by ``;``, results as tables and
-EXPLAIN as a tree.
+completion, syntax highlighting, multi-line statements ended by ``;``, results as tables (or
+JSON, JSON Lines, CSV, Markdown; expanded with ``\\x``; to a file with ``\\o``; through a pager
+when long) and EXPLAIN as a tree. Ctrl-C cancels a running statement and keeps the shell.
 
     >>> Repl(recallql.connect("mem.db", readonly=True)).run()    # doctest: +SKIP
 
@@ -20,8 +21,10 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.text import Text
 
+from recallql.grammar import did_you_mean
 from recallql.repl.commands import COMMANDS, HELP, Command, parse_command
-from recallql.repl.input import is_complete, split_statements
+from recallql.repl.input import is_complete, split_command, split_statements
+from recallql.repl.output import Output
 from recallql.ui.render import make_console
 
 __all__ = ["Repl", "is_complete"]
@@ -35,20 +38,25 @@ class Repl:
     Args:
         db: the database (usually opened read-only: statements never write).
         history: history file (default ``~/.recallql_history``).
-        fmt: ``table`` or ``json``.
+        fmt: ``table``, ``json``, ``jsonl``, ``csv`` or ``markdown``.
         debug: print tracebacks of unexpected errors.
         console: where output goes (default: stdout).
+        pager: page results longer than the screen (on a terminal only).
     """
 
     def __init__(self, db: Any, history: Path | None = None, fmt: str = "table",
-                 debug: bool = False, console: Console | None = None) -> None:
+                 debug: bool = False, console: Console | None = None,
+                 pager: bool = True) -> None:
         self.db = db
         self.history = (history or DEFAULT_HISTORY).expanduser()
         self.fmt = fmt
         self.debug = debug
         self.timing = False
+        self.expanded = False
         self.console = console or make_console()
+        self.out = Output(self.console, pager=pager)
         self.failed = False
+        self.pending = ""  # a statement kept while a backslash command ran on its last line
 
     # -- loops ---------------------------------------------------------------------------------
 
@@ -63,21 +71,32 @@ class Repl:
         return 1 if self.failed else 0
 
     def interactive(self) -> None:
-        """The prompt loop (Ctrl-C clears the input, Ctrl-D or \\q quits)."""
+        """The prompt loop (Ctrl-C clears the input or cancels a running statement, Ctrl-D or
+        \\q quits)."""
         from recallql.repl.input import make_session
 
-        session = make_session(self.history, self.catalog, [c for c, *_ in COMMANDS])
+        session = make_session(self.history, self.catalog, [c for c, *_ in COMMANDS],
+                               self.session_ids)
         self.console.print(Text("recallql shell — statements end with ';'. \\help for help, "
                                 "\\q to quit.", style="dim"))
-        while True:
-            try:
-                text = session.prompt()
-            except KeyboardInterrupt:
-                continue
-            except EOFError:
-                return
-            if not self.handle(text):
-                return
+        try:
+            while True:
+                try:
+                    text = session.prompt(default=self.pending)
+                except KeyboardInterrupt:
+                    self.pending = ""
+                    continue
+                except EOFError:
+                    return
+                self.pending = ""
+                try:
+                    if not self.handle(text):
+                        return
+                except KeyboardInterrupt:
+                    self.console.print(Text("cancelled: the statement was interrupted (Ctrl-C)",
+                                            style="yellow"))
+        finally:
+            self.out.close()
 
     def run_lines(self, lines: Iterable[str]) -> None:
         """Run a script read line by line (a statement may span lines, a line may hold several):
@@ -90,20 +109,30 @@ class Repl:
                 text, buffer = buffer, ""
                 if not self.handle(text) or self.failed:
                     return
+                buffer, self.pending = self.pending, ""
         if buffer.strip():
             self.handle(buffer)
+        self.out.close()
 
     # -- one input -----------------------------------------------------------------------------
 
     def handle(self, text: str) -> bool:
-        """Run one input (statements or a backslash command). Returns False to quit."""
+        """Run one input (statements, or a backslash command — on its own line or on the last
+        line of an unfinished statement, which is then kept in `pending`, except by ``\\r``).
+        Returns False to quit."""
         stripped = text.strip()
         if not stripped:
             return True
         if stripped.rstrip(";").strip().lower() in ("quit", "exit"):
             return False
-        if stripped.startswith("\\"):
-            return self.command(parse_command(stripped))
+        head, command = split_command(text)
+        if command is not None:
+            cmd = parse_command(command)
+            if cmd.name == "\\r":
+                self.console.print("query buffer reset (cleared)", markup=False)
+                return True
+            self.pending = head.rstrip("\n") + "\n" if head.strip() else ""
+            return self.command(cmd)
         self.execute(text)
         return True
 
@@ -117,18 +146,46 @@ class Repl:
         elif name == "\\timing":
             self.timing = {"on": True, "off": False}.get(arg, not self.timing)
             self.console.print(f"timing is {'on' if self.timing else 'off'}", markup=False)
-        elif name == "\\format":
-            if arg in ("json", "table"):
-                self.fmt = arg
-            elif arg:
-                return self._error(f"unknown format {arg!r} (use json or table)")
-            self.console.print(f"output format is {self.fmt}", markup=False)
+        elif name in ("\\format", "\\x", "\\o", "\\pager"):
+            return self.output_command(name, arg)
         elif name == "\\d":
             from recallql.grammar.keywords import quote_identifier
 
             self.execute(f"DESCRIBE {quote_identifier(arg)}" if arg else "SHOW COLLECTIONS")
         else:
-            return self._error(f"unknown command {name} (\\help lists the commands)")
+            hint = did_you_mean(name, [c for c, *_ in COMMANDS], listing=False)
+            return self._error(f"unknown command {name}; " + (hint or "\\help lists the commands"))
+        return True
+
+    def output_command(self, name: str, arg: str) -> bool:
+        """``\\format``, ``\\x``, ``\\o`` and ``\\pager``."""
+        from recallql.ui.formats import FORMATS
+
+        if name == "\\format":
+            if arg in FORMATS:
+                self.fmt = arg
+            elif arg:
+                return self._error(f"unknown format {arg!r} (use {', '.join(FORMATS)})")
+            self.console.print(f"output format is {self.fmt}", markup=False)
+        elif name in ("\\x", "\\pager"):
+            current = self.expanded if name == "\\x" else self.out.pager
+            if arg not in ("", "on", "off"):
+                return self._error(f"{name} takes on or off, not {arg!r}")
+            value = {"on": True, "off": False}.get(arg, not current)
+            if name == "\\x":
+                self.expanded = value
+                self.console.print(f"expanded display is {'on' if value else 'off'}",
+                                   markup=False)
+            else:
+                self.out.pager = value
+                self.console.print(f"pager is {'on' if value else 'off'}", markup=False)
+        else:
+            try:
+                self.out.redirect(arg or None)
+            except OSError as exc:
+                return self._error(f"cannot write {arg}: {exc.strerror or exc}")
+            where = f"results go to {arg}" if arg else "results go to the terminal"
+            self.console.print(where, markup=False)
         return True
 
     def execute(self, text: str) -> None:
@@ -154,14 +211,23 @@ class Repl:
             self.console.print(Text(f"Time: {ms:.3f} ms", style="dim"))
 
     def show(self, outcome: Any) -> None:
-        """Print a statement's outcome in the current format."""
-        from recallql.ui.render import Catalog, print_outcome, to_json
+        """Print a statement's outcome in the current format (expanded with ``\\x``)."""
+        from recallql.engine.models import Explain
+        from recallql.ui.formats import expanded, format_text
+        from recallql.ui.render import Catalog, render, summary, to_json
 
         catalog = Catalog.of(self.db)
         if self.fmt == "json":
-            self.console.print(to_json(outcome, catalog), markup=False, soft_wrap=True)
-            return
-        print_outcome(self.console, outcome, catalog)
+            self.out.show(to_json(outcome, catalog), soft_wrap=True, plain=True)
+        elif self.fmt != "table":
+            self.out.show(format_text(outcome, self.fmt, catalog), soft_wrap=True, plain=True)
+        elif self.expanded and not isinstance(outcome, Explain):
+            from rich.console import Group
+
+            self.out.show(Group(expanded(outcome, catalog), summary(outcome)))
+        else:
+            shown = render(outcome, catalog, width=self.out.width)
+            self.out.show(shown, soft_wrap=isinstance(shown, Text))
 
     def report(self, exc: Exception) -> None:
         """Print an error: a query error's rendering (with the caret), a one-line message for
@@ -192,3 +258,9 @@ class Repl:
 
         return {c.name: [*c.text_fields, *c.fields, *BUILTIN_FIELDS]
                 for c in self.db.collections()}
+
+    def session_ids(self) -> list[str]:
+        """The ids of the most recently started sessions (at most 500), for completion."""
+        records = self.db.execute("SHOW SESSIONS").records or []
+        ordered = sorted(records, key=lambda r: str(r.get("started_at") or ""), reverse=True)
+        return [str(r["id"]) for r in ordered[:500]]

@@ -4,51 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
+
+from recallql.repl.scanning import scan
 
 _QUIT_WORDS = ("quit", "exit")
-
-
-class Scan(NamedTuple):
-    """What `scan` finds in input text.
-
-    Attributes:
-        separators: offsets of the ``;`` that end statements (outside strings, quoted
-            identifiers and comments).
-        last: the last character outside comments and whitespace ("" if none).
-        open_quote: whether the text ends inside a string or quoted identifier.
-    """
-
-    separators: list[int]
-    last: str
-    open_quote: bool
-
-
-def scan(text: str) -> Scan:
-    """Scan statement text the way the grammar's lexer sees it: ``'...'`` strings and
-    ``"..."`` identifiers (with doubled quotes inside), ``--`` comments to the end of line."""
-    separators, last, quote, i = [], "", "", 0
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == quote:
-                if text[i + 1:i + 2] == quote:  # '' or "" escape
-                    i += 1
-                else:
-                    quote = ""
-            last = ch
-        elif ch in "'\"":
-            quote, last = ch, ch
-        elif text.startswith("--", i):
-            end = text.find("\n", i)
-            i = len(text) if end < 0 else end
-            continue
-        elif not ch.isspace():
-            last = ch
-            if ch == ";":
-                separators.append(i)
-        i += 1
-    return Scan(separators, last, bool(quote))
 
 
 def split_statements(text: str) -> list[str]:
@@ -61,11 +21,21 @@ def split_statements(text: str) -> list[str]:
     return [p for p in pieces if p.strip()]
 
 
+def split_command(text: str) -> tuple[str, str | None]:
+    """(the statement text, a backslash command on its last line or None). A line that starts
+    with ``\\`` outside a string is a command, also on a continuation line (as in psql)."""
+    head, _, last = text.rstrip("\n").rpartition("\n")
+    if last.strip().startswith("\\") and not scan(head).open_quote:
+        return head, last.strip()
+    return text, None
+
+
 def is_complete(text: str) -> bool:
-    """Whether the input is ready to run: blank, a backslash command, ``quit``/``exit``, or
-    statements whose last character (outside strings and comments) is ``;``."""
+    """Whether the input is ready to run: blank, a backslash command (also on a continuation
+    line), ``quit``/``exit``, or statements whose last character (outside strings and
+    comments) is ``;``."""
     stripped = text.strip()
-    if not stripped or stripped.startswith("\\"):
+    if not stripped or split_command(text)[1] is not None:
         return True
     if stripped.rstrip(";").strip().lower() in _QUIT_WORDS:
         return True
@@ -73,10 +43,27 @@ def is_complete(text: str) -> bool:
     return found.last == ";" and not found.open_quote
 
 
+def continuation(text: str, line_number: int) -> str:
+    """The prompt of continuation line `line_number` (0-based) of `text`: ``'> `` inside a
+    string, ``"> `` inside a quoted identifier, ``...> `` otherwise (psql's ``'>``)."""
+    before = "\n".join(text.split("\n")[:line_number])
+    return {"'": "..'> ", '"': '.."> '}.get(scan(before).quote, "...> ")
+
+
+def history_entry(text: str) -> str:
+    """What history keeps of an input: a statement typed over several lines is one entry as
+    typed; a backslash command run on a continuation line is kept alone (the statement is
+    kept when it runs)."""
+    head, command = split_command(text)
+    return command if command is not None and head.strip() else text
+
+
 def make_session(history: Path, catalog: Callable[[], dict[str, list[str]]],
-                 commands: Sequence[str]) -> Any:
+                 commands: Sequence[str], sessions: Callable[[], list[str]] | None = None
+                 ) -> Any:
     """A prompt_toolkit `PromptSession`: file history (in memory when the file cannot be
-    written), completion, highlighting, and Enter that runs the input once it is complete."""
+    written; see `history_entry`), completion, highlighting, a continuation prompt that shows
+    an open string, and Enter that runs the input once it is complete."""
     from prompt_toolkit import PromptSession
     from prompt_toolkit.filters import Condition
     from prompt_toolkit.history import FileHistory, History, InMemoryHistory
@@ -84,20 +71,25 @@ def make_session(history: Path, catalog: Callable[[], dict[str, list[str]]],
 
     from recallql.repl.lexer import RecallQLCompleter, RecallQLLexer
 
+    class ShellHistory(FileHistory):
+        def append_string(self, string: str) -> None:
+            super().append_string(history_entry(string))
+
     store: History
     try:
         history.parent.mkdir(parents=True, exist_ok=True)
         history.touch(exist_ok=True)
-        store = FileHistory(str(history))
+        store = ShellHistory(str(history))
     except OSError:
         store = InMemoryHistory()
     session: PromptSession[str] = PromptSession(
         message="recallql> ",
         history=store,
         lexer=PygmentsLexer(RecallQLLexer),
-        completer=RecallQLCompleter(catalog, commands),
+        completer=RecallQLCompleter(catalog, commands, sessions),
         complete_while_typing=False,
-        prompt_continuation=lambda width, line_number, soft_wrap: "...> ".rjust(width),
+        prompt_continuation=lambda width, line_number, soft_wrap: continuation(
+            session.default_buffer.text, line_number).rjust(width),
         multiline=Condition(lambda: not is_complete(session.default_buffer.text)),
         enable_history_search=False,
     )

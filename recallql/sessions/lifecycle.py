@@ -19,6 +19,7 @@ database raises `StoreError` naming the action.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import math
@@ -28,6 +29,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from recallql.grammar.timestamps import format_timestamp
 from recallql.index.errors import SignalRejected, StoreError
 from recallql.sessions import state
 from recallql.sessions import sweep as sweeping
@@ -342,7 +344,7 @@ class Sessions:
                 out.append(row)
         return out
 
-    def entity_sums(self, entities: list[str], names: list[str], now_ts: float
+    def entity_sums(self, entities: builtins.list[str], names: builtins.list[str], now_ts: float
                     ) -> dict[str, dict[str, float]]:
         """Cross-session decayed sums `{name: {entity: sum}}` at `now_ts` (epoch seconds UTC;
         SPEC §4.4), each session's signals decayed to its reference time (frozen at
@@ -411,7 +413,7 @@ def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:
 
 
 def _iso(ts: float) -> str:
-    return to_datetime(ts).isoformat()  # type: ignore[union-attr]  # ts is a stored time
+    return format_timestamp(ts)
 
 
 __all__ = ["SessionError", "SessionNotFound", "Sessions", "SweepReport", "check_text", "short_repr",

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, cast
 
 COMPRESSION: Final = "compression"
 BRANCHED: Final = "branched"
@@ -287,8 +287,8 @@ class LineageResolver:
             self.stats.memo_hits += 1
             return self._record(hit)
         row = self._budgeted_row(session_id)
-        if row is _EXHAUSTED:
-            return self._record(_EXHAUSTED)
+        if isinstance(row, Resolution):  # _EXHAUSTED
+            return self._record(row)
         if row is None:
             res = Resolution(None, ResolutionStatus.UNRESOLVED, UnresolvedReason.MISSING_SESSION)
             self._memo[session_id] = res
@@ -337,8 +337,8 @@ class LineageResolver:
             if pid is None:
                 return self._settle(path, Resolution(row.id, ResolutionStatus.RESOLVED))
             parent = self._budgeted_row(pid)
-            if parent is _EXHAUSTED:
-                return _EXHAUSTED
+            if isinstance(parent, Resolution):  # _EXHAUSTED
+                return parent
             verdict = edge_verdict(row, parent)
             if verdict is not EdgeVerdict.CONTINUATION:
                 return self._settle(path, self._stop(row, verdict))
@@ -350,7 +350,7 @@ class LineageResolver:
                 return self._settle(path, hit, base=hit.depth + 1)
             path.append(pid)
             on_path.add(pid)
-            row = parent
+            row = cast(SessionRow, parent)  # a continuation edge has a parent row
 
     @staticmethod
     def _stop(row: SessionRow, verdict: EdgeVerdict) -> Resolution:
@@ -378,7 +378,8 @@ class LineageResolver:
             stats.resolved += 1
             stats.max_depth = max(stats.max_depth, res.depth)
         elif res.status is ResolutionStatus.UNRESOLVED:
-            stats.unresolved[res.reason] = stats.unresolved.get(res.reason, 0) + 1
+            reason = cast(UnresolvedReason, res.reason)  # set on every unresolved outcome
+            stats.unresolved[reason] = stats.unresolved.get(reason, 0) + 1
         else:
             stats.exhausted += 1
         return res

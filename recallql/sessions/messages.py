@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from recallql.grammar.timestamps import format_timestamp
 from recallql.index.errors import IngestError
 from recallql.index.filters import In
 from recallql.sessions.lifecycle import (
@@ -27,7 +28,6 @@ from recallql.sessions.lifecycle import (
     to_epoch,
 )
 from recallql.sessions.signals import no_session
-from recallql.sessions.state import to_datetime
 
 COLLECTION = "messages"
 
@@ -176,7 +176,7 @@ def session_item_ids(snap: Any, session_ids: Sequence[str]) -> list[str]:
 
 
 def _iso(ts: float) -> str:
-    return to_datetime(ts).isoformat()  # type: ignore[union-attr]  # ts is a time
+    return format_timestamp(ts)
 
 
 def message_item(session_id: str, message_id: int, seq: int, role: str, content: str,

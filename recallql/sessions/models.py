@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+
+from recallql.grammar.timestamps import format_timestamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,15 +29,19 @@ class SessionState:
     entities: dict[str, float] = field(default_factory=dict)
 
 
-class SessionSnapshot(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+#: A time: an aware UTC datetime, written to JSON as `format_timestamp` text.
+UtcTime = Annotated[datetime, PlainSerializer(format_timestamp, return_type=str, when_used="json")]
 
+
+class SessionSnapshot(BaseModel):
     """A session's state at a point in time (SPEC §2, issue 5).
 
-    Times are aware UTC datetimes. `signal_scores` are decayed sums by signal name and
-    `entities` decayed sums by entity, both at `as_of` (frozen at `ended_at` for closed and
-    archived sessions).
+    Times are aware UTC datetimes (JSON: ``2025-01-31T08:00:00.000000Z``). `signal_scores` are
+    decayed sums by signal name and `entities` decayed sums by entity, both at `as_of` (frozen
+    at `ended_at` for closed and archived sessions).
     """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
     agent_id: str
@@ -45,9 +51,9 @@ class SessionSnapshot(BaseModel):
     end_reason: str | None = None
     branched_from: str | None = None
     delegate_from: str | None = None
-    started_at: datetime
-    ended_at: datetime | None = None
-    as_of: datetime
+    started_at: UtcTime
+    ended_at: UtcTime | None = None
+    as_of: UtcTime
     keywords: list[str] = Field(default_factory=list)
     signal_scores: dict[str, float] = Field(default_factory=dict)
     velocity: float = 0.0

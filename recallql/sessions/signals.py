@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import cast
 
 import numpy as np
 
@@ -71,7 +72,7 @@ def _finite(value: object) -> float | None:
 
 def _pair(value: object) -> tuple[float | None, float | None]:
     try:
-        low, high = value  # type: ignore[misc]
+        low, high = cast("tuple[object, object]", value)  # any pair; TypeError otherwise
     except (TypeError, ValueError):
         return None, None
     return _finite(low), _finite(high)

@@ -10,7 +10,7 @@ import json
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from recallql.sessions.lineage import SessionRow
 from recallql.sessions.models import SessionSnapshot
@@ -161,7 +161,8 @@ def live_snapshot(conn: Any, id: str, now: float, policy: SignalPolicy) -> Sessi
     return SessionSnapshot(
         id=sid, agent_id=agent, status=status, source=source, parent_session_id=parent,
         end_reason=end_reason, branched_from=branched, delegate_from=delegate,
-        started_at=to_datetime(started), ended_at=to_datetime(ended), as_of=to_datetime(ref),
+        started_at=cast(datetime, to_datetime(started)), ended_at=to_datetime(ended),
+        as_of=cast(datetime, to_datetime(ref)),  # both are finite: writes check them
         keywords=list(keywords_from(notes)), signal_scores=scores,
         velocity=scores.get("reward", 0.0), entities=entities,
         metadata=json.loads(meta_json or "{}"),

@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from rich import box
@@ -26,6 +26,7 @@ from rich.text import Text
 
 from recallql.engine.models import Explain, ReasonEntry, Result, Row
 from recallql.engine.reasons import Reason
+from recallql.grammar.timestamps import format_timestamp
 
 FORMATS = ("table", "json")
 #: Output width when stdout is not a terminal and ``COLUMNS`` is not set.
@@ -78,11 +79,10 @@ def shorten(text: str, width: int = TEXT_WIDTH) -> str:
 
 
 def date_of(value: Any) -> str:
-    """An epoch-seconds or datetime value as ``YYYY-MM-DD`` (UTC); ``""`` when missing."""
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%d")
-    if isinstance(value, int | float) and value == value:  # not NaN
-        return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d")
+    """An epoch-seconds or datetime value as ``YYYY-MM-DD`` (UTC; the date part of
+    `format_timestamp`, for the results table's date column); ``""`` when missing."""
+    if isinstance(value, datetime) or (isinstance(value, int | float) and value == value):
+        return format_timestamp(value)[:10]
     return ""
 
 
@@ -227,7 +227,7 @@ def cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.5g}"
     if isinstance(value, datetime):
-        value = value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        value = format_timestamp(value)
     text = str(value)
     fraction = _ISO_FRACTION.match(text)
     return fraction.group(1) + (fraction.group(2) or "") if fraction else text
@@ -253,16 +253,37 @@ def _add_column(table: Table, name: str, cells: Sequence[str]) -> None:
     table.add_column(name, no_wrap=_single_token(cells), overflow="ellipsis")
 
 
+_ISO_SECOND = re.compile(r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}):\d{2}Z$")
+
+
+def short_time(text: str) -> str:
+    """``2025-01-06T09:00:00Z`` as ``2025-01-06 09:00`` (UTC, to the minute) for tables; other
+    text unchanged."""
+    match = _ISO_SECOND.match(text)
+    return f"{match.group(1)} {match.group(2)}" if match else text
+
+
+def fit_columns(columns: Sequence[str], rows: list[list[str]]
+                ) -> tuple[list[str], list[list[str]]]:
+    """Drop the columns that are empty in every row (when there are rows), and shorten
+    timestamps to the minute, so wide records fit."""
+    if not rows:
+        return list(columns), rows
+    keep = [i for i in range(len(columns)) if any(r[i] for r in rows)]
+    return [columns[i] for i in keep], [[short_time(r[i]) for i in keep] for r in rows]
+
+
 def records_table(columns: Sequence[str], records: Sequence[Mapping[str, Any]],
                   title: str | None = None, width: int | None = None) -> RenderableType:
-    """SHOW / DESCRIBE output (or any list of records) as a table; when it cannot fit `width`
+    """SHOW / DESCRIBE output (or any list of records) as a table, without the columns empty
+    in every record and with timestamps to the minute; when it still cannot fit `width`
     columns without cutting values, each record vertically instead (like psql's expanded
-    display)."""
-    rows = [[cell(record.get(c)) for c in columns] for record in records]
-    least = sum(_least_width(n, [r[i] for r in rows]) for i, n in enumerate(columns))
-    if width is not None and len(columns) > 2 and least + 3 * (len(columns) - 1) > width:
+    display, which keeps every field and full timestamps)."""
+    full = [[cell(record.get(c)) for c in columns] for record in records]
+    if width is not None and len(columns) > 2 and _too_wide(*fit_columns(columns, full), width):
         return Group(*(record_view(dict(zip(columns, row, strict=True)), title=f"-[ {i} ]-")
-                       for i, row in enumerate(rows, start=1)))
+                       for i, row in enumerate(full, start=1)))
+    columns, rows = fit_columns(columns, full)
     table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False,
                   show_edge=False)
     for i, name in enumerate(columns):
@@ -270,6 +291,11 @@ def records_table(columns: Sequence[str], records: Sequence[Mapping[str, Any]],
     for row in rows:
         table.add_row(*(Text(c) for c in row))
     return table
+
+
+def _too_wide(columns: Sequence[str], rows: list[list[str]], width: int) -> bool:
+    least = sum(_least_width(n, [r[i] for r in rows]) for i, n in enumerate(columns))
+    return least + 3 * (len(columns) - 1) > width
 
 
 def record_view(record: Mapping[str, Any], title: str | None = None) -> Table:
@@ -338,11 +364,6 @@ def warnings_text(result: Result) -> Text | None:
     return Text("\n".join(lines), style="yellow") if lines else None
 
 
-def iso_utc(epoch: float) -> str:
-    """Epoch seconds as ISO-8601 UTC with microseconds: ``2025-01-06T09:00:00.000000Z``."""
-    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def json_data(outcome: Result | Explain, catalog: Catalog | None = None) -> dict[str, Any]:
     """The outcome as JSON data (the pydantic dump: rows with reasons, warnings, snapshot,
     stats), with row fields that are timestamps (``created_at`` and the collection's declared
@@ -355,7 +376,7 @@ def json_data(outcome: Result | Explain, catalog: Catalog | None = None) -> dict
             value = fields.get(name)
             if isinstance(value, int | float) and not isinstance(value, bool) \
                     and math.isfinite(value):
-                fields[name] = iso_utc(value)
+                fields[name] = format_timestamp(value)
     return data
 
 
@@ -394,7 +415,7 @@ def render(outcome: Result | Explain, catalog: Catalog | None = None,
             return Text(to_json(outcome, catalog), no_wrap=True, overflow="ignore")
         return explain_text(outcome, width)
     parts: list[RenderableType] = []
-    if _is_one_session(outcome):
+    if _is_one_session(outcome) and outcome.records and outcome.columns:
         return record_view({c: outcome.records[0].get(c) for c in outcome.columns})
     if outcome.columns is not None:
         parts.append(records_table(outcome.columns, outcome.records or [], width=width))
@@ -424,7 +445,7 @@ def print_outcome(console: Console, outcome: Result | Explain,
     console.print(shown, soft_wrap=isinstance(shown, Text))
 
 
-__all__ = ["FORMATS", "Catalog", "cell", "date_of", "explain_text", "iso_utc", "json_data",
+__all__ = ["FORMATS", "Catalog", "cell", "date_of", "explain_text", "json_data",
            "json_lines", "make_console",
            "print_outcome", "record_view", "records_table", "render", "result_table", "row_text",
            "shorten", "summary", "to_json", "warnings_text", "why", "wrap_parts", "wrap_reasons"]

@@ -1,0 +1,116 @@
+"""``recallql mcp``: the database as a Model Context Protocol server (extra ``recallql[mcp]``).
+
+    recallql mcp --db mem.db                       # stdio (what MCP clients launch)
+    recallql mcp --db mem.db --http 127.0.0.1:8765 # streamable HTTP at /mcp, loopback only
+
+The server process is the database's one writer; any number of clients may call it at once
+(over HTTP; over stdio each client launches its own server) and their writes arriving together
+are committed in one batch (`recallql.mcp.worker`). A second server on a database another
+process writes serves it read-only and says so. Tools and resources: `recallql.mcp.server`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import ipaddress
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LOOPBACK_HINT", "is_loopback", "open_database", "parse_http", "serve"]
+
+LOOPBACK_HINT = ("the server has no authentication: anyone who can reach the address can read "
+                 "and write the memory")
+#: Seconds a new server waits for another writer to let go of the database (where the API can
+#: wait: `connect(..., lock_timeout=...)`), before serving it read-only.
+LOCK_WAIT = 2.0
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``PORT``, or ``[::1]:PORT``) as (host, port).
+
+    Raises:
+        ValueError: not a host and a port in 1..65535.
+    """
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", value
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT with a port in 1..65535, got {value!r}")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is ``localhost`` or a loopback address (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _connect(path: Path, embedder: Any, readonly: bool) -> Any:
+    import recallql
+
+    kwargs: dict[str, Any] = {"embedder": embedder, "readonly": readonly}
+    if not readonly and "lock_timeout" in inspect.signature(recallql.connect).parameters:
+        kwargs["lock_timeout"] = LOCK_WAIT
+    return recallql.connect(path, **kwargs)
+
+
+def open_database(path: Path, embedder: Any = "auto", read_only: bool = False
+                  ) -> tuple[Any, str]:
+    """Open the database for serving: as its writer (created when missing), or read-only when
+    asked or when another process holds the writer lock.
+
+    Returns:
+        (the `Database`, why it is read-only: "" when it is the writer or read-only on purpose).
+
+    Raises:
+        StoreError: not a recallql database, or an embedder that does not match.
+    """
+    import recallql
+    from recallql.api import is_database, stored_embedder
+
+    if embedder == "auto":
+        embedder = stored_embedder(path, "docs") if is_database(path) else "default"
+    if read_only:
+        return _connect(path, embedder, readonly=True), ""
+    try:
+        return _connect(path, embedder, readonly=False), ""
+    except recallql.DatabaseLocked as exc:
+        why = (f"another process writes {path} ({exc}); reads work, writes do not. To let "
+               "several clients write, run one `recallql mcp --db ... --http 127.0.0.1:PORT` "
+               "and point every client at it")
+        return _connect(path, embedder, readonly=True), why
+
+
+def serve(path: Path, *, http: tuple[str, int] | None = None, read_only: bool = False,
+          embedder: Any = "auto", window: float | None = None) -> None:
+    """Serve the database at `path` until the client (stdio) or a signal (HTTP) ends it."""
+    from recallql.mcp.server import MemoryTools, build_server
+    from recallql.mcp.worker import DEFAULT_WINDOW, DatabaseWorker
+
+    db, why = open_database(path, embedder, read_only)
+    if why:
+        print(f"recallql mcp: serving read-only: {why}", file=sys.stderr, flush=True)
+    worker = DatabaseWorker(db, DEFAULT_WINDOW if window is None else window)
+    server = build_server(MemoryTools(worker, writable=not db.store.readonly,
+                                      why_read_only=why))
+    try:
+        if http is None:
+            server.run("stdio")
+        else:
+            host, port = http
+            print(f"recallql mcp: serving {path} at http://{_url_host(host)}:{port}/mcp "
+                  f"(pid {os.getpid()})", file=sys.stderr, flush=True)
+            server.run("streamable-http", host=host, port=port)
+    finally:
+        worker.close()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

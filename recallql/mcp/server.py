@@ -1,0 +1,388 @@
+"""The recallql MCP server: an agent's memory as Model Context Protocol tools and resources.
+
+Built on the official ``mcp`` SDK (`mcp.server.mcpserver.MCPServer`). Every tool goes through
+the public API (`recallql.api.Database`), on the one thread of a `DatabaseWorker` that also
+group-commits writes. Tool names are a contract:
+
+| tool | what it does |
+|---|---|
+| ``search_memory`` | SEARCH a collection (BM25 + vectors), optional session, filters, grouping |
+| ``retrieve_context`` | RETRIEVE what a session should see now (its boosts, optional text) |
+| ``explain`` | EXPLAIN a SEARCH / RETRIEVE: the plan and every row's score arithmetic (text) |
+| ``run_statement`` | any recallql statement, values as parameters |
+| ``remember`` | store text items in a collection (one batch) |
+| ``append_messages`` | append messages to an open session (the ``messages`` collection) |
+| ``record_signal`` | a reward (or another allowed signal) on a session, optionally on an entity |
+| ``annotate_session`` | annotation text whose words become the session's keywords |
+| ``start_session`` / ``end_session`` | a session's lifecycle |
+
+Results are compact JSON text (`recallql.mcp.shapes`); EXPLAIN is its text format. A mistake
+(a query error with its caret, an invalid item, a rejected signal, a missing session) comes
+back as a tool error (``isError``) holding the error's message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from recallql.api import USER_ERRORS
+from recallql.mcp import shapes
+from recallql.mcp.worker import DatabaseWorker
+
+INSTRUCTIONS = """\
+recallql is this agent's long-term memory: documents, past conversations and sessions, searched
+by BM25 + vector similarity with recency, session and signal boosts.
+Typical loop: start_session -> (remember / append_messages) -> search_memory or
+retrieve_context -> record_signal on what helped -> end_session. Every result row has a `why`
+(the ranks and boosts behind its score); `explain` shows the full score arithmetic."""
+
+FilterValue = str | int | float | bool | list[str] | list[int] | list[float]
+SessionArg = Annotated[str, Field(description="Session id (1-128 letters, digits, `_ . : -`).",
+                                  min_length=1, max_length=128)]
+CollectionArg = Annotated[str, Field(description="Collection name: `docs` (documents, notes), "
+                                     "`messages` (conversation messages) or one you created.")]
+Params = Annotated[dict[str, Any] | None, Field(
+    description="Values for the statement's `:name` parameters (never put values into the "
+                "statement text), e.g. {\"q\": \"disk full\", \"n\": 5}.")]
+
+
+class Memory(BaseModel):
+    """One text to remember."""
+
+    text: str = Field(description="The text (BM25-indexed and embedded).", min_length=1)
+    id: str | None = Field(None, description="A stable id: remembering an id again replaces "
+                           "it. Default: derived from the text (the same text is stored once).")
+    title: str | None = Field(None, description="A short title (searched too).")
+    tags: list[str] | None = Field(None, description="Tags, filterable with "
+                                   "search_memory(filters={\"tags\": \"ops\"}).")
+    source: str | None = Field(None, description="Where it comes from, e.g. `user`, a URL.")
+    entity: str | None = Field(None, description="What it is about (record_signal's entity "
+                               "boosts it). Default: its id.")
+    created_at: str | None = Field(None, description="ISO-8601 time (default: now); recency "
+                                   "boosts newer items.")
+    fields: dict[str, Any] | None = Field(None, description="Other declared fields of the "
+                                          "collection.")
+
+
+class Message(BaseModel):
+    """One message of a session."""
+
+    role: str = Field(description="`user`, `assistant`, `tool`, `system`, ...", min_length=1)
+    content: str = Field(description="The message text.")
+    at: str | None = Field(None, description="ISO-8601 time (default: now).")
+
+
+def tool_error(exc: BaseException) -> CallToolResult:
+    """A user or data error as an MCP tool error: ``Type: message`` (a query error's text
+    already starts with its type and shows the statement with a caret under the offending
+    token)."""
+    from recallql.grammar.errors import QueryError
+
+    text = str(exc) if isinstance(exc, QueryError) else f"{type(exc).__name__}: {exc}"
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def _errors_as_results(fn: Callable[..., str]) -> Callable[..., str | CallToolResult]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> str | CallToolResult:
+        try:
+            return fn(*args, **kwargs)
+        except USER_ERRORS as exc:
+            return tool_error(exc)
+    return wrapper
+
+
+class MemoryTools:
+    """The tool functions over one `DatabaseWorker` (read-only when `writable` is False)."""
+
+    def __init__(self, worker: DatabaseWorker, writable: bool = True,
+                 why_read_only: str = "") -> None:
+        self.worker = worker
+        self.writable = writable
+        self.why_read_only = why_read_only
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _text_fields(self, db: Any, collection: str | None) -> tuple[str, ...]:
+        names = {c.name: tuple(c.text_fields) for c in db.collections()}
+        return names.get(collection or "", ())
+
+    def _result(self, statement: str, /, **params: Any) -> str:
+        def run(db: Any) -> str:
+            outcome = db.execute(statement, **params)
+            if hasattr(outcome, "plan"):
+                return outcome.render()
+            return shapes.dumps(shapes.result_json(outcome,
+                                                   self._text_fields(db, outcome.collection)))
+        return self.worker.read(run)
+
+    def _check_writable(self) -> None:
+        if not self.writable:
+            from recallql.api import StoreError
+
+            raise StoreError(f"this recallql MCP server is read-only: {self.why_read_only}")
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def search_memory(
+        self,
+        text: Annotated[str, Field(description="What to look for, in natural language.",
+                                   min_length=1)],
+        collection: CollectionArg = "docs",
+        session: Annotated[str | None, Field(description="Rank for this session: its "
+                                             "keywords, rewards and entities boost rows; on "
+                                             "`messages` it also hides what is still in the "
+                                             "session's live context.")] = None,
+        filters: Annotated[dict[str, FilterValue] | None, Field(
+            description="field -> value, all must hold: `=` for a value, IN for a list, "
+                        "CONTAINS on list fields such as `tags`. E.g. {\"tags\": \"ops\", "
+                        "\"source\": [\"wiki\", \"runbook\"]}. Ranges: use run_statement.")
+        ] = None,
+        group_by: Annotated[Literal["document", "conversation"] | None, Field(
+            description="`document`: a document's best chunk only; `conversation`: one row "
+                        "per conversation (a chain of sessions rotated by compression).")
+        ] = None,
+        limit: Annotated[int, Field(description="Rows to return.", ge=1, le=100)] = 10,
+    ) -> str:
+        """Search memory: hybrid BM25 + vector search fused by reciprocal rank fusion, with
+        recency (and, with `session`, session and signal) boosts. Returns JSON
+        {"collection", "rows": [{"id", "score", "text", "why", "created_at", ...}]}; `why`
+        lists each leg's rank (lex#1 = first by BM25, sem#2 = second by vectors) and the boosts
+        that added to the score."""
+        def statement(db: Any) -> tuple[str, dict[str, Any]]:
+            types = {n: str(t) for n, t in db.store.collection(collection).fields.items()}
+            return shapes.search_statement(collection, session=session, filters=filters or {},
+                                           field_types=types, group_by=group_by)
+        query, params = self.worker.read(statement)
+        return self._result(query, text=text, limit=limit, **params)
+
+    def retrieve_context(
+        self,
+        session: SessionArg,
+        limit: Annotated[int, Field(description="Rows to return.", ge=1, le=100)] = 10,
+        collection: CollectionArg = "docs",
+        text: Annotated[str | None, Field(description="Optional text to match as well; "
+                                          "without it rows are ranked by the session's boosts "
+                                          "alone.")] = None,
+    ) -> str:
+        """What should this session see now? RETRIEVE ranks a collection for the session: its
+        annotations' keywords, its rewarded entities and signal boosts (plus BM25 + vectors
+        when `text` is given). Returns the same JSON as search_memory."""
+        query = f"RETRIEVE FROM {shapes.quote_identifier(collection)}"
+        params: dict[str, Any] = {"session": session, "limit": limit}
+        if text is not None:
+            query += " MATCHING :text"
+            params["text"] = text
+        return self._result(query + " FOR SESSION :session LIMIT :limit", **params)
+
+    def explain(
+        self,
+        statement: Annotated[str, Field(description="A SEARCH or RETRIEVE statement, e.g. "
+                                        "\"SEARCH docs MATCHING :q LIMIT 3\".")],
+        parameters: Params = None,
+        analyze: Annotated[bool, Field(description="Add rows and time per operator.")
+                           ] = False,
+    ) -> str:
+        """EXPLAIN a statement: the plan (root first) and each row's score arithmetic, the
+        contributions that add up to its score, as text."""
+        return self.worker.read(lambda db: db.explain(statement, analyze=analyze,
+                                                      **(parameters or {})).render())
+
+    def run_statement(
+        self,
+        statement: Annotated[str, Field(description="One recallql statement: SEARCH, RETRIEVE, "
+                                        "EXPLAIN, SHOW COLLECTIONS, DESCRIBE <collection>, SHOW "
+                                        "SESSIONS, SHOW SESSION <id>, SHOW LINEAGE <id>.")],
+        parameters: Params = None,
+    ) -> str:
+        """Run any recallql statement (the language: docs/language.md). SEARCH and RETRIEVE
+        give rows as search_memory does, SHOW and DESCRIBE {"columns", "records"}, EXPLAIN its
+        text."""
+        return self._result(statement, **(parameters or {}))
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def remember(
+        self,
+        items: Annotated[list[Memory], Field(description="The texts to store.", min_length=1,
+                                             max_length=1000)],
+        collection: CollectionArg = "docs",
+    ) -> str:
+        """Store texts in a collection, all in one all-or-nothing batch (shared with other
+        clients' writes of the same moment). Returns JSON {"collection", "ids", "batch"}."""
+        self._check_writable()
+        fields = self.worker.read(lambda db: list(db.store.collection(collection).text_fields))
+        now = time.time()
+        rows = [shapes.memory_item(collection, fields, m.model_dump(), now) for m in items]
+        report = self.worker.ingest(collection, rows)
+        return shapes.dumps({"collection": collection, "ids": [r["id"] for r in rows],
+                             "batch": report.batch})
+
+    def append_messages(
+        self,
+        session: SessionArg,
+        messages: Annotated[list[Message], Field(description="Messages in order.",
+                                                 min_length=1, max_length=1000)],
+    ) -> str:
+        """Append messages to an open session (searchable in the `messages` collection, one
+        conversation per chain of sessions). Returns JSON {"session", "message_ids"}."""
+        self._check_writable()
+        rows = [m.model_dump() for m in messages]
+        ids = self.worker.write(lambda db: append_all(db, session, rows))
+        return shapes.dumps({"session": session, "message_ids": ids})
+
+    def record_signal(
+        self,
+        session: SessionArg,
+        value: Annotated[float, Field(description="The signal's value; `reward` takes -1..1.")],
+        name: Annotated[str, Field(description="The signal name the policy allows "
+                                   "(default policy: `reward`).")] = "reward",
+        entity: Annotated[str | None, Field(description="The entity (an item's `entity`, by "
+                                            "default its id or doc_id) the signal is about; "
+                                            "boosts that entity in later searches.")] = None,
+    ) -> str:
+        """Record a signal, e.g. reward 1.0 on the memory that helped, on an open session.
+        Returns JSON {"session", "name", "value", "entity"}."""
+        self._check_writable()
+        self.worker.write(lambda db: db.sessions.signal(session, name, value, entity=entity))
+        return shapes.dumps({"session": session, "name": name, "value": value,
+                             "entity": entity})
+
+    def annotate_session(
+        self,
+        session: SessionArg,
+        text: Annotated[str, Field(description="Words describing what the session is about; "
+                                   "they become its keywords (matched against rows' metadata "
+                                   "such as tags and source).", min_length=1)],
+    ) -> str:
+        """Annotate an open session. Returns JSON {"session", "keywords"}."""
+        self._check_writable()
+        snapshot = self.worker.write(lambda db: (db.sessions.annotate(session, text),
+                                                 db.sessions.snapshot(session))[1])
+        return shapes.dumps({"session": session, "keywords": snapshot.keywords})
+
+    def start_session(
+        self,
+        agent_id: Annotated[str, Field(description="Who runs the session, e.g. `ops-agent`.",
+                                       min_length=1, max_length=128)],
+        session: Annotated[str | None, Field(description="The new session's id (default: "
+                                             "a new random id).")] = None,
+        parent: Annotated[str | None, Field(description="The session this one continues "
+                                            "(after context compression): they form one "
+                                            "conversation.")] = None,
+        title: Annotated[str | None, Field(description="A display title.")] = None,
+    ) -> str:
+        """Start an open session. Returns JSON {"session", "agent_id", "status", "started_at",
+        "parent"}."""
+        self._check_writable()
+        import uuid
+
+        sid = session or f"s-{uuid.uuid4().hex[:12]}"
+        snap = self.worker.write(lambda db: db.sessions.create(sid, agent_id, parent=parent,
+                                                               source="mcp", title=title))
+        return shapes.dumps({"session": snap.id, "agent_id": snap.agent_id,
+                             "status": snap.status, "started_at": snap.started_at.isoformat(),
+                             "parent": snap.parent_session_id})
+
+    def end_session(
+        self,
+        session: SessionArg,
+        reason: Annotated[str, Field(description="Why it ends: `agent_close` (done), "
+                                     "`compression` (context rotated: start a child with "
+                                     "parent=this), `user_exit`, `idle`, ...")] = "agent_close",
+    ) -> str:
+        """Close an open session (its signals stay frozen at the end). Returns JSON
+        {"session", "status", "end_reason", "ended_at"}."""
+        self._check_writable()
+        snap = self.worker.write(lambda db: db.sessions.close(session, end_reason=reason))
+        ended = snap.ended_at.isoformat() if snap.ended_at else None
+        return shapes.dumps({"session": snap.id, "status": snap.status,
+                             "end_reason": snap.end_reason, "ended_at": ended})
+
+
+def append_all(db: Any, session: str, messages: list[dict[str, Any]]) -> list[int]:
+    """Append `messages` to `session`: one batch with ``db.messages.extend`` where the API has
+    it, else one append each (in order)."""
+    extend = getattr(db.messages, "extend", None)
+    if extend is not None:
+        return list(extend(session, messages))
+    return [db.messages.append(session, m["role"], m["content"], at=m.get("at"))
+            for m in messages]
+
+
+READ_TOOLS = ("search_memory", "retrieve_context", "explain", "run_statement")
+WRITE_TOOLS = ("remember", "append_messages", "record_signal", "annotate_session",
+               "start_session", "end_session")
+
+
+def build_server(tools: MemoryTools) -> MCPServer:
+    """An `MCPServer` with the memory tools and the collection resources. A server opened
+    read-only on purpose lists only the read tools (as mcp-server-qdrant's read-only mode);
+    one that fell back to read-only (another writer) lists them all and its write tools
+    explain why they cannot write."""
+    import recallql
+
+    server: MCPServer = MCPServer("recallql", instructions=INSTRUCTIONS,
+                                  version=recallql.__version__, log_level="WARNING")
+    shown = READ_TOOLS + (WRITE_TOOLS if tools.writable or tools.why_read_only else ())
+    for name in shown:
+        write = name in WRITE_TOOLS
+        hints = ToolAnnotations(read_only_hint=not write, destructive_hint=False,
+                                idempotent_hint=not write or name == "remember",
+                                open_world_hint=False)
+        server.add_tool(_errors_as_results(getattr(tools, name)), name=name,
+                        annotations=hints, structured_output=False)
+    _add_resources(server, tools)
+    return server
+
+
+def _collection_json(info: Any, items: int | None = None) -> dict[str, Any]:
+    return {"name": info.name, "text_fields": list(info.text_fields),
+            "fields": {n: str(t) for n, t in info.fields.items()}, "dim": info.dim,
+            "embedder": info.embedder_name, **({"items": items} if items is not None else {})}
+
+
+def _add_resources(server: MCPServer, tools: MemoryTools) -> None:
+    worker = tools.worker
+
+    @server.resource("recallql://collections", name="collections", mime_type="application/json",
+                     description="Every collection with its schema: text fields (BM25 and "
+                                 "embedded), declared filterable fields and types, vector dim.")
+    def collections() -> str:
+        def read(db: Any) -> str:
+            counts = {r["name"]: r["items"] for r in db.execute("SHOW COLLECTIONS").records}
+            return shapes.dumps([_collection_json(c, counts.get(c.name))
+                                 for c in db.collections()])
+        return worker.read(read)
+
+    @server.resource("recallql://collections/{name}", name="collection",
+                     mime_type="application/json",
+                     description="One collection's schema and its DESCRIBE records "
+                                 "(built-in and declared fields with types and roles).")
+    def collection(name: str) -> str:
+        def read(db: Any) -> str:
+            described = db.execute(f"DESCRIBE {shapes.quote_identifier(name)}")
+            return shapes.dumps({**_collection_json(db.store.collection(name)),
+                                 "describe": described.records})
+        return worker.read(read)
+
+    @server.resource("recallql://server", name="server", mime_type="application/json",
+                     description="This server: database path, writer or read-only, and its "
+                                 "group commit (write requests, batches committed).")
+    def status() -> str:
+        stats = worker.stats
+        return shapes.dumps({"database": worker.db.path, "writable": tools.writable,
+                             "read_only_reason": tools.why_read_only or None,
+                             "commit_window_ms": worker.window * 1000, "reads": stats.reads,
+                             "writes": stats.writes, "batches": stats.batches,
+                             "largest_group": stats.largest_group})
+
+
+__all__ = ["READ_TOOLS", "WRITE_TOOLS", "MemoryTools", "build_server", "tool_error"]

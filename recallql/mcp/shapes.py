@@ -1,0 +1,129 @@
+"""What the MCP tools send and receive: statements built from tool arguments (values always as
+parameters, names quoted as identifiers), memory items, and compact JSON results.
+
+A result row is ``{"id", "score", "text", "why", ...}`` plus, when present, ``created_at``
+(ISO-8601 UTC), ``doc_id`` (when it differs from the id), ``session_id``, ``role``,
+``message_id``, ``conversation_root`` and the row's other non-empty declared fields.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from recallql.grammar.keywords import quote_identifier
+from recallql.ui.render import iso_utc, row_text, why
+
+#: Fields a row always carries in `row_json` (the others go under their own names).
+_BUILTIN = {"id", "doc_id", "entity", "position", "created_at", "session_id", "message_id",
+            "role", "seq", "active", "compacted"}
+
+
+def dumps(data: Any) -> str:
+    """Compact JSON text (no spaces, Unicode as is)."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def search_statement(collection: str, *, session: str | None, filters: Mapping[str, Any],
+                     field_types: Mapping[str, str], group_by: str | None
+                     ) -> tuple[str, dict[str, Any]]:
+    """``SEARCH <collection> MATCHING :text [WHERE ...] [FOR SESSION :session] [GROUP BY ...]
+    LIMIT :limit`` and the parameters it needs besides ``text`` and ``limit``.
+
+    A filter ``field → value`` becomes ``field = :fN``; a list value ``field IN (...)``; on a
+    ``list[str]`` field, ``field CONTAINS :fN`` (a list value: any of them).
+    """
+    params: dict[str, Any] = {}
+    parts = []
+    for number, (name, value) in enumerate(filters.items()):
+        parts.append(_condition(quote_identifier(name), value, field_types.get(name), number,
+                                params))
+    text = f"SEARCH {quote_identifier(collection)} MATCHING :text"
+    if parts:
+        text += " WHERE " + " AND ".join(parts)
+    if session is not None:
+        text += " FOR SESSION :session"
+        params["session"] = session
+    if group_by is not None:
+        text += f" GROUP BY {group_by.upper()}"
+    return text + " LIMIT :limit", params
+
+
+def _condition(name: str, value: Any, kind: str | None, number: int,
+               params: dict[str, Any]) -> str:
+    values = value if isinstance(value, list) else [value]
+    keys = [f"f{number}_{i}" for i in range(len(values))]
+    params.update(zip(keys, values, strict=True))
+    if kind == "list[str]":
+        contains = [f"{name} CONTAINS :{k}" for k in keys]
+        return contains[0] if len(contains) == 1 else "(" + " OR ".join(contains) + ")"
+    if isinstance(value, list):
+        return f"{name} IN ({', '.join(':' + k for k in keys)})"
+    return f"{name} = :{keys[0]}"
+
+
+def memory_id(collection: str, text: str) -> str:
+    """A stable id for a remembered text: the same text in the same collection gets the same
+    id, so remembering it twice stores it once (the second is `unchanged`)."""
+    digest = hashlib.blake2b(f"{collection}\0{text}".encode(), digest_size=8).hexdigest()
+    return f"mem:{digest}"
+
+
+def memory_item(collection: str, text_fields: list[str], memory: Mapping[str, Any],
+                now: float) -> dict[str, Any]:
+    """A `remember` item as an ingest item: ``text`` into the collection's body text field
+    (``body``, else its last text field), ``title`` into ``title`` when the collection has
+    one, ``created_at`` now unless given; ``fields`` spread as declared fields."""
+    body = "body" if "body" in text_fields else text_fields[-1]
+    item: dict[str, Any] = {"id": memory.get("id") or memory_id(collection, memory["text"]),
+                            body: memory["text"],
+                            "created_at": memory.get("created_at") or now}
+    title = memory.get("title")
+    if title is not None and "title" in text_fields:
+        item["title"] = title
+    elif title is not None:
+        item[body] = f"{title}\n\n{memory['text']}"
+    for key in ("tags", "source", "entity", "doc_id"):
+        if memory.get(key) is not None:
+            item[key] = memory[key]
+    item.update(memory.get("fields") or {})
+    return item
+
+
+def row_json(row: Any, text_fields: tuple[str, ...]) -> dict[str, Any]:
+    """One result row as compact JSON data (see the module docstring)."""
+    fields = row.fields
+    data: dict[str, Any] = {"id": row.id, "score": round(row.score, 5),
+                            "text": row_text(row, text_fields), "why": why(row.reasons)}
+    created = fields.get("created_at")
+    if isinstance(created, int | float) and math.isfinite(created):
+        data["created_at"] = iso_utc(created)
+    if fields.get("doc_id") not in (None, row.id):
+        data["doc_id"] = fields["doc_id"]
+    for key in ("session_id", "role", "message_id", "conversation_root"):
+        value = getattr(row, key, None) if key != "role" else fields.get("role")
+        if value is not None:
+            data[key] = value
+    for name, value in fields.items():
+        if name not in _BUILTIN and name not in text_fields and value not in (None, [], ""):
+            data[name] = value
+    return data
+
+
+def result_json(result: Any, text_fields: tuple[str, ...]) -> dict[str, Any]:
+    """A `Result` as compact JSON data: ``{"collection", "rows": [...]}`` for SEARCH /
+    RETRIEVE, ``{"columns", "records"}`` for SHOW / DESCRIBE, with ``warnings`` when any."""
+    data: dict[str, Any]
+    if result.records is not None:
+        data = {"columns": result.columns, "records": result.records}
+    else:
+        data = {"collection": result.collection,
+                "rows": [row_json(row, text_fields) for row in result.rows]}
+    if result.warnings:
+        data["warnings"] = [f"{n.code.value}: {n.message}" for n in result.warnings]
+    if result.truncated:
+        data["truncated"] = True
+    return data

@@ -1,0 +1,323 @@
+"""The MCP server, driven as a real process with the SDK's own client (stdio and streamable
+HTTP on loopback): tools and their schemas, writes, search, EXPLAIN, errors, resources, two
+clients at once, group commit."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+mcp = pytest.importorskip("mcp", reason="the MCP SDK (the `mcp` extra) is not installed")
+from mcp import Client, StdioServerParameters  # noqa: E402
+
+RECALLQL = str(Path(sys.executable).with_name("recallql"))
+TOOLS = {"search_memory", "retrieve_context", "explain", "run_statement", "remember",
+         "append_messages", "record_signal", "annotate_session", "start_session",
+         "end_session"}
+NOTES = [{"text": "Daily backups are kept for 30 days, monthly ones for a year.",
+          "title": "Backup policy", "tags": ["ops", "backup"], "id": "backups"},
+         {"text": "Upgrade PostgreSQL with pg_upgrade --link, then run ANALYZE.",
+          "title": "PostgreSQL upgrades", "tags": ["postgres"], "id": "pg-upgrade"},
+         {"text": "Disk-full alerts on the database hosts are urgent.", "title": "On-call",
+          "id": "oncall"}]
+
+
+def server(db: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(command=RECALLQL,
+                                 args=["mcp", "--db", str(db), "--embedder", "hash", *extra],
+                                 env={**os.environ, "COLUMNS": "100"})
+
+
+def text(result) -> str:
+    return result.content[0].text
+
+
+def data(result):
+    assert not result.is_error, text(result)
+    return json.loads(text(result))
+
+
+def run(fn, *args):
+    return anyio.run(fn, *args)
+
+
+def test_tools_are_the_contract_with_documented_arguments(tmp_path):
+    async def go():
+        async with Client(server(tmp_path / "db")) as client:
+            return (await client.list_tools()).tools
+
+    tools = {t.name: t for t in run(go)}
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.description and len(tool.description) > 40, tool.name
+        for name, prop in tool.input_schema["properties"].items():
+            assert prop.get("description"), f"{tool.name}.{name} has no description"
+    search = tools["search_memory"].input_schema
+    assert search["required"] == ["text"]
+    assert set(search["properties"]) == {"text", "collection", "session", "filters",
+                                         "group_by", "limit"}
+    assert search["properties"]["limit"]["maximum"] == 100
+    assert tools["search_memory"].annotations.read_only_hint is True
+    assert tools["remember"].annotations.read_only_hint is False
+
+
+def test_write_search_explain_and_sessions(tmp_path):
+    async def go():
+        async with Client(server(tmp_path / "db")) as client:
+            stored = data(await client.call_tool("remember", {"items": NOTES}))
+            found = data(await client.call_tool("search_memory", {
+                "text": "how long do we keep backups", "limit": 3}))
+            ops = data(await client.call_tool("search_memory", {
+                "text": "database", "filters": {"tags": "postgres"}}))
+            plan = text(await client.call_tool("explain", {
+                "statement": "SEARCH docs MATCHING :q LIMIT 2", "parameters": {"q": "backups"}}))
+            session = data(await client.call_tool("start_session", {
+                "agent_id": "ops-bot", "session": "s-1"}))
+            await client.call_tool("annotate_session", {"session": "s-1", "text": "postgres"})
+            await client.call_tool("record_signal", {"session": "s-1", "value": 1.0,
+                                                     "entity": "oncall"})
+            msgs = data(await client.call_tool("append_messages", {"session": "s-1", "messages": [
+                {"role": "user", "content": "the disk is full again"},
+                {"role": "assistant", "content": "rotating the logs"}]}))
+            context = data(await client.call_tool("retrieve_context", {"session": "s-1",
+                                                                       "limit": 3}))
+            said = data(await client.call_tool("search_memory", {
+                "text": "disk full", "collection": "messages"}))
+            ended = data(await client.call_tool("end_session", {"session": "s-1"}))
+            return stored, found, ops, plan, session, msgs, context, said, ended
+
+    stored, found, ops, plan, session, msgs, context, said, ended = run(go)
+    assert stored["ids"] == ["backups", "pg-upgrade", "oncall"] and stored["batch"] >= 1
+    top = found["rows"][0]
+    assert top["id"] == "backups" and set(top) >= {"id", "score", "text", "why", "created_at"}
+    assert top["text"].startswith("Backup policy — Daily backups") and "lex#1" in top["why"]
+    assert [r["id"] for r in ops["rows"]] == ["pg-upgrade"]
+    assert plan.startswith("TopK: k=2") and "LEXICAL_MATCH(rank=1" in plan and "#1 backups" in plan
+    assert session["session"] == "s-1" and session["status"] == "open"
+    assert msgs["message_ids"] == [1, 2]
+    rows = {r["id"]: r for r in context["rows"]}
+    assert context["rows"][0]["id"] == "pg-upgrade"  # the annotation's keyword is its tag
+    assert "entity +" in rows["oncall"]["why"]        # the rewarded entity
+    assert said["rows"][0]["session_id"] == "s-1" and said["rows"][0]["role"] == "user"
+    assert ended["status"] == "closed" and ended["end_reason"] == "agent_close"
+
+
+def test_errors_are_tool_errors_with_the_caret_never_a_traceback(tmp_path):
+    async def go():
+        async with Client(server(tmp_path / "db")) as client:
+            return [await client.call_tool(name, args) for name, args in [
+                ("run_statement", {"statement": "SEARCH docs MATCHING 'x' LIMIT ten"}),
+                ("search_memory", {"text": "x", "collection": "nope"}),
+                ("search_memory", {"text": "x", "filters": {"colour": "red"}}),
+                ("record_signal", {"session": "missing", "value": 1.0}),
+                ("append_messages", {"session": "missing",
+                                     "messages": [{"role": "user", "content": "hi"}]}),
+                ("remember", {"items": [{"text": "x", "created_at": "not a time"}]}),
+                ("search_memory", {"text": "x", "limit": 0}),
+            ]]
+
+    syntax, collection, field, signal, append, item, limit = run(go)
+    assert syntax.is_error and text(syntax) == (
+        "QuerySyntaxError: expected a whole number or a parameter after LIMIT, found 'ten' "
+        "(line 1, column 32)\n\n  SEARCH docs MATCHING 'x' LIMIT ten\n"
+        "                                 ^^^\n"
+        "  hint: LIMIT takes a positive whole number, e.g. LIMIT 10")
+    assert collection.is_error and "nope" in text(collection)
+    assert field.is_error and "colour" in text(field) and "^" in text(field)
+    assert signal.is_error and text(signal).startswith("SignalRejected: ")
+    assert append.is_error and "missing" in text(append)
+    assert item.is_error and text(item).startswith("IngestError: ")
+    assert limit.is_error and "limit" in text(limit)
+    for result in (syntax, collection, field, signal, append, item, limit):
+        assert "Traceback" not in text(result)
+
+
+def test_resources_list_the_collections_and_their_schemas(tmp_path):
+    async def go():
+        async with Client(server(tmp_path / "db")) as client:
+            await client.call_tool("remember", {"items": NOTES[:1]})
+            listed = (await client.list_resources()).resources
+            collections = json.loads((await client.read_resource("recallql://collections")
+                                      ).contents[0].text)
+            docs = json.loads((await client.read_resource("recallql://collections/docs")
+                               ).contents[0].text)
+            return listed, collections, docs
+
+    listed, collections, docs = run(go)
+    assert {str(r.uri) for r in listed} >= {"recallql://collections", "recallql://server"}
+    by_name = {c["name"]: c for c in collections}
+    assert by_name["docs"]["items"] == 1 and by_name["docs"]["text_fields"] == ["title", "body"]
+    assert by_name["docs"]["fields"] == {"source": "str", "tags": "list[str]"}
+    assert by_name["messages"]["fields"]["session_id"] == "str"
+    assert docs["name"] == "docs" and {"field": "tags", "type": "list[str]"}.items() <= \
+        next(r for r in docs["describe"] if r["field"] == "tags").items()
+
+
+def test_two_stdio_clients_at_once_one_writes_one_reads(tmp_path):
+    """Each stdio client launches its own server: the first is the writer; the second, on a
+    database another process writes, serves it read-only, sees the writer's commits and
+    says why it cannot write."""
+    db = tmp_path / "db"
+
+    async def go():
+        async with Client(server(db)) as writer:
+            await writer.call_tool("remember", {"items": NOTES[:1]})
+            async with Client(server(db)) as reader:
+                seen = data(await reader.call_tool("search_memory", {"text": "backups"}))
+                refused = await reader.call_tool("remember", {"items": NOTES[1:2]})
+                await writer.call_tool("remember", {"items": NOTES[1:2]})
+                later = data(await reader.call_tool("search_memory", {"text": "pg_upgrade"}))
+                status = json.loads((await reader.read_resource("recallql://server")
+                                     ).contents[0].text)
+                return seen, refused, later, status
+
+    seen, refused, later, status = run(go)
+    assert [r["id"] for r in seen["rows"]] == ["backups"]
+    assert refused.is_error and "read-only" in text(refused) and "--http" in text(refused)
+    assert later["rows"][0]["id"] == "pg-upgrade"
+    assert status["writable"] is False and "another process" in status["read_only_reason"]
+
+
+def test_read_only_server_offers_only_read_tools(tmp_path):
+    db = tmp_path / "db"
+
+    async def go():
+        async with Client(server(db)) as writer:
+            await writer.call_tool("remember", {"items": NOTES[:1]})
+        async with Client(server(db, "--read-only")) as reader:
+            return {t.name for t in (await reader.list_tools()).tools}
+
+    assert run(go) == {"search_memory", "retrieve_context", "explain", "run_statement"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def http_server(tmp_path):
+    port = _free_port()
+    proc = subprocess.Popen([RECALLQL, "mcp", "--db", str(tmp_path / "db"), "--embedder", "hash",
+                             "--http", f"127.0.0.1:{port}", "--commit-window-ms", "300"],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_two_http_clients_at_once_share_commits(http_server):
+    """Many clients, one writer: 2 clients × 8 concurrent remember calls arrive within the
+    commit window and share batches; every write is then visible to both."""
+    async def client_work(name: str, out: dict):
+        async with Client(http_server) as client:
+            async with anyio.create_task_group() as group:
+                for i in range(8):
+                    group.start_soon(client.call_tool, "remember", {"items": [
+                        {"text": f"note {i} from {name} about backups", "id": f"{name}-{i}"}]})
+            out[name] = data(await client.call_tool("run_statement", {
+                "statement": "SEARCH docs MATCHING :q LIMIT 50", "parameters": {"q": "backups"}}))
+
+    async def go():
+        out: dict = {}
+        async with anyio.create_task_group() as group:
+            group.start_soon(client_work, "a", out)
+            group.start_soon(client_work, "b", out)
+        async with Client(http_server) as client:
+            status = json.loads((await client.read_resource("recallql://server")
+                                 ).contents[0].text)
+        return out, status
+
+    out, status = run(go)
+    for name in ("a", "b"):
+        assert {f"{name}-{i}" for i in range(8)} <= {r["id"] for r in out[name]["rows"]}
+    assert status["writes"] == 16 and status["batches"] < 16 and status["largest_group"] > 1
+
+
+def test_http_refuses_a_non_loopback_address(tmp_path):
+    out = subprocess.run([RECALLQL, "mcp", "--db", str(tmp_path / "db"), "--http",
+                          "0.0.0.0:8765"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "not a loopback address" in out.stderr
+    assert not (tmp_path / "db").exists()
+
+
+# -- the worker's group commit, in process ---------------------------------------------------
+
+
+def _worker(window: float = 0.3):
+    import recallql
+    from recallql.api import HashEmbedder
+    from recallql.mcp.worker import DatabaseWorker
+
+    return DatabaseWorker(recallql.connect(embedder=HashEmbedder()), window=window)
+
+
+def _concurrently(calls):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+        return [f.exception() or f.result() for f in futures]
+
+
+def test_writes_of_one_window_share_one_batch():
+    worker = _worker()
+    try:
+        reports = _concurrently([lambda i=i: worker.ingest("docs", [
+            {"id": f"n{i}", "title": "note", "body": f"backup note {i}"}]) for i in range(6)])
+        assert len({r.batch for r in reports}) == 1 and reports[0].added == 6
+        assert worker.stats.writes == 6 and worker.stats.batches == 1
+        assert len(worker.read(lambda db: db.execute("SEARCH docs MATCHING 'backup'"))) == 6
+    finally:
+        worker.close()
+
+
+def test_an_invalid_item_fails_only_its_own_request():
+    import recallql
+
+    worker = _worker()
+    try:
+        good = [{"id": f"g{i}", "title": "ok", "body": "fine"} for i in range(3)]
+        outcomes = _concurrently([
+            lambda: worker.ingest("docs", good[:1]),
+            lambda: worker.ingest("docs", [{"id": "bad", "body": "x", "colour": "red"}]),
+            lambda: worker.ingest("docs", good[1:]),
+        ])
+        assert isinstance(outcomes[1], recallql.IngestError) and "colour" in str(outcomes[1])
+        assert outcomes[0].added == 1 and outcomes[2].added == 2
+        ids = worker.read(lambda db: db.execute("SEARCH docs MATCHING 'fine'").ids())
+        assert sorted(ids) == ["g0", "g1", "g2"]
+    finally:
+        worker.close()
+
+
+def test_a_read_ends_the_window_and_sees_the_writes_before_it():
+    # A window far longer than the test: unless the read ends it, the write (and the read
+    # queued behind it) would wait the full 30 s (not a speed bound: a semantic one).
+    worker = _worker(window=30.0)
+    try:
+        started = time.monotonic()
+        outcomes = _concurrently([
+            lambda: worker.ingest("docs", [{"id": "a", "title": "t", "body": "backup"}]),
+            lambda: (time.sleep(0.2), worker.read(
+                lambda db: db.execute("SEARCH docs MATCHING 'backup'").ids()))[1],
+        ])
+        assert outcomes[1] == ["a"] and time.monotonic() - started < 30.0
+    finally:
+        worker.close()

@@ -1,0 +1,97 @@
+"""One timestamp parser (`index.timestamps.parse_timestamp`) and one formatter
+(`grammar.timestamps.format_timestamp`): ISO-8601 UTC with microseconds and Z for machines."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from engine_helpers import NOW_TS, doc, make_db, vec
+
+import recallql
+from recallql.grammar import bind, format_timestamp, parse
+from recallql.index.timestamps import parse_timestamp
+from recallql.ui.render import cell, date_of, json_data
+
+PACKAGE = Path(recallql.__file__).resolve().parent
+MACHINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+PLUS2 = timezone(timedelta(hours=2))
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("2025-01-31T08:00:00Z", datetime(2025, 1, 31, 8, tzinfo=UTC)),
+    ("2025-01-31T10:00:00+02:00", datetime(2025, 1, 31, 10, tzinfo=PLUS2)),  # offset kept
+    ("2025-01-31T08:00:00", datetime(2025, 1, 31, 8, tzinfo=UTC)),           # naive: UTC
+    ("2025-01-31 08:00", datetime(2025, 1, 31, 8, tzinfo=UTC)),
+    ("2025-01-31", datetime(2025, 1, 31, tzinfo=UTC)),                       # midnight
+    ("  2025-01-31T08:00:00.25Z ", datetime(2025, 1, 31, 8, 0, 0, 250000, tzinfo=UTC)),
+], ids=["zulu", "offset", "naive", "space", "date", "blanks-fraction"])
+def test_parse(text, expected):
+    moment = parse_timestamp(text)
+    assert moment == expected and moment.utcoffset() == expected.utcoffset()
+
+
+@pytest.mark.parametrize("text", ["", "yesterday", "2025-13-01", "2025-01-32", "31/01/2025"])
+def test_parse_rejects_what_is_not_iso_8601(text):
+    with pytest.raises(ValueError, match="as an ISO-8601 timestamp"):
+        parse_timestamp(text)
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (datetime(2025, 1, 31, 8, tzinfo=UTC), "2025-01-31T08:00:00.000000Z"),
+    (datetime(2025, 1, 31, 10, tzinfo=PLUS2), "2025-01-31T08:00:00.000000Z"),
+    (datetime(2025, 1, 31, 8), "2025-01-31T08:00:00.000000Z"),        # naive: UTC
+    (1738310400.5, "2025-01-31T08:00:00.500000Z"),                    # epoch seconds
+    (datetime(1, 1, 1, tzinfo=UTC), "0001-01-01T00:00:00.000000Z"),   # four-digit years
+    (datetime.max, "9999-12-31T23:59:59.999999Z"),
+], ids=["utc", "offset", "naive", "epoch", "year-1", "max"])
+def test_format(value, text):
+    assert format_timestamp(value) == text
+
+
+def test_format_sorts_as_the_instant_and_round_trips():
+    moments = [datetime(2025, 1, 31, 8, 0, 0, us, tzinfo=UTC) for us in (0, 1, 500000)]
+    moments += [datetime(999, 1, 1, tzinfo=UTC), datetime(2025, 1, 31, 7, 59, 59, tzinfo=UTC)]
+    texts = [format_timestamp(m) for m in moments]
+    assert sorted(texts) == [format_timestamp(m) for m in sorted(moments)]
+    assert [parse_timestamp(t) for t in texts] == moments
+
+
+def test_no_other_module_parses_or_formats_timestamp_text():
+    """One parser, one formatter: the datetime text methods appear only in the two helpers."""
+    calls = re.compile(r"\.(fromisoformat|isoformat|strftime|strptime)\(")
+    users = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                   if calls.search(p.read_text(encoding="utf-8")))
+    assert users == ["grammar/timestamps.py", "index/timestamps.py"]
+
+
+def test_human_forms_in_tables_cut_the_machine_form():
+    """Tables show the time to the second, and the results table the date (docs: architecture)."""
+    moment = datetime(2025, 1, 6, 9, 0, 0, 123456, tzinfo=UTC)
+    assert cell(moment) == cell(format_timestamp(moment)) == "2025-01-06T09:00:00Z"
+    assert date_of(moment) == date_of(moment.timestamp()) == "2025-01-06"
+    assert date_of(None) == date_of(float("nan")) == ""
+
+
+def test_machine_outputs_use_the_one_format():
+    db = make_db([doc("a", "alpha", "", vec(1, 0, 0, 0), created_at=date(2024, 1, 1))])
+    db.sessions.create("s1", "agent", started_at=NOW_TS - 86400)
+    result = db.execute("SEARCH kb MATCHING 'alpha'")
+    assert json_data(result)["rows"][0]["fields"]["created_at"] == "2024-01-01T00:00:00.000000Z"
+    (record,) = db.execute("SHOW SESSIONS").records
+    snapshot = db.execute("SHOW SESSION s1").records[0]
+    explain = db.execute("EXPLAIN SEARCH kb MATCHING 'alpha' AS OF :t", t=date(2026, 1, 1))
+    for text in (record["started_at"], snapshot["started_at"], snapshot["as_of"],
+                 explain.result.stats["now"]):
+        assert MACHINE.match(text), text
+    assert explain.result.stats["now"] == "2026-01-01T00:00:00.000000Z"
+    bound = bind(parse("SEARCH kb MATCHING 'x' AS OF :t"), t=datetime(2026, 1, 1, 2, tzinfo=PLUS2))
+    assert bound.to_text().endswith("AS OF TIMESTAMP '2026-01-01T00:00:00.000000Z'")
+
+
+def test_out_of_range_as_of_is_an_invalid_timestamp():
+    db = make_db([doc("a", "alpha", "", vec(1, 0, 0, 0))])
+    with pytest.raises(recallql.QuerySyntaxError, match="outside years 1..9999 in UTC"):
+        db.execute("SEARCH kb MATCHING 'alpha' AS OF TIMESTAMP '0001-01-01T00:00:00+05:00'")
