@@ -1,11 +1,16 @@
 """One entry point for every benchmark (issue 8; SPEC §9).
 
-    python -m benchmarks [quality|latency|sessions|lineage|ingest|parse|all] [--write-results]
+    python -m benchmarks [quality|locomo|latency|sessions|lineage|ingest|parse|all]
+                         [--write-results]
 
 Sections:
 
 - ``quality``: nDCG@10, MAP, R@100 on CACM and Cranfield: recallql lexical / semantic / hybrid
   against bm25s and LanceDB, with paired per-query tests (`benchmarks.quality`).
+- ``locomo``: R@5, R@10, nDCG@10, session-hit@5 on the LoCoMo conversations: recallql stored as
+  sessions and messages and as a plain collection, against LanceDB, bm25s, an exact cosine
+  scan and plain RRF, per category, with paired tests and leave-one-conversation-out rows
+  (`benchmarks.locomo`).
 - ``latency``: p50/p95 of hybrid SEARCH on 100k real chunks against LanceDB hybrid, bm25s, raw
   tantivy and raw numpy; engine overhead; cached parse+plan; RSS (`benchmarks.latency`).
 - ``sessions``: `benchmarks.bench_sessions` (session-boost overhead over 1k candidates).
@@ -37,7 +42,7 @@ from benchmarks import machine, targets
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 FINDINGS = Path(__file__).with_name("FINDINGS.md")
-ORDER = ("parse", "ingest", "lineage", "sessions", "quality", "latency")
+ORDER = ("parse", "ingest", "lineage", "sessions", "quality", "locomo", "latency")
 
 
 def _script(module: str, argv: tuple[str, ...] = ()) -> str | None:
@@ -113,6 +118,13 @@ def quality_section(args: argparse.Namespace) -> str:
     return quality.run()
 
 
+def locomo_section(args: argparse.Namespace) -> str:
+    """LoCoMo turn retrieval."""
+    from benchmarks import locomo
+
+    return locomo.run()
+
+
 def latency_section(args: argparse.Namespace) -> str:
     """The 100k-chunk latency tables."""
     from benchmarks import latency
@@ -122,7 +134,8 @@ def latency_section(args: argparse.Namespace) -> str:
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], str]] = {
     "parse": parse_section, "ingest": ingest_section, "lineage": lineage_section,
-    "sessions": sessions_section, "quality": quality_section, "latency": latency_section,
+    "sessions": sessions_section, "quality": quality_section, "locomo": locomo_section,
+    "latency": latency_section,
 }
 
 

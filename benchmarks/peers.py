@@ -6,7 +6,8 @@
   English stemming and stopwords, the defaults) and an exact (unindexed, flat) cosine scan of
   the same vectors, fused by its `RRFReranker(K=60)`. LanceDB's hybrid query fetches `limit`
   rows from each leg.
-- `RawTantivy`: a bare tantivy index over the same text with recallql's analyser, a boolean
+- `RawTantivy`: a bare tantivy index over the same text with recallql's analyser (its Unicode
+  normalisation included), a boolean
   SHOULD of term queries, top-N and the N row numbers read from a fast field.
 - `RawNumpy`: ``matrix @ q`` (or a one-thread ``einsum``), ``argpartition``, a sort of the top N.
 - `RecallqlSystem`: recallql itself, on disk, vectors supplied (the same cached embeddings).
@@ -110,7 +111,7 @@ class RawTantivy:
     def __init__(self, texts: Sequence[str]):
         import tantivy
 
-        from recallql.index.analysis import ANALYZER_NAME, analyzer
+        from recallql.index.analysis import ANALYZER_NAME, analyzer, prepare
 
         builder = tantivy.SchemaBuilder()
         builder.add_text_field("text", stored=False, tokenizer_name=ANALYZER_NAME,
@@ -122,7 +123,7 @@ class RawTantivy:
         writer = index.writer(heap_size=200_000_000, num_threads=1)
         for rowid, text in enumerate(texts):
             doc = tantivy.Document()
-            doc.add_text("text", text)
+            doc.add_text("text", prepare(text))
             doc.add_unsigned("rowid", rowid)
             writer.add_document(doc)
         writer.commit()
@@ -131,11 +132,12 @@ class RawTantivy:
         self._searcher = index.searcher()
         self._tantivy = tantivy
         self._analyzer = analyzer()
+        self._prepare = prepare
 
     def search(self, text: str, n: int) -> tuple[list[int], list[float]]:
         """(row numbers, BM25 scores) of the top n: analyse, query, read the row numbers."""
         q = self._tantivy.Query
-        terms = dict.fromkeys(self._analyzer.analyze(text))
+        terms = dict.fromkeys(self._analyzer.analyze(self._prepare(text)))
         query = q.boolean_query([(self._tantivy.Occur.Should,
                                   q.term_query(self._schema, "text", t)) for t in terms])
         hits = self._searcher.search(query, n, count=False).hits

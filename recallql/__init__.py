@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "ParameterError": "recallql.grammar.errors",
     # storage
     "IngestError": "recallql.index.errors",
+    "AnalyzerOutdatedWarning": "recallql.index.errors",
     "SignalRejected": "recallql.index.errors",
     "DatabaseLocked": "recallql.index.errors",
     "StoreError": "recallql.index.errors",

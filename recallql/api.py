@@ -13,10 +13,12 @@ collection, and exposes `sessions` and `messages`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -33,16 +35,19 @@ from recallql.engine.plan import QueryPlan
 from recallql.grammar.errors import QueryError
 from recallql.importers.hermes_store import HermesFormatError, HermesStoreBusy
 from recallql.index import embedders as emb
+from recallql.index.analysis import CURRENT_VERSION, describe
 from recallql.index.batch import DeleteReport, IngestReport
 from recallql.index.embedders import Embedder, HashEmbedder, MiniLMEmbedder
 from recallql.index.embedders import resolve as resolve_embedder
 from recallql.index.errors import (
+    AnalyzerOutdatedWarning,
     DatabaseLocked,
     FilterError,
     IngestError,
     SignalRejected,
     StoreError,
 )
+from recallql.index.reindex import ReindexReport
 from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, FieldType, make_info
 from recallql.index.snapshot import CollectionSnapshot
 from recallql.index.store import META_FILE, Store, check_same
@@ -133,14 +138,36 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
 
     Raises:
         DatabaseLocked: another writer has the database open.
-        StoreError: not a recallql database, or an embedder that does not match.
+        StoreError: not a recallql database, an embedder that does not match, or a text index
+            of an analyser version this recallql does not know.
+
+    Warns:
+        AnalyzerOutdatedWarning: collections indexed by an older text analyser (they keep it
+            until `Database.reindex` / ``recallql reindex``).
     """
     store = Store.open(path, readonly=readonly)
     try:
-        return Database(store, embedder, signal_policy=signal_policy, clock=clock)
+        db = Database(store, embedder, signal_policy=signal_policy, clock=clock)
+        _warn_outdated(db)
     except BaseException:
         store.close()
         raise
+    return db
+
+
+def _warn_outdated(db: Database) -> None:
+    """Warn (`AnalyzerOutdatedWarning`) about collections indexed by an older text analyser."""
+    by_version: dict[int, list[str]] = {}
+    for name, version in sorted(db.store.analyzer_versions().items()):
+        if version < CURRENT_VERSION:
+            by_version.setdefault(version, []).append(repr(name))
+    for version, names in by_version.items():
+        warnings.warn(AnalyzerOutdatedWarning(
+            f"{db.path}: collection{'s' if len(names) > 1 else ''} {', '.join(names)} "
+            f"{'were' if len(names) > 1 else 'was'} indexed by text {describe(version)}; this "
+            f"recallql writes {describe(CURRENT_VERSION)}. Statements keep the old analyser "
+            f"until you run `recallql reindex --db {db.path}` (it rebuilds the text index "
+            "from the stored texts; nothing is lost)."), stacklevel=3)
 
 
 class Database:
@@ -297,6 +324,42 @@ class Database:
             StoreError: unknown collection, read-only database.
         """
         return self.store.delete(collection, ids, doc_ids)
+
+    def reindex(self, collections: Sequence[str] | None = None, *, only_needed: bool = False,
+                progress: Callable[[str, int, int], None] | None = None
+                ) -> list[ReindexReport]:
+        """Rebuild collections' text indexes from their stored texts with the current analyser.
+
+        This migrates an index built by an older analyser and makes BM25's statistics exact:
+        after deletes and replacements tantivy keeps counting the removed rows (N, document
+        frequencies, average length) until their segments merge, as Lucene does; a rebuilt
+        index counts the live rows only. Results of a collection change only through those
+        statistics and the analyser.
+
+        Args:
+            collections: names (default: every collection).
+            only_needed: skip collections already on the current analyser whose statistics
+                count no removed row (``recallql optimize``).
+            progress: called with (collection, rows done, rows total).
+
+        Returns:
+            One `ReindexReport` per rebuilt collection.
+
+        Raises:
+            StoreError: an unknown collection; read-only database.
+        """
+        names = list(collections) if collections is not None else [
+            c.name for c in self.collections()]
+        reports = []
+        for name in names:
+            snap = self.snapshot(name)
+            counted = snap.bm25_documents()
+            exact = counted is not None and counted == int(snap.live.sum())
+            if only_needed and exact:
+                continue
+            tick = None if progress is None else functools.partial(progress, name)
+            reports.append(self.store.reindex(name, tick))
+        return reports
 
     def collections(self) -> list[CollectionInfo]:
         """All collections."""

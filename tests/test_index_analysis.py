@@ -1,8 +1,18 @@
-"""The analyser shared by indexing and query terms."""
+"""The analyser shared by indexing and query terms (`recallql.index.analysis`, analyser 2):
+Unicode normalisation, the stopword list, long tokens and CJK runs, each through a real tantivy
+index; the analyser version, BM25 statistics after deletes, reindex and optimize are in
+`test_index_reindex.py`."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
 
 import pytest
 
-from recallql.index.analysis import analyze
+import recallql
+from recallql.index.analysis import MAX_TOKEN_CHARS, STOPWORDS, analyze, normalize, prepare
+from recallql.index.embedders import HashEmbedder
 
 
 @pytest.mark.parametrize(
@@ -10,7 +20,7 @@ from recallql.index.analysis import analyze
     [
         ("Backup retention policies", ["backup", "retent", "polici"]),
         ("C++", ["c"]),
-        ("it's", ["s"]),
+        ("it's", []),  # "it" and the clitic "s" are stopwords
         ("{0}", ["0"]),
         ("a:b", ["b"]),
         ("OR", []),
@@ -19,10 +29,10 @@ from recallql.index.analysis import analyze
         ('36"', ["36"]),
         ("", []),
         ("the and of", []),
-        ("x" * 41 + " kept", ["kept"]),
+        ("x" * 41 + " kept", ["x" * 41, "kept"]),
     ],
     ids=["spec", "cpp", "apostrophe", "braces", "colon", "or-stopword", "dash", "field-syntax",
-         "inch", "empty", "stopwords", "remove-long"],
+         "inch", "empty", "stopwords", "long-kept"],
 )
 def test_analyze(text, terms):
     assert analyze(text) == terms
@@ -34,3 +44,115 @@ def test_snapshot_analyze_is_the_index_analyser(index_db, index_docs):
     assert snap.analyze("Backup retention policies") == ["backup", "retent", "polici"]
     rows, _ = snap.lexical_topn(snap.analyze("RETAINED backups"), 5)
     assert [snap.ids[r] for r in rows][:2] == ["backup-1", "backup-2"]
+
+
+# -- stopwords ------------------------------------------------------------------------------------
+
+QUESTION_WORDS = ["what", "which", "who", "whom", "when", "where", "why", "how", "do", "does",
+                  "did", "is", "are", "was", "were", "have", "has", "had", "am", "be", "been"]
+
+
+def test_question_words_are_stopwords():
+    assert analyze("When did Caroline go to the LGBTQ support group?") == [
+        "carolin", "go", "lgbtq", "support", "group"]
+    assert [w for w in QUESTION_WORDS if analyze(w)] == []
+
+
+def test_homonyms_the_snowball_list_leaves_out_stay_terms():
+    # "a WILL", "old tin CAN", "merry month of MAY", "US" (Snowball's stop.txt comments)
+    assert [analyze(w) for w in ["will", "can", "may", "must", "might", "us", "won", "haven"]] \
+        == [["will"], ["can"], ["may"], ["must"], ["might"], ["us"], ["won"], ["haven"]]
+
+
+def test_every_stopword_is_dropped_and_the_list_is_snowballs():
+    assert len(STOPWORDS) == 144  # 124 words of stop.txt + 20 fragments of its compounds
+    assert all(analyze(word) == [] for word in STOPWORDS)
+    assert analyze(" ".join(sorted(STOPWORDS)) + " backup") == ["backup"]
+
+
+# -- Unicode --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("stored", "query"),
+    [("Café au lait", "cafe\u0301"),                    # NFC text, NFD query
+     ("cafe\u0301 au lait", "CAFÉ"),                    # NFD text, NFC upper-case query
+     ("ＲＥＣＡＬＬＱＬ release", "recallql"),           # full-width Latin
+     ("the ﬁle system", "file"),                        # ligature
+     ("Straße", "STRASSE"),                             # ß case-folds to ss
+     ("in\u00adformation retrieval", "information"),    # soft hyphen inside a word
+     ("ΣΟΦΙΑ", "σοφια"),                                # Greek, final sigma
+     ("Ångström units", "A\u030angstro\u0308m")],       # NFD query for a precomposed text
+    ids=["nfd-query", "nfd-text", "fullwidth", "ligature", "sharp-s", "soft-hyphen", "greek",
+         "angstrom"])
+def test_normal_forms_match(stored, query):
+    assert analyze(stored)[0] == analyze(query)[0]
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "hit", "title": stored}, {"id": "miss", "title": "other"}])
+        rows = db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=query).ids()
+    assert rows == ["hit"]
+
+
+def test_normalize_is_nfkc_casefold_without_ignorables():
+    assert normalize("ＡＢＣ ﬁ Straße") == "abc fi strasse"
+    assert normalize("zero\u200bwidth\ufeff") == "zerowidth"
+    assert normalize("Plain ASCII") == "plain ascii"
+
+
+def test_annotation_keywords_in_another_normal_form_match():
+    with recallql.connect(embedder=HashEmbedder(8), clock=lambda: 1.7e9) as db:
+        db.ingest("docs", [{"id": "menu", "title": "menu", "tags": ["CAFÉ"]},
+                           {"id": "plain", "title": "menu"}])
+        db.sessions.create("s", agent_id="a")
+        db.sessions.annotate("s", "cafe\u0301")  # NFD, lower case
+        rows = db.execute("SEARCH docs MATCHING 'menu' FOR SESSION 's'").rows
+    reasons = {r.id: {e.code: e.detail for e in r.reasons} for r in rows}
+    assert reasons["menu"]["SESSION_KEYWORDS"] == "1/1"
+    assert reasons["plain"]["SESSION_KEYWORDS"] == "0/1"
+
+
+# -- long tokens and CJK runs ---------------------------------------------------------------------
+
+SHA1 = hashlib.sha1(b"recallql").hexdigest()
+SHA256 = hashlib.sha256(b"recallql").hexdigest()
+UUID = uuid.UUID(int=0x0123456789ABCDEF0123456789ABCDEF).hex
+LONG_WORDS = {
+    "git-sha": SHA1,                                                     # 40 bytes
+    "sha-256": SHA256,                                                   # 64 bytes
+    "uuid-hex": UUID,                                                    # 32 bytes
+    "german": "Donaudampfschifffahrtsgesellschaftskapitänsmützenabzeichen",  # 59 bytes
+    "russian": "превысокомногорассмотрительствующий",                  # 70 bytes
+    "hindi": "अन्तर्राष्ट्रीयकरणविशेषज्ञता",                          # 87 bytes, with marks
+}
+
+
+@pytest.mark.parametrize("word", list(LONG_WORDS.values()), ids=list(LONG_WORDS))
+def test_long_tokens_are_whole_terms_and_findable(word):
+    assert len(word.encode()) >= 32
+    assert len(analyze(f"see {word} now")) == 3  # one term, not dropped, not cut
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "hit", "title": f"fixed in {word}"},
+                           {"id": "miss", "title": "fixed in main"}])
+        assert db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=word).ids() == ["hit"]
+
+
+def test_a_token_over_the_limit_is_split_not_dropped():
+    token = "ab" * 300  # 600 characters
+    pieces = analyze(token)
+    assert [len(p) for p in pieces] == [MAX_TOKEN_CHARS, MAX_TOKEN_CHARS, 90]
+    assert "".join(pieces) == token
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "hit", "title": f"blob {token}"}, {"id": "miss", "title": "x"}])
+        assert db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=token).ids() == ["hit"]
+
+
+def test_cjk_runs_become_bigrams_so_words_inside_are_findable():
+    run = "分布式数据库系统的查询优化与索引结构研究"  # 20 characters, 60 bytes
+    assert analyze("数据库") == ["数据", "据库"]
+    assert analyze("库") == ["库"]
+    assert len(analyze(run)) == len(run) - 1
+    assert prepare("Tokyoタワー") == "tokyo タワ ワー "
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "hit", "title": run}, {"id": "miss", "title": "文档"}])
+        assert db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=run).ids()[0] == "hit"
+        assert db.execute("SEARCH docs MATCHING '数据库' USING LEXICAL").ids() == ["hit"]
+        assert db.execute("SEARCH docs MATCHING '索引' USING LEXICAL").ids() == ["hit"]

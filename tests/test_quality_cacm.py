@@ -60,4 +60,5 @@ def test_hybrid_beats_each_leg_alone(cacm):
     semantic = run(db, queries, qrels, "SEARCH cacm MATCHING :q USING SEMANTIC LIMIT 100")
     assert hybrid > lexical["ndcg@10"]
     assert hybrid > semantic["ndcg@10"]
-    assert 0.40 <= lexical["ndcg@10"] <= 0.50, lexical
+    # BM25 alone: 0.480 with Lucene's 33 stopwords, 0.503 with the Snowball list (analyser 2)
+    assert 0.40 <= lexical["ndcg@10"] <= 0.53, lexical

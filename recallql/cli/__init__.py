@@ -7,6 +7,7 @@
     recallql mcp                     the database as an MCP server for agents
     recallql sessions ...            list, show, create, annotate, signal, close, archive, sweep
     recallql import hermes STATE_DB  import a Hermes Agent session store
+    recallql reindex / optimize      rebuild text indexes (new analyser; exact BM25 statistics)
     recallql demo                    build a demo database from real data and tour it
     recallql bench                   run the benchmarks (source checkout)
 
@@ -24,6 +25,7 @@ import typer
 
 from recallql.cli import delete as _delete
 from recallql.cli import ingest as _ingest
+from recallql.cli import maintenance as _maintenance
 from recallql.cli import mcp as _mcp
 from recallql.cli import query as _query
 from recallql.cli import sessions as _sessions
@@ -115,6 +117,10 @@ app.command(cls=Command, short_help="Show a statement's plan and each row's scor
 app.command(cls=Command, short_help="Interactive shell (or run a piped script).")(_tools.shell)
 app.command(cls=Command, short_help="Serve the database to agents over MCP (stdio or HTTP)."
             )(_mcp.mcp)
+app.command(cls=Command, short_help="Rebuild text indexes with the current analyser."
+            )(_maintenance.reindex)
+app.command(cls=Command, short_help="Make BM25 statistics exact after deletes and replaces."
+            )(_maintenance.optimize)
 app.add_typer(_sessions.app, name="sessions")
 app.add_typer(_tools.import_app, name="import")
 app.command(cls=Command, short_help="Build a demo database from real data and tour it."

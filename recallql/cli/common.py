@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -239,11 +240,20 @@ def take_debug(argv: list[str]) -> tuple[list[str], bool]:
     return kept, len(kept) != len(argv)
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """Print a warning as ``warning: message`` on stderr (no source location)."""
+    text = Text("warning: ", style="bold yellow")
+    text.append(str(message))
+    err.print(text, soft_wrap=True)
+
+
 def run_main(app: typer.Typer) -> None:
     """Run the typer app; an unexpected exception prints one line (the traceback with
     ``--debug`` or ``RECALLQL_DEBUG=1``) and exits 1."""
     args, debug = take_debug(sys.argv[1:])
     State.debug = debug or os.environ.get("RECALLQL_DEBUG", "") not in ("", "0")
+    warnings.showwarning = _show_warning
     try:
         app(args=args, prog_name="recallql")
     except KeyboardInterrupt:

@@ -1,7 +1,9 @@
 """Session keyword hints over string metadata (SPEC §4.3), columnar and cached.
 
 A keyword matches a row when any of the row's string metadata values — its declared `str` fields
-and the elements of its `list[str]` fields — contains the keyword, case-insensitively.
+and the elements of its `list[str]` fields — contains the keyword, case-insensitively: both are
+compared after NFKC case folding (`recallql.index.analysis.normalize`), so NFC and NFD spellings
+and full-width Latin match.
 
 String columns are dictionary-encoded (`recallql.index.columns.StrPool`): a row holds a code into
 the column's vocabulary of distinct values, and the vocabulary only ever grows. So whether a value
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from recallql.engine.features import Coded, StringField
+from recallql.index.analysis import normalize
 
 #: Upper bound of the cached tables of one vocabulary, in bytes (one byte per entry and keyword,
 #: plus 8 bytes per entry and packed keyword set).
@@ -43,7 +46,7 @@ def keyword_matches(strings: Mapping[str, StringField], m: int, keywords: Sequen
         strings: the candidates' dictionary-encoded `str` / `list[str]` fields
             (`Features.strings`).
         m: the number of candidates.
-        keywords: the session's keywords, already lower-cased and distinct.
+        keywords: the session's keywords, already normalised (`normalize`) and distinct.
 
     Returns:
         int64[m] counts in [0, len(keywords)].
@@ -96,8 +99,9 @@ class VocabMatches:
 
     def packed(self, keywords: tuple[str, ...], n: int) -> np.ndarray:
         """uint64[c + 1, W] with c ≥ n and W = ⌈k/64⌉: bit j of entry i is set when the entry
-        contains keyword j once lower-cased. The last row is zero, so a missing code (-1)
-        gathers no bits. The packings of the last `PACKED_SETS` keyword sets are kept."""
+        contains keyword j once normalised (NFKC case folding). The last row is zero, so a
+        missing code (-1) gathers no bits. The packings of the last `PACKED_SETS` keyword sets
+        are kept."""
         with self._lock:
             packed = self._packed.pop(keywords, None)
             if packed is not None:
@@ -144,20 +148,20 @@ def _pack(tables: list[np.ndarray]) -> np.ndarray:
 
 
 def contains(values: Sequence[str], keyword: str) -> np.ndarray:
-    """bool[n]: `keyword in value.lower()` for each value.
+    """bool[n]: `keyword in normalize(value)` for each value (NFKC case folding).
 
-    The values are joined and lower-cased as one string and the keyword is found with `str.find`
+    The values are joined and normalised as one string and the keyword is found with `str.find`
     (C speed), jumping to the next value after each hit: the Python work is proportional to the
     number of hits, not to the number of values.
     """
     out = np.zeros(len(values), dtype=bool)
     if not values:
         return out
-    blob = _SEPARATOR.join(values).lower()
+    blob = normalize(_SEPARATOR.join(values))
     lengths = np.fromiter(map(len, values), np.int64, len(values))
     if _SEPARATOR in keyword or len(blob) != int(lengths.sum()) + len(values) - 1:
-        # a keyword that could span two values, or lower() changed some length: one by one
-        out[:] = [keyword in v.lower() for v in values]
+        # a keyword that could span two values, or normalising changed some length: one by one
+        out[:] = [keyword in normalize(v) for v in values]
         return out
     pos = blob.find(keyword)
     if pos < 0:

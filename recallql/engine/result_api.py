@@ -19,6 +19,9 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, overload
 
+from recallql.grammar.timestamps import format_timestamp
+from recallql.index.timestamps import parse_timestamp
+
 if TYPE_CHECKING:
     from recallql.engine.models import Row
 
@@ -47,10 +50,9 @@ def iso_to_datetime(value: Any) -> Any:
     """ISO-8601 text (``...Z`` or with an offset) as an aware `datetime`; else unchanged."""
     if isinstance(value, str) and len(value) >= 10 and value[4:5] == "-":
         try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return parse_timestamp(value)
         except ValueError:
             return value
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     return value
 
 
@@ -207,6 +209,6 @@ def _short(value: Any, width: int = 80) -> str:
     if isinstance(value, float):
         return f"{value:.5f}"
     if isinstance(value, datetime):
-        return value.isoformat().replace("+00:00", "Z")
+        return format_timestamp(value)
     text = " ".join(str(value).split())
     return text if len(text) <= width else text[:width - 1] + "…"

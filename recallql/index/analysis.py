@@ -1,38 +1,173 @@
-"""The text analyser shared by indexing and query-term extraction."""
+"""The text analyser shared by indexing and query-term extraction, versioned.
+
+Analyser 2 (current), in order:
+
+1. **Normalisation** (`normalize`): Unicode NFKC with case folding and the default-ignorable
+   code points removed — ``NFKC(casefold(NFKC(text)))``, the NFKC_Casefold mapping of Unicode
+   (UAX #15, UAX #44 ``NFKC_CF``). NFC and NFD spellings, full-width Latin (``ＡＢＣ``),
+   ligatures (``ﬁ``), ``ß``/``ss`` and a soft hyphen inside a word all give the same terms.
+2. **CJK bigrams**: a run of Han, Hiragana, Katakana or Hangul characters becomes its
+   overlapping two-character pieces (a lone character stays a unigram), as Lucene's
+   `CJKBigramFilter` / Elasticsearch's ``cjk_bigram`` do: ``数据库`` → ``数据 据库``, so a word
+   inside a run is findable, and no run is one giant token.
+3. **Long tokens are split, never dropped**: a run of word characters longer than
+   `MAX_TOKEN_CHARS` (255, the ``max_token_length`` of Lucene's StandardTokenizer and of
+   Elasticsearch's standard tokenizer) is cut into pieces of 255 characters. Git SHAs (40 hex),
+   SHA-256 (64 hex), dash-less UUIDs (32 hex) and long words of any script stay whole terms.
+   (tantivy itself drops a term above 65,530 bytes; a 255-character piece is at most 1,020.)
+4. tantivy: a regex tokenizer, tokens = runs of letters, digits and combining marks
+   (``[\\p{L}\\p{N}\\p{M}]+``; every other character splits, as in tantivy's simple tokenizer,
+   but a vowel sign or virama does not cut a Devanagari, Thai or Arabic word in two) → the
+   `STOPWORDS` list → the English Snowball stemmer.
+
+Analyser 1 (databases written before this version): simple tokenizer → ``remove_long(40)``
+(tokens of 40 bytes or more silently dropped) → lowercase → Lucene's 33 English stopwords →
+English stemmer. A collection records the version its index was built with; `analyze` with
+that version keeps old databases consistent until ``recallql reindex`` rebuilds them.
+"""
 
 from __future__ import annotations
 
 import functools
+import re
+import unicodedata
 
 import tantivy
 
 #: Name under which the analyser is registered with every tantivy index.
 ANALYZER_NAME = "recallql_en"
+#: The analyser new collections use.
+CURRENT_VERSION = 2
+VERSIONS = (1, 2)
+#: What a token is (Rust regex syntax): a run of letters, digits and combining marks.
+TOKEN_PATTERN = r"[\p{L}\p{N}\p{M}]+"
+#: Longest token kept whole, in characters (Lucene / Elasticsearch ``max_token_length``).
+MAX_TOKEN_CHARS = 255
+
+#: The Snowball English stop word list (Porter; https://snowballstem.org/algorithms/english/
+#: stop.txt, BSD licence), the list made for the Snowball stemmer this analyser uses. It drops
+#: question words and auxiliaries (what, which, who, whom, when, where, why, how, do, does,
+#: did, is, was, ...) that the 33-word Lucene list keeps, and keeps what the authors left out
+#: for homonymy (will, can, may, must, might, us). Its compound forms (``don't``, ``i'm``) are
+#: entered as the tokens the tokenizer makes of them, leaving out fragments that are words on
+#: their own (can, won, let, haven, don).
+_SNOWBALL_ENGLISH = """
+i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she
+her hers herself it its itself they them their theirs themselves what which who whom this that
+these those am is are was were be been being have has had having do does did doing would should
+could ought a an the and but if or because as until while of at by for with about against
+between into through during before after above below to from up down in out on off over under
+again further then once here there when where why how all any both each few more most other
+some such no nor not only own same so than too very cannot
+s t m re ve d ll isn aren wasn weren hasn hadn doesn didn wouldn shan shouldn couldn mustn
+"""
+STOPWORDS: frozenset[str] = frozenset(_SNOWBALL_ENGLISH.split())
+
+# Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt), removed by NFKC_Casefold.
+_IGNORABLE = dict.fromkeys(
+    [0x00AD, 0x034F, 0x061C, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFEFF, 0xFFA0,
+     *range(0x180B, 0x1810), *range(0x200B, 0x2010), *range(0x202A, 0x202F),
+     *range(0x2060, 0x2070), *range(0xFE00, 0xFE10), *range(0x1BCA0, 0x1BCA4),
+     *range(0x1D173, 0x1D17B), *range(0xE0000, 0xE1000)])
+_CJK = re.compile(
+    "[\u3005-\u3007\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uf900-\ufaff\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0003134f]+")
+_LONG_ASCII = re.compile(f"[A-Za-z0-9]{{{MAX_TOKEN_CHARS + 1},}}")
+
+
+def normalize(text: str) -> str:
+    """NFKC_Casefold: ``NFKC(casefold(NFKC(text)))`` without default-ignorable code points.
+
+    ``normalize("Ｃａｆé") == normalize("cafe\\u0301") == "café"``.
+    """
+    if text.isascii():
+        return text.lower()
+    folded = unicodedata.normalize("NFKC", text).translate(_IGNORABLE).casefold()
+    return unicodedata.normalize("NFKC", folded)
 
 
 @functools.cache
-def analyzer() -> tantivy.TextAnalyzer:
-    """The index analyser: simple tokenizer → remove_long(40) → lowercase → English stopwords →
-    English (Porter/Snowball) stemmer. Built once per process."""
-    return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stopword("english"))
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
-    )
+def _long_run() -> re.Pattern[str]:
+    """Runs of more than `MAX_TOKEN_CHARS` letters, digits and combining marks (the token
+    class of `TOKEN_PATTERN`), built on first non-ASCII use (~50 ms)."""
+    marks, start = [], None
+    for code in [*range(0x20000), *range(0xE0000, 0xE1001)]:  # the planes that hold marks
+        inside = unicodedata.category(chr(code)).startswith("M")
+        if inside and start is None:
+            start = code
+        elif not inside and start is not None:
+            marks.append(f"{re.escape(chr(start))}-{re.escape(chr(code - 1))}")
+            start = None
+    return re.compile(f"(?:[^\\W_]|[{''.join(marks)}]){{{MAX_TOKEN_CHARS + 1},}}")
 
 
-def analyze(text: str) -> list[str]:
+def _bigrams(match: re.Match[str]) -> str:
+    run = match.group(0)
+    if len(run) == 1:
+        return f" {run} "
+    return " " + " ".join(run[i:i + 2] for i in range(len(run) - 1)) + " "
+
+
+def _split(match: re.Match[str]) -> str:
+    run = match.group(0)
+    return " ".join(run[i:i + MAX_TOKEN_CHARS] for i in range(0, len(run), MAX_TOKEN_CHARS))
+
+
+def prepare(text: str, version: int = CURRENT_VERSION) -> str:
+    """The text handed to tantivy for `version`: steps 1–3 of the module docstring (analyser
+    1: the text unchanged)."""
+    if version == 1:
+        return text
+    text = normalize(text)
+    if text.isascii():
+        return _LONG_ASCII.sub(_split, text)
+    return _long_run().sub(_split, _CJK.sub(_bigrams, text))
+
+
+@functools.cache
+def analyzer(version: int = CURRENT_VERSION) -> tantivy.TextAnalyzer:
+    """The tantivy part of analyser `version` (step 4), built once per process.
+
+    Raises:
+        ValueError: an unknown version.
+    """
+    if version == 1:
+        return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+                .filter(tantivy.Filter.remove_long(40))
+                .filter(tantivy.Filter.lowercase())
+                .filter(tantivy.Filter.stopword("english"))
+                .filter(tantivy.Filter.stemmer("english"))
+                .build())
+    if version == 2:
+        return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(TOKEN_PATTERN))
+                .filter(tantivy.Filter.custom_stopword(sorted(STOPWORDS)))
+                .filter(tantivy.Filter.stemmer("english"))
+                .build())
+    raise ValueError(f"unknown text analyser version {version} (known: {VERSIONS})")
+
+
+def analyze(text: str, version: int = CURRENT_VERSION) -> list[str]:
     """Turn text into index terms, in order, duplicates kept.
 
     No character is syntax: ``"C++"`` gives ``["c"]``, ``"OR"`` (a stopword) gives ``[]``.
 
     Args:
         text: any string.
+        version: the analyser version of the collection (default: the current one).
 
     Returns:
         The terms, e.g. ``analyze("Backup retention policies") == ["backup", "retent", "polici"]``.
+
+    Raises:
+        ValueError: an unknown version.
     """
-    return analyzer().analyze(text)
+    return analyzer(version).analyze(prepare(text, version))
+
+
+def describe(version: int) -> str:
+    """One line naming what analyser `version` does (for messages and DESCRIBE)."""
+    if version == 1:
+        return ("analyser 1: simple tokenizer, tokens of 40+ bytes dropped, lowercase, "
+                "Lucene's 33 English stopwords, English stemmer")
+    return (f"analyser {version}: NFKC case folding, CJK bigrams, tokens over "
+            f"{MAX_TOKEN_CHARS} characters split, Snowball English stopwords, English stemmer")

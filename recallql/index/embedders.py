@@ -145,7 +145,8 @@ class MiniLMEmbedder:
 class HashEmbedder:
     """Deterministic feature-hashing embedder (for tests and demos, no model).
 
-    Each analysed term adds ±1 to one of `dim` buckets chosen by blake2b; the sum is
+    Each term of analyser 1 (`recallql.index.analysis`; fixed so that vectors never change)
+    adds ±1 to one of `dim` buckets chosen by blake2b; the sum is
     L2-normalised. Texts without terms get a fixed unit vector (bucket 0).
 
     Args:
@@ -160,7 +161,7 @@ class HashEmbedder:
         """Returns float32[len(texts), dim], rows L2-normalised."""
         out = np.zeros((len(texts), self.dim), np.float64)
         for row, text in enumerate(texts):
-            for term in analyze(text):
+            for term in analyze(text, version=1):  # fixed: vectors never change
                 digest = hashlib.blake2b(term.encode(), digest_size=8).digest()
                 value = int.from_bytes(digest, "little")
                 out[row, value % self.dim] += 1.0 if value >> 63 else -1.0

@@ -50,3 +50,8 @@ class StoreError(RuntimeError):
 
 class FilterError(ValueError):
     """A filter expression does not fit the collection (unknown field, wrong value type)."""
+
+
+class AnalyzerOutdatedWarning(UserWarning):
+    """A collection's text index was built by an older text analyser: statements keep using
+    that analyser (results stay consistent) until ``recallql reindex`` rebuilds the index."""

@@ -21,7 +21,6 @@ import numpy as np
 import tantivy
 
 from recallql.index import text as text_index
-from recallql.index.analysis import analyze
 from recallql.index.columns import (
     Buffer,
     Column,
@@ -266,10 +265,16 @@ class CollectionSnapshot:
         rank = {v: i for i, v in enumerate(sorted(set(values)))}
         return np.fromiter((rank[v] for v in values), np.int64, len(values))
 
-    @staticmethod
-    def analyze(text: str) -> list[str]:
-        """The index analyser (see `recallql.index.analysis.analyze`)."""
-        return analyze(text)
+    def analyze(self, text: str) -> list[str]:
+        """The index analyser, in the version the collection's index was built with (see
+        `recallql.index.analysis.analyze`)."""
+        return self._state.text.analyze(text)
+
+    def bm25_documents(self) -> int | None:
+        """Documents BM25's statistics count (N): the live rows plus deleted or replaced ones
+        whose documents are still in a tantivy segment (the Lucene rule, see
+        `recallql.index.text`); None for an index of analyser 1, which cannot count them."""
+        return self._state.text.counted_docs(self._searcher)
 
     def _eligible(self, allowed: np.ndarray | None, *extra: np.ndarray) -> np.ndarray:
         mask = self.live

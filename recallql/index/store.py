@@ -27,6 +27,8 @@ from pathlib import Path
 
 from recallql.index import batch as batches
 from recallql.index import changes
+from recallql.index import reindex as rebuilds
+from recallql.index.analysis import CURRENT_VERSION as CURRENT
 from recallql.index.batch import DeleteReport, IngestReport
 from recallql.index.changes import Plan
 from recallql.index.embedders import Embedder
@@ -34,9 +36,10 @@ from recallql.index.errors import StoreError
 from recallql.index.items import ItemBatch
 from recallql.index.lock import LOCK_FILE, acquire_lock
 from recallql.index.metadata import CollectionRow, ExtraSql, MetadataStore
+from recallql.index.reindex import Progress, ReindexReport
 from recallql.index.schema import CollectionInfo, make_info
 from recallql.index.snapshot import CollectionSnapshot, CollectionState
-from recallql.index.text import TextIndex
+from recallql.index.text import TextIndex, stored_version
 from recallql.index.vectors import SegmentFiles
 
 META_FILE = "meta.sqlite"
@@ -230,6 +233,35 @@ class Store:
             written = self._write(state, seq, plan, extra_sql)
             return DeleteReport(name, seq if written else 0, len(plan.removed), missing,
                                 time.perf_counter() - started)
+
+    def reindex(self, name: str, progress: Progress | None = None) -> ReindexReport:
+        """Rebuild the collection's text index from its live rows with the current analyser:
+        migrates an index of an older analyser and makes BM25's statistics exact (no deleted
+        or replaced row counted). See `recallql.index.reindex`.
+
+        Raises:
+            StoreError: unknown collection, read-only, closed or broken store.
+        """
+        with self._mutex:
+            self._check_writable()
+            state = self._state(name)
+            try:
+                return rebuilds.rebuild(state, self._text_dir(name),
+                                        self.meta.committed_batch(self.meta.write), progress)
+            except BaseException:
+                state.text.close()
+                self._states.pop(name, None)  # reopened (and the rebuild recovered) on next use
+                raise
+
+    def analyzer_versions(self) -> dict[str, int]:
+        """The text analyser version of each collection's index (`recallql.index.analysis`)."""
+        out = {}
+        for info in self.collections():
+            state = self._states.get(info.name)
+            path = self._text_dir(info.name)
+            found = None if path is None else stored_version(path)
+            out[info.name] = state.text.version if state is not None else found or CURRENT
+        return out
 
     def _begin(self, state: CollectionState) -> int:
         """The number of the next batch, with `state` brought up to the committed one."""

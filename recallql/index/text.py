@@ -3,12 +3,29 @@
 One BM25 field ``text`` (the collection's text fields joined with ``"\\n"``, analysed by
 `recallql.index.analysis`), plus two u64 fields, indexed and fast: ``rowid`` (joins the document to
 SQLite and the vectors) and ``batch`` (the batch sequence number, so that recovery can delete the
-documents of a batch that never committed). Nothing is stored in tantivy; texts live in SQLite.
+documents of a batch that never committed). Indexes of analyser 2 and later also index ``all`` = 1
+in every document, so that ``doc_freq(all, 1)`` counts the documents BM25's statistics count.
+Nothing is stored in tantivy; texts live in SQLite.
+
+**Analyser version.** The version an index was built with is recorded in the file
+`ANALYZER_FILE` inside the index directory, written when the index is created (or rebuilt); an
+index without it was written by analyser 1. Documents and query text go through that version
+(`TextIndex.prepare`, `TextIndex.analyze`), so an old index stays consistent until it is rebuilt.
+
+**BM25 statistics after deletes** (the Lucene rule). tantivy scores with corpus statistics —
+N (documents), n(t) (documents holding t) and the average length — taken over every document
+still stored in a segment: a deleted or replaced row keeps counting until the segment holding
+it is merged, exactly as in Lucene (``maxDoc``, ``docFreq``). `TextIndex.counted_docs` says how
+many documents the statistics count; a rebuild of the index from the live rows
+(``recallql optimize`` / ``recallql reindex``) makes them exact.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import shutil
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +35,7 @@ import tantivy
 from tantivy import FieldType as TantivyType
 from tantivy import Occur, Query
 
-from recallql.index.analysis import ANALYZER_NAME, analyzer
+from recallql.index.analysis import ANALYZER_NAME, CURRENT_VERSION, VERSIONS, analyzer, prepare
 from recallql.index.errors import StoreError
 from recallql.index.ranking import top_by_score
 
@@ -29,17 +46,81 @@ from recallql.index.ranking import top_by_score
 #: every live rowid made the lexical leg 10× slower than the bare search).
 TERM_SET_MAX = 8192
 WRITER_HEAP_BYTES = 96_000_000
+#: The file in an index directory that records its analyser version (JSON).
+ANALYZER_FILE = "recallql-analyzer.json"
 
 
-def _schema() -> tantivy.Schema:
+def _schema(count_field: bool) -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("text", stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
     builder.add_unsigned_field("rowid", indexed=True, fast=True)
     builder.add_unsigned_field("batch", indexed=True, fast=True)
+    if count_field:
+        builder.add_unsigned_field("all", indexed=True)
     return builder.build()
 
 
-SCHEMA = _schema()
+#: The schema of analyser-1 indexes; term queries are built against it (the fields it has keep
+#: the same ids in `SCHEMA_COUNTED`).
+SCHEMA = _schema(False)
+#: The schema of indexes of analyser 2 and later.
+SCHEMA_COUNTED = _schema(True)
+
+
+def stored_version(path: Path) -> int | None:
+    """The analyser version recorded in an index directory: None when there is no index there,
+    1 for an index without `ANALYZER_FILE`.
+
+    Raises:
+        StoreError: the file is unreadable or names an unknown version.
+    """
+    marker = path / ANALYZER_FILE
+    if not marker.is_file():
+        return 1 if (path / "meta.json").is_file() else None
+    try:
+        version = json.loads(marker.read_text(encoding="utf-8"))["version"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"cannot read the analyser version in {marker}: {exc}") from exc
+    if version not in VERSIONS:
+        raise StoreError(f"{marker}: text analyser version {version!r} is unknown to this "
+                         f"recallql (it knows {list(VERSIONS)}); upgrade recallql")
+    return int(version)
+
+
+def write_version(path: Path, version: int) -> None:
+    """Record `version` in the index directory (written to a temporary file, then renamed)."""
+    tmp = path / (ANALYZER_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump({"version": version}, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path / ANALYZER_FILE)
+
+
+def siblings(path: Path) -> tuple[Path, Path]:
+    """``(text.rebuild, text.old)`` beside the index directory `path`."""
+    return path.with_name(path.name + ".rebuild"), path.with_name(path.name + ".old")
+
+
+def recover_rebuild(path: Path) -> None:
+    """Finish or discard a rebuild a crash interrupted (see `recallql.index.reindex`)."""
+    building, old = siblings(path)
+    if building.exists() and not path.exists():
+        os.replace(building, path)
+        sync_dir(path.parent)
+    elif building.exists():
+        shutil.rmtree(building)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def sync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
 
 
 class TextIndex:
@@ -49,25 +130,51 @@ class TextIndex:
         path: index directory, or ``None`` for an in-memory index.
         readonly: open an existing index without ever creating a writer.
 
+    Attributes:
+        version: the analyser version of the index (`recallql.index.analysis`); a new index
+            gets the current one.
+
     Raises:
-        StoreError: the directory cannot be opened as a tantivy index.
+        StoreError: the directory cannot be opened as a tantivy index, or records an unknown
+            analyser version.
     """
 
     def __init__(self, path: Path | None, *, readonly: bool = False):
+        if path is not None and not readonly:
+            recover_rebuild(path)
+        elif path is not None and not path.exists() and siblings(path)[0].exists():
+            path = siblings(path)[0]  # a writer is between the two renames of a rebuild
         self.path = path
         self.readonly = readonly
+        existing = None if path is None else stored_version(path)
+        self.version = CURRENT_VERSION if existing is None else existing
         try:
             if path is None:
-                self.index = tantivy.Index(SCHEMA)
-            elif readonly:
+                self.index = tantivy.Index(SCHEMA_COUNTED)
+            elif existing is not None or readonly:
                 self.index = tantivy.Index.open(str(path))
             else:
                 path.mkdir(parents=True, exist_ok=True)
-                self.index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
+                self.index = tantivy.Index(SCHEMA_COUNTED, path=str(path), reuse=True)
+                write_version(path, self.version)
         except (OSError, ValueError) as exc:
             raise StoreError(f"cannot open the text index {path}: {exc}") from exc
-        self.index.register_tokenizer(ANALYZER_NAME, analyzer())
+        self.index.register_tokenizer(ANALYZER_NAME, analyzer(self.version))
+        self._counted = self.version >= 2
         self._writer: tantivy.IndexWriter | None = None
+
+    def prepare(self, text: str) -> str:
+        """The text handed to tantivy for a document or a query (`analysis.prepare`)."""
+        return prepare(text, self.version)
+
+    def analyze(self, text: str) -> list[str]:
+        """Index terms of `text` with this index's analyser version."""
+        return analyzer(self.version).analyze(prepare(text, self.version))
+
+    def counted_docs(self, searcher: tantivy.Searcher) -> int | None:
+        """Documents BM25's statistics count in `searcher` (live, replaced and deleted rows
+        whose documents are still in a segment); None for an analyser-1 index."""
+        return int(searcher.doc_freq("all", 1)) if self._counted else None
 
     @property
     def writer(self) -> tantivy.IndexWriter:
@@ -80,12 +187,14 @@ class TextIndex:
 
     def add(self, rowids: Sequence[int], batch: int, texts: Sequence[str]) -> None:
         """Queue documents (visible after `commit`)."""
-        add = self.writer.add_document
+        add, version, counted = self.writer.add_document, self.version, self._counted
         for rowid, text in zip(rowids, texts, strict=True):
             doc = tantivy.Document()
-            doc.add_text("text", text)
+            doc.add_text("text", prepare(text, version))
             doc.add_unsigned("rowid", rowid)
             doc.add_unsigned("batch", batch)
+            if counted:
+                doc.add_unsigned("all", 1)
             add(doc)
 
     def delete_rows(self, rowids: Sequence[int]) -> None:

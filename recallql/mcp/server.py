@@ -33,6 +33,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from recallql.api import USER_ERRORS
+from recallql.grammar.timestamps import format_timestamp
 from recallql.mcp import shapes
 from recallql.mcp.worker import DatabaseWorker
 
@@ -288,7 +289,7 @@ class MemoryTools:
         snap = self.worker.write(lambda db: db.sessions.create(sid, agent_id, parent=parent,
                                                                source="mcp", title=title))
         return shapes.dumps({"session": snap.id, "agent_id": snap.agent_id,
-                             "status": snap.status, "started_at": snap.started_at.isoformat(),
+                             "status": snap.status, "started_at": format_timestamp(snap.started_at),
                              "parent": snap.parent_session_id})
 
     def end_session(
@@ -302,7 +303,7 @@ class MemoryTools:
         {"session", "status", "end_reason", "ended_at"}."""
         self._check_writable()
         snap = self.worker.write(lambda db: db.sessions.close(session, end_reason=reason))
-        ended = snap.ended_at.isoformat() if snap.ended_at else None
+        ended = format_timestamp(snap.ended_at) if snap.ended_at else None
         return shapes.dumps({"session": snap.id, "status": snap.status,
                              "end_reason": snap.end_reason, "ended_at": ended})
 

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from recallql.grammar.keywords import quote_identifier
-from recallql.ui.render import iso_utc, row_text, why
+from recallql.grammar.timestamps import format_timestamp
+from recallql.ui.render import row_text, why
 
 #: Fields a row always carries in `row_json` (the others go under their own names).
 _BUILTIN = {"id", "doc_id", "entity", "position", "created_at", "session_id", "message_id",
@@ -100,7 +101,7 @@ def row_json(row: Any, text_fields: tuple[str, ...]) -> dict[str, Any]:
                             "text": row_text(row, text_fields), "why": why(row.reasons)}
     created = fields.get("created_at")
     if isinstance(created, int | float) and math.isfinite(created):
-        data["created_at"] = iso_utc(created)
+        data["created_at"] = format_timestamp(created)
     if fields.get("doc_id") not in (None, row.id):
         data["doc_id"] = fields["doc_id"]
     for key in ("session_id", "role", "message_id", "conversation_root"):

@@ -16,6 +16,7 @@ so every caller gets its own outcome and no one else's error.
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 import time
@@ -164,7 +165,7 @@ class DatabaseWorker:
                 return
         for request in run:
             self.stats.batches += 1
-            self._run(request, lambda db, r=request: db.ingest(r.collection, r.items))
+            self._run(request, functools.partial(_ingest, request=request))
 
     def _run(self, request: Request, fn: Callable[[Any], Any] | None) -> None:
         assert fn is not None
@@ -184,3 +185,8 @@ def _joins(run: list[Request], request: Request) -> bool:
     ids = {str(item.get("id")) for r in run for item in r.items}
     size = sum(len(r.items) for r in run) + len(request.items)
     return size <= MAX_BATCH_ITEMS and not ids & {str(i.get("id")) for i in request.items}
+
+
+def _ingest(db: Any, request: Request) -> Any:
+    """One ``remember`` request alone, as its own batch."""
+    return db.ingest(request.collection, request.items)

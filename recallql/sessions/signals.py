@@ -20,6 +20,7 @@ from typing import cast
 
 import numpy as np
 
+from recallql.index.analysis import normalize
 from recallql.index.errors import SignalRejected
 from recallql.index.timestamps import SECONDS_PER_DAY
 
@@ -212,10 +213,13 @@ def decayed(records: Iterable[SignalRecord], now_ts: float, policy: SignalPolicy
 
 
 def keywords_from(annotations: Iterable[str]) -> tuple[str, ...]:
-    """Session keywords: annotation text split on whitespace, lower-cased, de-duplicated (first
-    occurrence order)."""
+    """Session keywords: annotation text split on whitespace, NFKC case folded
+    (`recallql.index.analysis.normalize`: lower-cased, and NFC/NFD or full-width spellings made
+    one), de-duplicated (first occurrence order)."""
     seen: dict[str, None] = {}
     for text in annotations:
         for word in text.split():
-            seen.setdefault(word.lower(), None)
+            key = normalize(word)
+            if key:  # a word of default-ignorable characters only normalises to nothing
+                seen.setdefault(key, None)
     return tuple(seen)

@@ -23,7 +23,8 @@ from typing import Any
 from rich.console import Group, RenderableType
 
 from recallql.engine.models import Explain, Result
-from recallql.ui.render import Catalog, cell, iso_utc, record_view, row_text, to_json, why
+from recallql.grammar.timestamps import format_timestamp
+from recallql.ui.render import Catalog, cell, record_view, row_text, to_json, why
 
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")
 
@@ -44,7 +45,7 @@ def flat_rows(result: Result, catalog: Catalog | None = None) -> tuple[list[str]
     for rank, row in enumerate(result.rows, start=1):
         created = row.fields.get("created_at")
         data = {"rank": rank, "id": row.id, "score": round(row.score, 5),
-                "created_at": iso_utc(created) if isinstance(created, int | float)
+                "created_at": format_timestamp(created) if isinstance(created, int | float)
                 and created == created else None}
         if messages:
             data.update(session_id=row.session_id, role=row.fields.get("role"))

@@ -1,0 +1,93 @@
+"""Neighbours of ordered items: the previous and next items of the same document.
+
+Messages are ordered by ``seq`` within their session (``doc_id = session:<id>``, ``position =
+seq``) and chunks by ``position`` within their document, so one rule serves both: the items of a
+document in (position, item id) order. An item whose ``doc_id`` is its own id and that no other
+item names as its document is a document of one item and has no neighbours.
+
+This is the building block of context credit (an item whose neighbour matches) and of returning
+a hit with the items around it; both only ever see *eligible* rows (the statement's filters and
+the live mask), so a neighbour is the nearest eligible item before or after, skipping rows that
+are filtered out (a rewound message never passes credit across).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def document_codes(doc_ids: Sequence[str]) -> np.ndarray:
+    """int64[n]: equal codes for equal document ids (first-seen order)."""
+    codes: dict[str, int] = {}
+    return np.fromiter((codes.setdefault(d, len(codes)) for d in doc_ids), np.int64,
+                       len(doc_ids))
+
+
+class Neighbours:
+    """The live rows of a collection in document order, for neighbour look-ups.
+
+    Args:
+        doc_codes: int64[size] document code per row (`document_codes`).
+        positions: int64[size] position per row.
+        id_rank: int64[size] rank of the row's item id (ties at one position).
+        live: bool[size] rows that exist.
+    """
+
+    def __init__(self, doc_codes: np.ndarray, positions: np.ndarray, id_rank: np.ndarray,
+                 live: np.ndarray):
+        rows = np.flatnonzero(live)
+        order = rows[np.lexsort((id_rank[rows], positions[rows], doc_codes[rows]))]
+        self._order = order.astype(np.int64)
+        self._doc = doc_codes[order]
+        self._place = np.full(len(live), -1, np.int64)
+        self._place[order] = np.arange(len(order))
+
+    def step(self, rowids: np.ndarray, direction: int, eligible: np.ndarray,
+             limit: int = 64) -> np.ndarray:
+        """int64[m]: for each row, the nearest eligible row of the same document before
+        (`direction` = -1) or after (+1) it, or -1 (none within `limit` rows of the document).
+
+        Raises:
+            ValueError: `direction` is not -1 or +1.
+        """
+        if direction not in (-1, 1):
+            raise ValueError(f"direction must be -1 or +1, got {direction}")
+        place = self._place[np.asarray(rowids, np.int64)]
+        out = np.full(place.shape[0], -1, np.int64)
+        todo = place >= 0
+        doc = np.where(todo, self._doc[np.maximum(place, 0)], -1)
+        at = place.copy()
+        for _ in range(limit):
+            if not todo.any():
+                break
+            at = at + direction
+            inside = todo & (at >= 0) & (at < len(self._order))
+            same = inside.copy()
+            same[inside] = self._doc[at[inside]] == doc[inside]
+            todo &= same  # left the document (or the collection): no neighbour
+            hit = todo.copy()
+            hit[todo] = eligible[self._order[at[todo]]]
+            out[hit] = self._order[at[hit]]
+            todo &= ~hit
+        return out
+
+    def around(self, rowid: int, before: int, after: int, eligible: np.ndarray
+               ) -> tuple[list[int], list[int]]:
+        """The up-to-`before` eligible rows preceding `rowid` in its document (in document
+        order) and the up-to-`after` following it."""
+        prev, nxt = [], []
+        row = np.array([rowid], np.int64)
+        for _ in range(max(before, 0)):
+            row = self.step(row, -1, eligible)
+            if row[0] < 0:
+                break
+            prev.append(int(row[0]))
+        row = np.array([rowid], np.int64)
+        for _ in range(max(after, 0)):
+            row = self.step(row, 1, eligible)
+            if row[0] < 0:
+                break
+            nxt.append(int(row[0]))
+        return prev[::-1], nxt

@@ -1,0 +1,135 @@
+"""Rebuilding a collection's text index from its live rows (``recallql reindex`` / ``optimize``).
+
+Texts live in SQLite, so the tantivy index can always be rebuilt: with the current analyser
+(an index written by an older analyser is migrated) and from the live rows only (BM25's
+statistics — N, n(t), average length — then count no deleted or replaced row: they are exact,
+equal to those of an index built from the live rows; see `recallql.index.text`).
+
+Crash safety: the new index is built beside the old one in ``text.rebuild/``, committed, then
+swapped in by two renames (``text`` → ``text.old``, ``text.rebuild`` → ``text``) and the old one
+removed. `recallql.index.text.recover_rebuild` (run whenever a writer opens a text index)
+finishes or discards what a crash left: ``text`` missing with ``text.rebuild`` present means the
+build was complete (the renames come after its commit), so it is moved into place;
+``text.rebuild`` beside ``text`` is an unfinished build and is deleted; ``text.old`` is
+deleted. SQLite is not written: the rebuild changes no row and no batch, only the BM25
+statistics and the analyser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from recallql.index.snapshot import CollectionState
+from recallql.index.text import TextIndex, siblings, sync_dir
+
+#: Rows read from SQLite and queued in tantivy at a time.
+CHUNK_ROWS = 2048
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class ReindexReport:
+    """What one rebuild did.
+
+    Attributes:
+        collection: the collection.
+        rows: live rows indexed.
+        old_version, new_version: analyser versions before and after.
+        counted_before: documents BM25's statistics counted before (live rows plus deleted or
+            replaced ones still in a segment; None for an analyser-1 index, which does not
+            count them).
+        seconds: wall time.
+    """
+
+    collection: str
+    rows: int
+    old_version: int
+    new_version: int
+    counted_before: int | None
+    seconds: float
+
+
+def _index_texts(stored: Mapping[int, tuple[str, str | None]], rows: Sequence[int]) -> list[str]:
+    """The text ingest gave tantivy for each row: its stored text fields joined by a newline
+    (empty fields are not stored)."""
+    return ["\n".join(json.loads(stored[row][0]).values()) for row in rows]
+
+
+def build(target: Path | None, live: np.ndarray, seq: int,
+          fetch: Callable[[list[int]], Mapping[int, tuple[str, str | None]]],
+          progress: Progress | None = None) -> TextIndex:
+    """A new text index (current analyser) holding the live rows, committed.
+
+    Args:
+        target: an empty directory to build in, or None (in memory).
+        live: bool[size] rows to index.
+        seq: the committed batch number the documents carry (never above the committed one,
+            so batch recovery keeps them).
+        fetch: stored (texts JSON, fields JSON) by rowid (`MetadataStore.fetch`).
+        progress: called with (rows done, rows total).
+    """
+    rows = np.flatnonzero(live).tolist()
+    index = TextIndex(target)
+    try:
+        for start in range(0, len(rows), CHUNK_ROWS):
+            chunk = rows[start:start + CHUNK_ROWS]
+            index.add(chunk, seq, _index_texts(fetch(chunk), chunk))
+            if progress is not None:
+                progress(start + len(chunk), len(rows))
+        index.commit()
+        if target is not None:
+            index.close()
+    except BaseException:
+        index.close()
+        raise
+    return index
+
+
+def swap(path: Path) -> None:
+    """Move the built ``text.rebuild`` into place of `path` and remove the old index."""
+    building, old = siblings(path)
+    os.replace(path, old)
+    os.replace(building, path)
+    sync_dir(path.parent)
+    shutil.rmtree(old)
+
+
+def rebuild(state: CollectionState, path: Path | None, seq: int,
+            progress: Progress | None = None) -> ReindexReport:
+    """Rebuild the text index of `state` (the caller holds the writer's mutex and brought
+    `state` to the committed batch `seq`), swap it in and give `state` a new snapshot.
+
+    Args:
+        state: the collection's in-memory state.
+        path: its text index directory, or None in memory.
+        seq: the committed batch number.
+        progress: called with (rows done, rows total).
+
+    Raises:
+        OSError, ValueError: the build failed; the old index is untouched (a failure during the
+            swap is finished or undone by the next open, see the module docstring).
+    """
+    started = time.perf_counter()
+    snap = state.current(seq)
+    old_version, counted = state.text.version, snap.bm25_documents()
+    target = None if path is None else siblings(path)[0]
+    if target is not None and target.exists():
+        shutil.rmtree(target)
+    built = build(target, snap.live, max(seq, 0),
+                  lambda rows: state.meta.fetch(state.id, rows), progress)
+    state.text.close()
+    if path is not None:
+        swap(path)
+        built = TextIndex(path)
+    state.text = built
+    state.refresh_segments()
+    return ReindexReport(state.info.name, int(np.count_nonzero(snap.live)), old_version,
+                         built.version, counted, time.perf_counter() - started)

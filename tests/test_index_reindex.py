@@ -1,0 +1,209 @@
+"""The analyser version per collection, BM25 statistics after deletes and replaces (the Lucene
+rule), and `reindex` / `optimize` (recallql.index.reindex), on real tantivy indexes and SQLite.
+
+`tests/fixtures/analyzer_v1_db` is a real database written by recallql before analyser 2 (see
+its README): items ``cafe`` (title written in NFD), ``sha`` (a 40-hex git SHA in the body),
+and ``plain`` (deleted)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import recallql
+from recallql.index.analysis import CURRENT_VERSION
+from recallql.index.embedders import HashEmbedder
+from recallql.index.text import ANALYZER_FILE
+
+FIXTURE = Path(__file__).parent / "fixtures" / "analyzer_v1_db"
+SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _text_dir(db_path: Path, name: str = "docs") -> Path:
+    return db_path / "collections" / name / "text"
+
+
+@pytest.fixture
+def old_db(tmp_path) -> Path:
+    path = tmp_path / "old"
+    shutil.copytree(FIXTURE, path)
+    return path
+
+
+def _lexical(db, text: str) -> list[str]:
+    return db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=text).ids()
+
+
+def _bm25(db, text: str) -> dict[str, str]:
+    rows = db.execute("SEARCH docs MATCHING :q USING LEXICAL LIMIT 100", q=text).rows
+    return {r.id: r.reasons[0].detail for r in rows}
+
+
+# -- the analyser version -------------------------------------------------------------------------
+
+def test_a_new_collection_records_the_current_analyser(tmp_path):
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(8)) as db:
+        assert db.store.analyzer_versions() == {"docs": CURRENT_VERSION,
+                                                "messages": CURRENT_VERSION}
+    marker = json.loads((_text_dir(tmp_path / "db") / ANALYZER_FILE).read_text())
+    assert marker == {"version": CURRENT_VERSION}
+
+
+def test_an_old_database_opens_with_a_warning_and_keeps_its_analyser(old_db):
+    with pytest.warns(recallql.AnalyzerOutdatedWarning,
+                      match=r"'docs', 'messages' were indexed by text analyser 1.*"
+                            r"recallql reindex --db"):
+        db = recallql.connect(old_db, embedder=HashEmbedder(16))
+    with db:
+        assert db.store.analyzer_versions()["docs"] == 1
+        assert _lexical(db, "Café") == []        # analyser 1 indexed the NFD spelling apart
+        assert _lexical(db, SHA) == []           # and dropped the 40-byte SHA
+        assert _lexical(db, "menu") == ["cafe"]  # everything else works as before
+        db.ingest("docs", [{"id": "new", "title": "menu card"}])  # written with analyser 1
+        assert sorted(_lexical(db, "menu")) == ["cafe", "new"]
+
+
+def test_reindex_migrates_an_old_database(old_db):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", recallql.AnalyzerOutdatedWarning)
+        db = recallql.connect(old_db, embedder=HashEmbedder(16))
+    with db:
+        reports = db.reindex()
+        assert [(r.collection, r.rows, r.old_version, r.new_version, r.counted_before)
+                for r in reports] == [("docs", 2, 1, 2, None), ("messages", 0, 1, 2, None)]
+        assert _lexical(db, "Café") == ["cafe"]
+        assert _lexical(db, SHA) == ["sha"]
+        assert db.execute("SEARCH docs MATCHING 'plain backup' USING LEXICAL").ids() == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # reopening warns no more
+        with recallql.connect(old_db, embedder=HashEmbedder(16)) as db:
+            assert db.store.analyzer_versions()["docs"] == 2
+            assert _lexical(db, "cafe\u0301") == ["cafe"]
+
+
+def test_an_unknown_analyser_version_is_a_clear_error(tmp_path):
+    path = tmp_path / "db"
+    recallql.connect(path, embedder=HashEmbedder(8)).close()
+    (_text_dir(path) / ANALYZER_FILE).write_text('{"version": 99}')
+    with pytest.raises(recallql.StoreError, match="text analyser version 99 is unknown to this "
+                       r"recallql \(it knows \[1, 2\]\); upgrade recallql"):
+        recallql.connect(path, embedder=HashEmbedder(8))
+
+
+def test_the_marker_survives_tantivy_garbage_collection(tmp_path):
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+        for i in range(12):  # many commits, merges, deletes
+            db.ingest("docs", [{"id": f"d{i}", "title": f"t{i}"}])
+            db.delete("docs", [f"d{i - 1}"])
+        db.store._state("docs").text.collect_garbage()
+    assert (_text_dir(path) / ANALYZER_FILE).is_file()
+
+
+# -- BM25 statistics after delete and replace: the Lucene rule, then exact ------------------------
+
+DOCS = [{"id": f"d{i}", "title": "alpha " + "gamma " * (i % 3), "body": f"n{i}"}
+        for i in range(30)]
+
+
+def test_deleted_rows_count_in_bm25_statistics_until_optimize(tmp_path):
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(8)) as db, \
+            recallql.connect(tmp_path / "fresh", embedder=HashEmbedder(8)) as fresh:
+        db.ingest("docs", DOCS)
+        db.delete("docs", [f"d{i}" for i in range(0, 30, 2)])
+        db.ingest("docs", [dict(DOCS[1], title="alpha beta")])  # replace d1
+        live = [d for d in DOCS if int(d["id"][1:]) % 2 and d["id"] != "d1"]
+        fresh.ingest("docs", [*live, dict(DOCS[1], title="alpha beta")])
+        snap = db.snapshot("docs")
+        assert int(snap.live.sum()) == 15
+        assert snap.bm25_documents() == 31  # 30 + the new version of d1: nothing merged away
+        assert _bm25(db, "gamma") != _bm25(fresh, "gamma")  # N and n(t) still count them
+        (report,) = db.reindex(["docs"], only_needed=True)
+        assert (report.rows, report.counted_before) == (15, 31)
+        assert db.snapshot("docs").bm25_documents() == 15
+        assert _bm25(db, "gamma") == _bm25(fresh, "gamma")  # exact: equal to a fresh index
+        assert _bm25(db, "alpha beta") == _bm25(fresh, "alpha beta")
+        assert db.reindex(only_needed=True) == []  # nothing left to do
+
+
+def test_an_index_without_removed_rows_is_exact(tmp_path):
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", DOCS)
+        snap = db.snapshot("docs")
+        assert snap.bm25_documents() == int(snap.live.sum()) == 30
+
+
+def test_reindex_in_memory(tmp_path):
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", DOCS)
+        db.delete("docs", ["d0", "d1"])
+        (report,) = db.reindex(["docs"])
+        assert (report.rows, report.counted_before) == (28, 30)
+        assert db.snapshot("docs").bm25_documents() == 28
+        db.ingest("docs", [{"id": "after", "title": "gamma gamma gamma"}])
+        assert _lexical(db, "gamma")[0] == "after"
+
+
+# -- crash recovery of a rebuild ------------------------------------------------------------------
+
+def _crash_between_renames(path: Path) -> None:
+    """What a kill between ``text`` → ``text.old`` and ``text.rebuild`` → ``text`` leaves."""
+    text = _text_dir(path)
+    with recallql.connect(tmp := path.parent / "built", embedder=HashEmbedder(8)) as other:
+        other.ingest("docs", [dict(d) for d in DOCS if d["id"] != "d0"])
+    shutil.copytree(_text_dir(tmp), text.with_name("text.rebuild"))
+    text.rename(text.with_name("text.old"))
+
+
+def test_a_rebuild_killed_between_its_renames_is_finished_on_open(tmp_path):
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", DOCS)
+        db.delete("docs", ["d0"])
+    _crash_between_renames(path)
+    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+        assert db.snapshot("docs").bm25_documents() == 29
+        assert len(_lexical(db, "alpha")) == 10
+    names = sorted(p.name for p in (path / "collections" / "docs").iterdir())
+    assert names == ["text", "vectors"]
+
+
+def test_an_unfinished_rebuild_is_discarded_on_open(tmp_path):
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", DOCS)
+    half = _text_dir(path).with_name("text.rebuild")
+    half.mkdir()
+    (half / "meta.json").write_text("{not json")
+    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+        assert db.snapshot("docs").bm25_documents() == 30
+    assert not half.exists()
+
+
+# -- the commands ---------------------------------------------------------------------------------
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recallql.cli", *args], capture_output=True,
+                          text=True, timeout=120, env={"PYTHONPATH": str(REPO), "NO_COLOR": "1",
+                                                       "PATH": "/usr/bin:/bin"})
+
+
+def test_cli_warns_then_reindex_and_optimize(old_db):
+    query = _cli("query", "SEARCH docs MATCHING 'menu' USING LEXICAL", "--db", str(old_db))
+    assert query.returncode == 0
+    assert query.stderr.startswith("warning: ")
+    assert f"recallql reindex --db {old_db}" in query.stderr
+    done = _cli("reindex", "--db", str(old_db), "-c", "docs")
+    assert done.returncode == 0, done.stderr
+    assert "docs: 2 rows reindexed (analyser 1 → 2)" in done.stdout
+    again = _cli("optimize", "--db", str(old_db), "-c", "docs")
+    assert "nothing to do" in again.stdout
+    missing = _cli("optimize", "--db", str(old_db.parent / "none"))
+    assert missing.returncode == 1 and "no recallql database" in missing.stderr
