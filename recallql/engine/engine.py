@@ -97,14 +97,14 @@ class QueryEngine:
         """
         bound = self._bound(text, args, params)
         if isinstance(bound, s.Explain | s.Search | s.Retrieve):
-            return self.run(self._plan(bound))
+            return self.run(*self._plan(bound))
         return info_statements.run(self._db, bound, self._clock())
 
     def explain(self, stmt: s.Explain | s.Search | s.Retrieve, *, analyze: bool = False,
                 verbose: bool = False) -> Explain:
         """Run a SEARCH/RETRIEVE and return the plan, per-operator metrics and rows with
         reasons."""
-        out = self.run(self._plan(stmt, ExplainSpec(
+        out = self.run(*self._plan(stmt, ExplainSpec(
             analyze=analyze, verbose=verbose,
             format=(stmt.format if isinstance(stmt, s.Explain) else None) or "text")))
         assert isinstance(out, Explain)
@@ -120,15 +120,26 @@ class QueryEngine:
         if not isinstance(bound, s.Explain | s.Search | s.Retrieve):
             raise QuerySemanticError("only SEARCH, RETRIEVE and EXPLAIN statements have a plan",
                                      text=bound.source, span=(0, len(bound.source)))
-        return self._plan(bound)
+        return self._plan(bound)[0]
 
     def run_legs(self, plan: QueryPlan) -> LegBatches:
         """Run a plan's legs on the collection's current snapshot."""
         return run_plan_legs(plan, self._db.snapshot(plan.collection), self._db.leg_pool())
 
-    def run(self, plan: QueryPlan) -> Result | Explain:
-        """`merge(plan, run_legs(plan), backend)`, refilled by the refill policy."""
-        return run_statement(plan, self.run_legs, self._db, self._refill)
+    def run(self, plan: QueryPlan, snapshot: CollectionSnapshot | None = None
+            ) -> Result | Explain:
+        """`merge(plan, run_legs(plan), backend)`, refilled by the refill policy.
+
+        Args:
+            plan: the plan.
+            snapshot: the snapshot every attempt's legs run on (the one planning read, so a
+                statement sees one batch); None: the collection's current snapshot.
+        """
+        if snapshot is None:
+            return run_statement(plan, self.run_legs, self._db, self._refill)
+        pool = self._db.leg_pool()
+        return run_statement(plan, lambda p: run_plan_legs(p, snapshot, pool), self._db,
+                             self._refill)
 
     # -- planning ------------------------------------------------------------------------------
 
@@ -144,8 +155,8 @@ class QueryEngine:
                             f"{type(text).__name__}")
         return bind(stmt, *args, **params)
 
-    def _plan(self, stmt: s.Explain | s.Search | s.Retrieve,
-              explain: ExplainSpec | None = None) -> QueryPlan:
+    def _plan(self, stmt: s.Explain | s.Search | s.Retrieve, explain: ExplainSpec | None = None
+              ) -> tuple[QueryPlan, CollectionSnapshot]:
         if isinstance(stmt, s.Explain):
             explain = explain or ExplainSpec(analyze=stmt.analyze, verbose=stmt.verbose,
                                              format=stmt.format or "text")
@@ -163,10 +174,10 @@ class QueryEngine:
                 text=stmt.source, span=stmt.using.span if stmt.using else None,
                 hint="pass a query vector with NEAR :v, or attach one with db.set_embedder()")
         now = spec.as_of.timestamp() if spec.as_of is not None else self._clock()
-        planned = plan_spec(spec, CollectionSnapshot.analyze, embedder is not None,
-                            messages=messages, now=now, statement=stmt.to_text(),
-                            explain=explain)
-        return self._embedded(planned, embedder)
+        snapshot = self._db.snapshot(info.name)  # its analyser turns the text into terms
+        planned = plan_spec(spec, snapshot.analyze, embedder is not None, messages=messages,
+                            now=now, statement=stmt.to_text(), explain=explain)
+        return self._embedded(planned, embedder), snapshot
 
     def _signal_names(self) -> Collection[str]:
         return self._db.sessions.policy.bounds.keys()
