@@ -447,6 +447,9 @@ class Database:
     def leg_pool(self) -> ThreadPoolExecutor:
         """The threads that run a statement's legs concurrently (created on first use, shut
         down by `close`)."""
+        pool = self._pool
+        if pool is not None:
+            return pool
         with self._pool_lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recallql-leg")

@@ -37,8 +37,18 @@ class Detail:
     other fields are shared by every row."""
 
     def take(self, index: np.ndarray) -> Any:
-        return replace(self, **{f.name: getattr(self, f.name)[index] for f in fields(self)
-                                if isinstance(getattr(self, f.name), np.ndarray)})
+        return replace(self, **{name: value[index] for name in _field_names(type(self))
+                                if isinstance(value := getattr(self, name), np.ndarray)})
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -138,10 +148,12 @@ class Candidates:
 
     def best(self, kind: LegKind) -> np.ndarray:
         """float64[m]: the best raw score over the legs of `kind`, NaN when in none of them."""
-        best = np.full(len(self), np.nan)
-        for leg in self.legs:
-            if leg.kind is kind:
-                best = np.fmax(best, leg.raw)
+        raws = [leg.raw for leg in self.legs if leg.kind is kind]
+        if not raws:
+            return np.full(len(self), np.nan)
+        best = raws[0]
+        for raw in raws[1:]:
+            best = np.fmax(best, raw)
         return best
 
     def with_parts(self, parts: Mapping[str, np.ndarray], detail: tuple[str, Detail] | None = None
@@ -153,11 +165,11 @@ class Candidates:
             raise ValueError(f"unknown scoring component(s) {sorted(unknown)}")
         merged = {**self.parts, **{k: np.asarray(v, dtype=np.float64) for k, v in parts.items()}}
         details = self.details if detail is None else {**self.details, detail[0]: detail[1]}
-        return replace(self, parts=merged, details=details)
+        return Candidates(self.features, self.legs, merged, details)
 
     def with_detail(self, name: str, detail: Detail) -> Candidates:
         """A copy with one more detail record."""
-        return replace(self, details={**self.details, name: detail})
+        return Candidates(self.features, self.legs, self.parts, {**self.details, name: detail})
 
     def take(self, index: np.ndarray) -> Candidates:
         """A copy holding the rows at `index` (int positions or a bool mask), in that order."""

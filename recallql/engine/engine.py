@@ -19,6 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection
 from concurrent.futures import Executor
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import numpy as np
@@ -40,6 +41,8 @@ from recallql.index.embedders import Embedder
 from recallql.index.schema import CollectionInfo
 from recallql.index.snapshot import CollectionSnapshot
 from recallql.sessions.lifecycle import Sessions
+from recallql.sessions.lineage import SessionRow
+from recallql.sessions.models import SessionSnapshot, SessionState
 
 MESSAGES = "messages"
 #: Query vectors kept per engine, keyed by embedder and text.
@@ -138,8 +141,8 @@ class QueryEngine:
         if snapshot is None:
             return run_statement(plan, self.run_legs, self._db, self._refill)
         pool = self._db.leg_pool()
-        return run_statement(plan, lambda p: run_plan_legs(p, snapshot, pool), self._db,
-                             self._refill)
+        return run_statement(plan, lambda p: run_plan_legs(p, snapshot, pool),
+                             PinnedSource(self._db, snapshot), self._refill)
 
     # -- planning ------------------------------------------------------------------------------
 
@@ -207,6 +210,40 @@ class QueryEngine:
         if len(self._query_vectors) > QUERY_VECTOR_CACHE:
             self._query_vectors.popitem(last=False)
         return vec
+
+
+class PinnedSource:
+    """A `MergeSource` that reads rows from the statement's own snapshot (the backend for
+    everything else): rows never change and rowids are never reused, so this is what the
+    backend would return, without asking the store for its current snapshot again."""
+
+    def __init__(self, backend: Backend, snapshot: CollectionSnapshot) -> None:
+        self._backend = backend
+        self._snapshot = snapshot
+
+    def session_state(self, session_id: str, now_ts: float
+                      ) -> tuple[SessionState, SessionSnapshot] | None:
+        return self._backend.session_state(session_id, now_ts)
+
+    def entity_sums(self, entities: list[str], names: list[str], now_ts: float
+                    ) -> dict[str, dict[str, float]]:
+        return self._backend.entity_sums(entities, names, now_ts)
+
+    def lineage_rows(self) -> AbstractContextManager[Callable[[str], SessionRow | None]]:
+        return self._backend.lineage_rows()
+
+    def _pinned(self, collection: str, batch: int) -> bool:
+        return collection == self._snapshot.info.name and batch == self._snapshot.seq
+
+    def fetch_rows(self, collection: str, rowids: np.ndarray, batch: int) -> list[dict[str, Any]]:
+        if self._pinned(collection, batch):
+            return self._snapshot.fetch(rowids)
+        return self._backend.fetch_rows(collection, rowids, batch)
+
+    def bm25_explanation(self, collection: str, terms: list[str], rowid: int, batch: int) -> str:
+        if self._pinned(collection, batch):
+            return self._snapshot.explain_bm25(terms, rowid)
+        return self._backend.bm25_explanation(collection, terms, rowid, batch)
 
 
 def _searchable_messages(spec: QuerySpec) -> QuerySpec:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from recallql.engine.metrics import MetricsNode, Output
+from recallql.engine.metrics import NO_METRICS, MetricsNode, Output
 from recallql.engine.operators.base import ExecutionContext, Operator
 from recallql.engine.reasons import Reason
 from recallql.grammar.errors import QueryError
@@ -47,12 +47,17 @@ class Execution:
         metrics: the metrics tree, mirroring the plan.
         notices: `(code, message)` statement warnings, in the order operators raised them.
         truncated: some operator cut the result short (a safe ranked prefix).
+        underfilled: some operator kept fewer rows than the page needs.
+        stats: the metrics records' sections in the order the operators ran
+            (`MetricsNode.stats()`, gathered during the run).
     """
 
     value: Any
     metrics: MetricsNode
     notices: tuple[tuple[Reason, str], ...] = ()
     truncated: bool = False
+    underfilled: bool = False
+    stats: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -61,6 +66,8 @@ class _Run:
     gathered: Mapping[Operator, Gathered]
     notices: list[tuple[Reason, str]] = field(default_factory=list)
     truncated: bool = False
+    underfilled: bool = False
+    stats: dict[str, Any] = field(default_factory=dict)
 
 
 def _rows(value: Any) -> int:
@@ -85,7 +92,8 @@ def run(op: Operator, ctx: ExecutionContext,
     """
     state = _Run(ctx, gathered or {})
     value, node = _run(op, state)
-    return Execution(value, node, tuple(state.notices), state.truncated)
+    return Execution(value, node, tuple(state.notices), state.truncated, state.underfilled,
+                     state.stats)
 
 
 def _run(op: Operator, state: _Run) -> tuple[Any, MetricsNode]:
@@ -102,10 +110,15 @@ def _run(op: Operator, state: _Run) -> tuple[Any, MetricsNode]:
         start = time.perf_counter_ns()
         out = _execute(op, state.ctx, inputs)
         elapsed = time.perf_counter_ns() - start
-    state.notices.extend(out.notices)
+    metrics = out.metrics
+    if out.notices:
+        state.notices.extend(out.notices)
     state.truncated = state.truncated or out.truncated
+    if metrics is not NO_METRICS:
+        state.underfilled = state.underfilled or metrics.underfilled
+        state.stats.update(metrics.stats())
     rows_in = sum(_rows(x) for x in inputs)
-    return out.value, MetricsNode(op.name, rows_in, _rows(out.value), elapsed, out.metrics,
+    return out.value, MetricsNode(op.name, rows_in, _rows(out.value), elapsed, metrics,
                                   tuple(kids))
 
 

@@ -22,64 +22,74 @@ from recallql.engine.plan import LegKind
 from recallql.engine.reasons import Reason
 
 
-def row_reasons(cands: Candidates, i: int) -> list[ReasonEntry]:
-    """The reasons of row `i`: the legs in plan order, then the boosts, then lineage."""
-    out = [_leg_reason(cands, leg, i) for leg in cands.legs]
+def rows_reasons(cands: Candidates) -> list[list[ReasonEntry]]:
+    """Each row's reasons: the legs in plan order, then the boosts, then lineage. Built column
+    by column from the arrays as Python values (one `tolist()` per column, not per row)."""
+    m = len(cands)
+    if m == 0:
+        return []
+    columns = [_leg_reasons(cands, leg) for leg in cands.legs]
     if not cands.legs:
-        out.append(ReasonEntry(code=Reason.NO_RELEVANCE, contribution=0.0))
-    out.extend(_session_reasons(cands, i))
+        columns.append([ReasonEntry(code=Reason.NO_RELEVANCE, contribution=0.0)] * m)
+    columns += _session_reasons(cands)
     signal = cands.details.get("signal")
     if isinstance(signal, SignalDetail):
-        sums = {name: float(s) for name, s in zip(signal.names, signal.sums[i].tolist(),
-                                                   strict=True)}
-        out.append(ReasonEntry(code=Reason.SIGNAL_BOOST,
-                               contribution=float(cands.parts["signal"][i]),
-                               entity=str(signal.entity[i]), sums=sums))
+        columns.append([
+            ReasonEntry(code=Reason.SIGNAL_BOOST, contribution=c, entity=str(e),
+                        sums=dict(zip(signal.names, sums, strict=True)))
+            for c, e, sums in zip(cands.parts["signal"].tolist(), signal.entity.tolist(),
+                                  signal.sums.tolist(), strict=True)])
     recency = cands.details.get("recency")
     if isinstance(recency, RecencyDetail):
-        out.append(_recency_reason(cands, recency, i))
+        columns.append(_recency_reasons(cands, recency))
     lineage = cands.details.get("lineage")
     if isinstance(lineage, LineageDetail):
-        out.append(ReasonEntry(code=Reason.LINEAGE, contribution=0.0,
-                               root=str(lineage.root[i]), anchor=str(lineage.anchor[i])))
-    return out
+        columns.append([ReasonEntry(code=Reason.LINEAGE, contribution=0.0, root=str(r),
+                                    anchor=str(a))
+                        for r, a in zip(lineage.root.tolist(), lineage.anchor.tolist(),
+                                        strict=True)])
+    return [list(row) for row in zip(*columns, strict=True)]
 
 
-def _leg_reason(cands: Candidates, leg: LegColumn, i: int) -> ReasonEntry:
-    share = float(cands.parts[leg.name][i])
-    rank = int(leg.rank[i])
-    if rank == 0:
-        return ReasonEntry(code=Reason.LEG_ABSENT, contribution=share, leg=leg.name)
-    raw = float(leg.raw[i])
-    if leg.kind is LegKind.LEXICAL:
-        return ReasonEntry(code=Reason.LEXICAL_MATCH, contribution=share, leg=leg.name,
-                           rank=rank, bm25=raw)
-    return ReasonEntry(code=Reason.SEMANTIC_MATCH, contribution=share, leg=leg.name, rank=rank,
-                       cosine=raw)
+def _leg_reasons(cands: Candidates, leg: LegColumn) -> list[ReasonEntry]:
+    code = Reason.LEXICAL_MATCH if leg.kind is LegKind.LEXICAL else Reason.SEMANTIC_MATCH
+    score = "bm25" if leg.kind is LegKind.LEXICAL else "cosine"
+    return [ReasonEntry(code=Reason.LEG_ABSENT, contribution=share, leg=leg.name) if rank == 0
+            else ReasonEntry(code=code, contribution=share, leg=leg.name, rank=rank,
+                             **{score: raw})
+            for share, rank, raw in zip(cands.parts[leg.name].tolist(), leg.rank.tolist(),
+                                        leg.raw.tolist(), strict=True)]
 
 
-def _session_reasons(cands: Candidates, i: int) -> list[ReasonEntry]:
+def _session_reasons(cands: Candidates) -> list[list[ReasonEntry]]:
     det = cands.details.get("session")
     if not isinstance(det, SessionDetail):
         return []
     parts = cands.parts
     return [
-        ReasonEntry(code=Reason.SESSION_KEYWORDS, contribution=float(parts["session_keywords"][i]),
-                    matched=int(det.matched[i]), total=det.total),
-        ReasonEntry(code=Reason.SESSION_VELOCITY, contribution=float(parts["session_velocity"][i]),
-                    velocity=float(det.velocity)),
-        ReasonEntry(code=Reason.SESSION_ENTITY, contribution=float(parts["session_entity"][i]),
-                    entity=str(det.entity[i]), entity_sum=float(det.entity_sum[i])),
+        [ReasonEntry(code=Reason.SESSION_KEYWORDS, contribution=c, matched=k, total=det.total)
+         for c, k in zip(parts["session_keywords"].tolist(), det.matched.tolist(), strict=True)],
+        [ReasonEntry(code=Reason.SESSION_VELOCITY, contribution=c, velocity=float(det.velocity))
+         for c in parts["session_velocity"].tolist()],
+        [ReasonEntry(code=Reason.SESSION_ENTITY, contribution=c, entity=str(e), entity_sum=s)
+         for c, e, s in zip(parts["session_entity"].tolist(), det.entity.tolist(),
+                            det.entity_sum.tolist(), strict=True)],
     ]
 
 
-def _recency_reason(cands: Candidates, det: RecencyDetail, i: int) -> ReasonEntry:
-    value = float(cands.parts["recency"][i])
-    if det.missing[i]:
-        return ReasonEntry(code=Reason.RECENCY_MISSING_DATE, contribution=value)
-    if det.future[i]:
-        return ReasonEntry(code=Reason.RECENCY_FUTURE_CLAMPED, contribution=value, age_days=0.0)
-    return ReasonEntry(code=Reason.RECENCY, contribution=value, age_days=float(det.age[i]))
+def _recency_reasons(cands: Candidates, det: RecencyDetail) -> list[ReasonEntry]:
+    out = []
+    for value, age, future, missing in zip(cands.parts["recency"].tolist(), det.age.tolist(),
+                                           det.future.tolist(), det.missing.tolist(),
+                                           strict=True):
+        if missing:
+            out.append(ReasonEntry(code=Reason.RECENCY_MISSING_DATE, contribution=value))
+        elif future:
+            out.append(ReasonEntry(code=Reason.RECENCY_FUTURE_CLAMPED, contribution=value,
+                                   age_days=0.0))
+        else:
+            out.append(ReasonEntry(code=Reason.RECENCY, contribution=value, age_days=age))
+    return out
 
 
 # -- plan tree ---------------------------------------------------------------------------------

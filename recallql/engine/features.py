@@ -145,19 +145,6 @@ class Features:
             strings={name: col.take(index) for name, col in self.strings.items()},
             session_ids=opt(self.session_ids), compacted=opt(self.compacted))
 
-    def align(self, rowid: np.ndarray) -> Features:
-        """The features of `rowid` (ascending), which must all be present.
-
-        Raises:
-            ValueError: some rowid has no features.
-        """
-        if rowid.shape == self.rowid.shape and np.array_equal(rowid, self.rowid):
-            return self
-        pos = np.searchsorted(self.rowid, rowid)
-        if pos.shape[0] and (pos.max() >= len(self) or not np.array_equal(self.rowid[pos], rowid)):
-            raise ValueError("the features do not cover every leg's candidates")
-        return self.take(pos)
-
 
 def empty_features() -> Features:
     """Features of no rows (every optional column present and empty)."""

@@ -49,7 +49,9 @@ def competition_ranks(scores: np.ndarray) -> np.ndarray:
     m = scores.shape[0]
     if m == 0:
         return np.zeros(0, dtype=np.int64)
-    starts = np.r_[True, scores[1:] != scores[:-1]]
+    starts = np.empty(m, dtype=bool)
+    starts[0] = True
+    np.not_equal(scores[1:], scores[:-1], out=starts[1:])
     return np.maximum.accumulate(np.where(starts, np.arange(1, m + 1), 0)).astype(np.int64)
 
 

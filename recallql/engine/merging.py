@@ -20,7 +20,7 @@ import numpy as np
 
 from recallql.engine.candidates import Candidates, LineageDetail
 from recallql.engine.executor import Execution, Gathered, run
-from recallql.engine.explain import plan_node, row_reasons
+from recallql.engine.explain import plan_node, rows_reasons
 from recallql.engine.legs import LegBatches
 from recallql.engine.metrics import LegMetrics, Output
 from recallql.engine.models import Explain, Notice, Result, Row
@@ -124,7 +124,7 @@ def merge_outcome(plan: QueryPlan, batches: LegBatches, source: MergeSource) -> 
                     timestamp_fields=list(plan.timestamp_fields))
     out: Result | Explain = result if plan.explain is None else _explain(
         plan, tree, ex, result, _verbose(plan, cands, rows, source, batches.batch))
-    return MergeOutcome(out, ex.metrics.underfilled, batches.cut, ex.truncated)
+    return MergeOutcome(out, ex.underfilled, batches.cut, ex.truncated)
 
 
 @contextlib.contextmanager
@@ -171,7 +171,8 @@ def _find(op: Operator, cls: type[Operator]) -> Any:
 
 def _rows(cands: Candidates, source: MergeSource, plan: QueryPlan, batch: int) -> list[Row]:
     fetched = source.fetch_rows(plan.collection, cands.rowid, batch) if len(cands) else []
-    score = cands.score()
+    score = cands.score().tolist()
+    reasons = rows_reasons(cands)
     lineage = cands.details.get("lineage")
     roots = lineage.root if isinstance(lineage, LineageDetail) else None
     rows = []
@@ -182,8 +183,8 @@ def _rows(cands: Candidates, source: MergeSource, plan: QueryPlan, batch: int) -
             extra = {"session_id": fields.get("session_id"),
                      "message_id": fields.get("message_id"),
                      "conversation_root": str(roots[i]) if roots is not None else None}
-        rows.append(Row(id=stored["id"], collection=plan.collection, score=float(score[i]),
-                        fields=fields, reasons=row_reasons(cands, i), **extra))
+        rows.append(Row(id=stored["id"], collection=plan.collection, score=score[i],
+                        fields=fields, reasons=reasons[i], **extra))
     return rows
 
 
@@ -199,7 +200,7 @@ def dedupe(notices: list[Notice]) -> list[Notice]:
 
 
 def _stats(ex: Execution, plan: QueryPlan) -> dict[str, Any]:
-    stats = ex.metrics.stats()
+    stats = dict(ex.stats)
     if plan.embed_ms is not None:
         stats["embed_ms"] = plan.embed_ms
     stats["window"] = plan.window

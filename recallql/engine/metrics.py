@@ -9,7 +9,7 @@ time and builds a `MetricsNode` tree mirroring the plan. Nothing travels through
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -145,11 +145,18 @@ class MetricsNode:
     metrics: Metrics = NO_METRICS
     children: tuple[MetricsNode, ...] = ()
 
-    def post_order(self) -> Iterator[MetricsNode]:
+    def post_order(self) -> list[MetricsNode]:
         """Every node of the subtree, children first (the order operators ran)."""
-        for child in self.children:
-            yield from child.post_order()
-        yield self
+        out: list[MetricsNode] = []
+        stack: list[tuple[MetricsNode, bool]] = [(self, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                out.append(node)
+            else:
+                stack.append((node, True))
+                stack.extend((child, False) for child in reversed(node.children))
+        return out
 
     @property
     def underfilled(self) -> bool:

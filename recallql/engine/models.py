@@ -14,7 +14,6 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     model_serializer,
-    model_validator,
 )
 
 from recallql.engine.reasons import Reason
@@ -32,7 +31,8 @@ class ReasonEntry(_Model):
     The typed fields hold the numbers behind the line at full precision (None when they do not
     apply to the code); `detail` renders them with the fixed precision of EXPLAIN's text
     (`rank=2, bm25=1.990`). Dumps (`model_dump`, JSON) carry the fields that apply and
-    `detail`; validating a dump ignores `detail` (it is recomputed).
+    `detail`; validating a dump ignores `detail` (it is recomputed) and any key it does not
+    know.
 
     Attributes:
         code: the reason code.
@@ -47,6 +47,9 @@ class ReasonEntry(_Model):
         age_days: the row's age in days (`RECENCY`, `RECENCY_FUTURE_CLAMPED`: 0).
         root, anchor: the conversation root and the hit's session (`LINEAGE`).
     """
+
+    # a dump's `detail` is ignored on validation (it is recomputed from the fields)
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     code: Reason
     contribution: float
@@ -63,13 +66,6 @@ class ReasonEntry(_Model):
     age_days: float | None = None
     root: str | None = None
     anchor: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _drop_detail(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "detail" in data:
-            data = {k: v for k, v in data.items() if k != "detail"}
-        return data
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -147,7 +147,7 @@ class LegSpec(_Model):
     kind: LegKind
     operator: str
     window: int
-    filter: Filter = None
+    filter: Filter | None = None
     fields: tuple[str, ...] = ()
     terms: tuple[str, ...] = ()
     term_counts: tuple[int, ...] = ()
@@ -240,7 +240,7 @@ class QueryPlan(_Model):
     window: int
     limit: int
     offset: int = 0
-    filter: Filter = None
+    filter: Filter | None = None
     legs: tuple[LegSpec, ...] = ()
     fusion: FusionSpec | None = None
     session_id: str | None = None

@@ -57,23 +57,37 @@ class RrfFusion(Operator):
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Candidates]:
         hits: list[LegHits] = inputs
         features = hits[0].features if hits else empty_features()
-        rowid = (np.unique(np.concatenate([h.batch.rowids for h in hits])) if hits
-                 else np.zeros(0, np.int64))
-        m = rowid.shape[0]
+        m = len(features)
+        covered = np.zeros(m, dtype=bool)
         legs = []
         for h in hits:
-            pos = np.searchsorted(rowid, h.batch.rowids)
+            pos = _positions(features.rowid, h.batch.rowids)
             rank, raw = np.zeros(m, np.int64), np.full(m, np.nan)
             rank[pos] = h.batch.ranks
             raw[pos] = h.batch.scores
+            covered[pos] = True
             legs.append(LegColumn(h.batch.name, h.batch.kind, rank, raw))
-        cands = Candidates(features=features.align(rowid), legs=tuple(legs))
-        total = sum(self.weight(leg.name) for leg in legs)
+        cands = Candidates(features=features, legs=tuple(legs))
+        if not covered.all():  # features of rows no leg kept (a coordinator's cut)
+            cands = cands.take(np.flatnonzero(covered))
+        total = sum(self.weight(leg.name) for leg in cands.legs)
         shares = {leg.name: rrf_share(leg.rank, self.k, total, self.weight(leg.name))
-                  for leg in legs}
+                  for leg in cands.legs}
         metrics = FusionMetrics(tuple(LegMetrics(h.batch.name, len(h), h.batch.window)
                                       for h in hits))
         return Output(cands.with_parts(shares), metrics)
+
+
+def _positions(rowid: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Positions of `wanted` in the ascending `rowid`.
+
+    Raises:
+        ValueError: some wanted rowid has no features.
+    """
+    pos = np.searchsorted(rowid, wanted)
+    if pos.shape[0] and (pos.max() >= rowid.shape[0] or (rowid[pos] != wanted).any()):
+        raise ValueError("the features do not cover every leg's candidates")
+    return pos
 
 
 def _num(x: float) -> Any:

@@ -13,11 +13,6 @@ from recallql.engine.operators.base import ExecutionContext, Operator, UnaryOper
 from recallql.engine.ordering import total_order
 
 
-def ordered(cands: Candidates, need: int | None = None) -> Candidates:
-    """`cands` sorted by the total order (only the first `need` rows exact when given)."""
-    return cands.take(total_order(cands, cands.score(), need))
-
-
 @dataclass(frozen=True, eq=False)
 class GroupByDocument(UnaryOperator):
     """Keep each document's best chunk (by the total order). Output is in total order.
@@ -34,13 +29,14 @@ class GroupByDocument(UnaryOperator):
         return {"key": "doc_id"}
 
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Candidates]:
-        cands = ordered(inputs[0])
-        docs = cands.features.doc_ids.tolist()
+        cands: Candidates = inputs[0]
+        order = total_order(cands, cands.score())
+        docs = cands.features.doc_ids.take(order).tolist()
         m = len(docs)
         # reversed, so each document keeps the position of its first (best) chunk
         first = dict(zip(reversed(docs), range(m - 1, -1, -1), strict=True))
         keep = np.sort(np.fromiter(first.values(), np.int64, len(first)))
-        return Output(cands.take(keep), GroupMetrics(groups=len(first), need=self.need))
+        return Output(cands.take(order[keep]), GroupMetrics(groups=len(first), need=self.need))
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,6 +52,7 @@ class TopK(UnaryOperator):
         return {"k": self.k, "offset": self.offset}
 
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Candidates]:
+        cands: Candidates = inputs[0]
         need = self.offset + self.k
-        cands = ordered(inputs[0], need)
-        return Output(cands.take(np.arange(self.offset, min(need, len(cands)), dtype=np.int64)))
+        order = total_order(cands, cands.score(), need)
+        return Output(cands.take(order[self.offset:need]))
