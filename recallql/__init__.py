@@ -40,6 +40,10 @@ _EXPORTS: dict[str, str] = {
     # database API and result models
     "connect": "recallql.api",
     "Database": "recallql.api",
+    # plan -> legs -> merge
+    "merge": "recallql.engine.merging",
+    "QueryPlan": "recallql.engine.plan",
+    "LegBatches": "recallql.engine.legs",
     "Result": "recallql.engine.models",
     "Row": "recallql.engine.models",
     "Explain": "recallql.engine.models",

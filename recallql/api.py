@@ -12,20 +12,28 @@ collection, and exposes `sessions` and `messages`.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import os
 import sqlite3
+import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from recallql.engine.analyzer import BUILTIN_FIELDS
 from recallql.engine.engine import QueryEngine
+from recallql.engine.legs import LegBatches
 from recallql.engine.models import Explain, Result
+from recallql.engine.plan import QueryPlan
 from recallql.grammar.errors import QueryError
 from recallql.importers.hermes_store import HermesFormatError, HermesStoreBusy
 from recallql.index import embedders as emb
@@ -42,7 +50,7 @@ from recallql.index.errors import (
     SignalRejected,
     StoreError,
 )
-from recallql.index.integrity import CheckReport
+from recallql.index.integrity import CheckReport, Problem
 from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
 from recallql.index.reindex import ReindexReport
 from recallql.index.schema import (
@@ -53,13 +61,14 @@ from recallql.index.schema import (
     make_info,
 )
 from recallql.index.snapshot import CollectionSnapshot
-from recallql.index.store import META_FILE, Store
+from recallql.index.store import META_FILE, Store, check_directory
 from recallql.index.timestamps import (
     parse_timestamp,  # noqa: F401  (the CLI's --param)
     to_epoch,
 )
 from recallql.sessions.input import SessionError
 from recallql.sessions.lifecycle import Sessions
+from recallql.sessions.lineage import LineageReport
 from recallql.sessions.messages import COLLECTION as MESSAGES
 from recallql.sessions.messages import (
     SESSION_FIELDS,
@@ -68,7 +77,9 @@ from recallql.sessions.messages import (
     session_fields_filler,
     session_item_ids,
 )
+from recallql.sessions.models import SessionSnapshot, SessionState
 from recallql.sessions.signals import SignalPolicy
+from recallql.sessions.stored import RootResolver
 
 if TYPE_CHECKING:
     from recallql.importers.hermes import ImportReport
@@ -81,6 +92,45 @@ __all__ = ["BUILTIN_FIELDS", "USER_ERRORS", "Database", "DeleteReport", "Embedde
 USER_ERRORS: tuple[type[BaseException], ...] = (
     QueryError, IngestError, SignalRejected, DatabaseLocked, StoreError, SessionError, FilterError,
     IdempotencyKeyReused, HermesFormatError, HermesStoreBusy, OSError)
+
+
+def lineage_problems(report: LineageReport, file: str) -> list[Problem]:
+    """The lineage section of a store check as problems: a stored root that disagrees with
+    the walk is an error (GROUP BY CONVERSATION reads the stored roots); sessions without a
+    stored root are a warning (statements walk lineage for them, within the budget)."""
+    problems = [Problem(file, "error", "lineage",
+                        f"session '{m.session_id}': stored conversation root {m.stored}, the "
+                        f"lineage walk gives {m.walked}")
+                for m in report.mismatches]
+    if report.unmaintained:
+        listed = ", ".join(f"'{s}'" for s in report.unmaintained[:5])
+        more = "" if len(report.unmaintained) <= 5 else f" and {len(report.unmaintained) - 5} more"
+        problems.append(Problem(file, "warning", "lineage", (
+            f"{len(report.unmaintained)} session(s) have no stored conversation root ({listed}"
+            f"{more}); open the database as a writer once to store them")))
+    return problems
+
+
+def check_database(path: str | os.PathLike) -> CheckReport:
+    """Check the database at `path` without refusing it for damage (``recallql check``):
+    the stores are checked read-only and unvalidated; when they agree, the sessions' stored
+    conversation roots are checked against the lineage walk too.
+
+    Returns:
+        The `CheckReport` (a store whose ``meta.sqlite`` cannot be opened gives a report
+        holding that one error).
+    """
+    report = check_directory(path)
+    if not report.ok:
+        return report
+    try:
+        with connect(path, readonly=True, embedder=None) as db:
+            lineage = db.sessions.verify_lineage()
+    except StoreError as exc:  # e.g. a store too old to read: the store check stands
+        return dataclasses.replace(report, problems=[*report.problems, Problem(
+            str(Path(path) / META_FILE), "warning", "lineage", f"lineage not checked: {exc}")])
+    return dataclasses.replace(report, problems=[
+        *report.problems, *lineage_problems(lineage, str(Path(path) / META_FILE))])
 
 
 def is_database(path: str | os.PathLike) -> bool:
@@ -225,6 +275,8 @@ class Database:
             self._upgrade_messages()
         self.messages = Messages(self, clock)
         self._engine = QueryEngine(self, clock)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         self._embedders: dict[str, emb.Embedder | None] = {}
         resolved = emb.resolve(embedder)
         for name, (text_fields, fields) in BUILTIN_COLLECTIONS.items():
@@ -435,13 +487,19 @@ class Database:
 
     def check(self) -> CheckReport:
         """Verify the database: SQLite integrity, the three stores' agreement on rowids and
-        batches, and vector finiteness. Damage is reported (`CheckReport.ok`,
-        `.problems`), never raised or repaired.
+        batches, vector finiteness, and every session's stored conversation root against a
+        walk of the lineage edges (`Sessions.verify_lineage`). Damage is reported
+        (`CheckReport.ok`, `.problems`), never raised or repaired.
 
         Raises:
             StoreError: the database is closed.
         """
-        return self.store.check()
+        report = self.store.check()
+        if not report.ok:  # the stores disagree: a lineage walk over them proves nothing
+            return report
+        meta = str(Path(self.path) / META_FILE) if self.path is not None else "meta.sqlite"
+        return dataclasses.replace(report, problems=[
+            *report.problems, *lineage_problems(self.sessions.verify_lineage(), meta)])
 
     def vacuum(self) -> list[int]:
         """Purge deleted and replaced rows now (their text-index documents and vectors), so
@@ -475,27 +533,9 @@ class Database:
             StoreError: the database is closed.
         """
         self.store.check_open()
-        return self._with_timestamps(self._engine.execute(text, *args, **params))
+        return self._engine.execute(text, *args, **params)
 
     query = execute
-
-    def _with_timestamps(self, outcome: Result | Explain) -> Result | Explain:
-        """`outcome` with its collection's declared timestamp fields named on the `Result`
-        (`Result.to_dicts()` turns them into datetimes)."""
-        result = outcome.result if isinstance(outcome, Explain) else outcome
-        if result.collection is None or result.records is not None:
-            return outcome
-        try:
-            fields = self.store.collection(result.collection).fields
-        except StoreError:
-            return outcome
-        names = sorted(n for n, t in fields.items() if t == FieldType.TIMESTAMP)
-        if not names:
-            return outcome
-        result = result.model_copy(update={"timestamp_fields": names})
-        if isinstance(outcome, Explain):
-            return outcome.model_copy(update={"result": result})
-        return result
 
     def explain(self, text: str, /, *args: object, analyze: bool = False,
                 verbose: bool = False, **params: object) -> Explain:
@@ -512,16 +552,84 @@ class Database:
 
         stmt = bind(parse(text), *args, **params)
         if isinstance(stmt, st.Explain):
-            explained = self._engine.explain(stmt, analyze=analyze or stmt.analyze,
-                                             verbose=verbose or stmt.verbose)
-        elif not isinstance(stmt, st.Search | st.Retrieve):
+            return self._engine.explain(stmt, analyze=analyze or stmt.analyze,
+                                        verbose=verbose or stmt.verbose)
+        if not isinstance(stmt, st.Search | st.Retrieve):
             raise QuerySemanticError("EXPLAIN applies to SEARCH and RETRIEVE statements",
                                      text=stmt.source, span=(0, len(stmt.source)))
-        else:
-            explained = self._engine.explain(stmt, analyze=analyze, verbose=verbose)
-        out = self._with_timestamps(explained)
-        assert isinstance(out, Explain)
-        return out
+        return self._engine.explain(stmt, analyze=analyze, verbose=verbose)
+
+    def plan(self, text: str, /, *args: object, **params: object) -> QueryPlan:
+        """Plan a SEARCH, RETRIEVE or EXPLAIN statement without running it.
+
+        The plan is plain data (`QueryPlan`, pydantic: `plan.model_dump_json()` and
+        `QueryPlan.model_validate_json(...)` round-trip it): `now` (read once, here), the
+        candidate window, the legs with their terms, query vector (the MATCHING text is embedded
+        here) and filter, and the operators above them. Run it with
+        ``recallql.merge(plan, db.run_legs(plan), db)``, which is what `execute` does.
+
+        Raises:
+            QueryError: as `execute`; also when `text` is not a SEARCH, RETRIEVE or EXPLAIN.
+            StoreError: the database is closed.
+        """
+        self.store.check_open()
+        return self._engine.plan(text, *args, **params)
+
+    def run_legs(self, plan: QueryPlan) -> LegBatches:
+        """Run a plan's retrieval legs on the collection's current snapshot.
+
+        Returns:
+            `LegBatches`: per leg the item ids, rowids, exact float64 raw scores and ranks of
+            its candidates; the features the operators above the legs read for them; the
+            snapshot's batch number. `to_json()` / `LegBatches.from_json()` round-trip them.
+
+        Raises:
+            QuerySemanticError: a filter that cannot be evaluated.
+            ExecutionError: a leg failed (names the operator).
+            StoreError: the database is closed, or the collection is unknown.
+        """
+        self.store.check_open()
+        return self._engine.run_legs(plan)
+
+    def leg_pool(self) -> ThreadPoolExecutor:
+        """The threads that run a statement's legs concurrently (created on first use, shut
+        down by `close`)."""
+        pool = self._pool
+        if pool is not None:
+            return pool
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recallql-leg")
+            return self._pool
+
+    # -- what merge reads (recallql.engine.merging.MergeSource) ----------------------------------
+
+    def session_state(self, session_id: str, now_ts: float
+                      ) -> tuple[SessionState, SessionSnapshot] | None:
+        """A session's boost inputs and snapshot at `now_ts` (None: no such session)."""
+        return self.sessions.state(session_id, now_ts)
+
+    def entity_sums(self, entities: list[str], names: list[str], now_ts: float
+                    ) -> dict[str, dict[str, float]]:
+        """Cross-session decayed signal sums `{name: {entity: sum}}` at `now_ts`."""
+        return self.sessions.entity_sums(entities, names, now_ts)
+
+    @contextlib.contextmanager
+    def lineage_resolver(self, budget: int) -> Iterator[RootResolver]:
+        """One statement's conversation-root resolver (stored roots, or a lineage walk of at
+        most `budget` session rows on an older store), in one read transaction."""
+        with self.read_transaction() as conn:
+            yield self.sessions.resolver(conn, budget)
+
+    def fetch_rows(self, collection: str, rowids: np.ndarray, batch: int
+                   ) -> list[dict[str, Any]]:
+        """The stored fields of rows by rowid (rows never change once written, and rowids are
+        never reused, so any snapshot at or after `batch` gives the same values)."""
+        return self.snapshot(collection).fetch(rowids)
+
+    def bm25_explanation(self, collection: str, terms: list[str], rowid: int, batch: int) -> str:
+        """tantivy's BM25 explanation of `terms` for one row, as JSON text."""
+        return self.snapshot(collection).explain_bm25(terms, rowid)
 
     def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """A consistent read view of the metadata store (sessions, signals)."""
@@ -545,7 +653,11 @@ class Database:
         return import_hermes(self, path, progress=progress, batch_size=batch_size)
 
     def close(self) -> None:
-        """Close the database (releases the writer lock)."""
+        """Close the database (releases the writer lock; stops the leg threads)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         self.store.close()
 
     def __enter__(self) -> Database:

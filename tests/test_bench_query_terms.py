@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import recallql
-from recallql.engine.operators.scan import LexicalScan
+from recallql.engine.operators.scan import query_terms
+from recallql.engine.plan import LegKind, LegSpec
 
 DIM = 4
 DOCS = ["alpha beta", "alpha", "beta beta gamma", "gamma delta"]
@@ -51,8 +52,9 @@ def test_plan_keeps_distinct_terms_and_weights(db):
     assert scan.operator == "LexicalScan"
     assert scan.properties["terms"] == ["alpha", "beta"]
     assert scan.properties["weights"] == [2, 1]
-    assert LexicalScan(fields=("text",), terms=("alpha", "beta"), window=10,
-                       weights=(2, 1)).query_terms() == ["alpha", "alpha", "beta"]
+    spec = LegSpec(name="lexical", kind=LegKind.LEXICAL, operator="LexicalScan", window=10,
+                   fields=("text",), terms=("alpha", "beta"), term_counts=(2, 1))
+    assert query_terms(spec) == ["alpha", "alpha", "beta"]
 
 
 def test_no_weights_when_every_term_is_single(db):

@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recallql.engine.candidates import Candidates
-from recallql.engine.ordering import _doc_rank, _neg_or_inf, total_order
+from recallql.engine.candidates import Candidates, LegColumn
+from recallql.engine.features import Features, Strings
+from recallql.engine.ordering import _neg_or_inf, total_order
+from recallql.engine.plan import LegKind
 from recallql.index.ranking import top_by_score
 
 
@@ -59,13 +61,18 @@ def test_total_order_with_local_id_ranks_matches_global_ranks(size, levels, rnd)
     rowid = np.array(sorted(rnd.sample(range(size), rnd.randint(1, size))), np.int64)
     m = len(rowid)
     pick = lambda: np.array([rnd.randrange(levels + 1) / 4 for _ in range(m)])  # noqa: E731
-    cands = Candidates(rowid=rowid, lex_rank=np.zeros(m, np.int64), sem_rank=np.zeros(m, np.int64),
-                       bm25=pick(), cosine=pick())
+    bm25, cosine = pick(), pick()
+    features = Features(rowid=rowid, ids=Strings.of([ids[r] for r in rowid]),
+                        doc_ids=Strings.of([doc_ids[r] for r in rowid]), positions=positions[rowid])
+    legs = (LegColumn("lexical", LegKind.LEXICAL, np.ones(m, np.int64), bm25),
+            LegColumn("semantic", LegKind.SEMANTIC, np.ones(m, np.int64), cosine))
+    cands = Candidates(features=features, legs=legs)
     score = pick()
     rank = {v: i for i, v in enumerate(sorted(set(ids)))}
     global_rank = np.array([rank[v] for v in ids], np.int64)
-    keys = (global_rank[rowid], positions[rowid], _doc_rank([doc_ids[r] for r in rowid]),
-            _neg_or_inf(cands.bm25), _neg_or_inf(cands.cosine), -score)
+    _, doc_rank = np.unique(np.array([doc_ids[r] for r in rowid]), return_inverse=True)
+    keys = (global_rank[rowid], positions[rowid], doc_rank,
+            _neg_or_inf(bm25), _neg_or_inf(cosine), -score)
     expected = np.lexsort(keys)
-    got = total_order(cands, score, doc_ids, positions, ids)
+    got = total_order(cands, score)
     assert got.tolist() == expected.tolist()

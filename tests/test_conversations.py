@@ -163,8 +163,8 @@ def test_explain_json_carries_the_same_content(db):
     rows_ = payload["result"]["rows"]
     assert [(r["session_id"], r["conversation_root"]) for r in rows_] == [("mid", "root"),
                                                                           ("solo", "solo")]
-    assert rows_[0]["reasons"][-1] == {"code": "LINEAGE", "contribution": 0.0,
-                                       "detail": "root=root, anchor=mid"}
+    assert rows_[0]["reasons"][-1] == {"code": "LINEAGE", "contribution": 0.0, "root": "root",
+                                       "anchor": "mid", "detail": "root=root, anchor=mid"}
     assert payload["result"]["stats"]["conversation"]["unresolved_dropped"] == 1
 
 

@@ -12,7 +12,9 @@ import pytest
 
 import recallql
 from recallql.engine import keywords as kw
-from recallql.engine.rowdata import row_entities
+from recallql.engine.features import features_from_wire, features_to_wire
+from recallql.engine.legs import gather_features
+from recallql.engine.plan import FeatureSpec
 from recallql.index.analysis import normalize
 
 WORDS = ["Backup", "backup-2023", "RESTORE", "ops", "İstanbul", "Straße", "ΣΟΦΙΑ", "a\x00b",
@@ -32,6 +34,15 @@ def reference(snapshot, rowids, keywords) -> list[int]:
         lowered = [normalize(v) for v in values]
         out.append(sum(any(k in v for v in lowered) for k in keywords))
     return out
+
+
+def matches(snapshot, rowids, keywords, wire: bool = False) -> np.ndarray:
+    """The engine's keyword counts for `rowids`, from the features `run_legs` gathers (after a
+    JSON round trip of the features when `wire`)."""
+    features = gather_features(snapshot, rowids, FeatureSpec(strings=True, entities=True))
+    if wire:
+        features = features_from_wire(features_to_wire(features))
+    return kw.keyword_matches(features.strings, len(rowids), keywords)
 
 
 def random_items(rng: np.random.Generator, n: int, start: int = 0) -> list[dict]:
@@ -65,9 +76,10 @@ def test_matches_equal_the_naive_reference(db, seed):
     rowids = rng.permutation(snap.size)[:200].astype(np.int64)
     keys = tuple(dict.fromkeys(normalize(str(k))
                                for k in rng.choice(KEYWORDS, size=6, replace=False)))
-    got = kw.keyword_matches(snap, rowids, keys)
+    got = matches(snap, rowids, keys)
     assert got.dtype == np.int64
     assert got.tolist() == reference(snap, rowids, keys)
+    assert matches(snap, rowids, keys, wire=True).tolist() == got.tolist()
 
 
 def test_tables_grow_with_the_vocabulary(db):
@@ -75,16 +87,16 @@ def test_tables_grow_with_the_vocabulary(db):
     db.ingest("r", random_items(rng, 50))
     keys = ("backup", "new-value")
     first = db.snapshot("r")
-    kw.keyword_matches(first, np.arange(first.size, dtype=np.int64), keys)  # tables built
+    matches(first, np.arange(first.size, dtype=np.int64), keys)  # tables built
     db.ingest("r", [{"id": "late", "body": "t", "vector": [1, 0], "tag": "A NEW-VALUE",
                      "tags": ["Backup again"]}])
     snap = db.snapshot("r")
     rowids = np.arange(snap.size, dtype=np.int64)
-    assert kw.keyword_matches(snap, rowids, keys).tolist() == reference(snap, rowids, keys)
-    assert kw.keyword_matches(snap, rowids, keys)[-1] == 2
+    assert matches(snap, rowids, keys).tolist() == reference(snap, rowids, keys)
+    assert matches(snap, rowids, keys)[-1] == 2
     # an older snapshot still answers for its own rows
     old = np.arange(first.size, dtype=np.int64)
-    assert kw.keyword_matches(first, old, keys).tolist() == reference(first, old, keys)
+    assert matches(first, old, keys).tolist() == reference(first, old, keys)
 
 
 def test_small_budget_evicts_and_stays_correct(db, monkeypatch):
@@ -94,7 +106,7 @@ def test_small_budget_evicts_and_stays_correct(db, monkeypatch):
     snap = db.snapshot("r")
     rowids = np.arange(snap.size, dtype=np.int64)
     for keys in (("backup", "ops"), ("restore",), ("backup", "ops"), ("c++", "x", "été")):
-        assert kw.keyword_matches(snap, rowids, keys).tolist() == reference(snap, rowids, keys)
+        assert matches(snap, rowids, keys).tolist() == reference(snap, rowids, keys)
 
 
 def test_more_than_64_keywords(db):
@@ -102,7 +114,7 @@ def test_more_than_64_keywords(db):
                      "tags": ["k70"]}, {"id": "b", "body": "t", "vector": [1, 0]}])
     snap = db.snapshot("r")
     keys = tuple(f"k{i}" for i in range(100))
-    got = kw.keyword_matches(snap, np.array([0, 1], dtype=np.int64), keys)
+    got = matches(snap, np.array([0, 1], dtype=np.int64), keys)
     # k0, k6, k64, k7, k70, k9, k99: substrings, across both 64-bit words
     assert got.tolist() == reference(snap, np.array([0, 1]), keys) == [7, 0]
 
@@ -110,8 +122,8 @@ def test_more_than_64_keywords(db):
 def test_no_rows_or_no_keywords(db):
     db.ingest("r", [{"id": "a", "body": "t", "vector": [1, 0], "tag": "x"}])
     snap = db.snapshot("r")
-    assert kw.keyword_matches(snap, np.zeros(0, np.int64), ("x",)).tolist() == []
-    assert kw.keyword_matches(snap, np.array([0], np.int64), ()).tolist() == [0]
+    assert matches(snap, np.zeros(0, np.int64), ("x",)).tolist() == []
+    assert matches(snap, np.array([0], np.int64), ()).tolist() == [0]
 
 
 @pytest.mark.parametrize("values, keyword, expected", [
@@ -135,6 +147,32 @@ def test_entities_of_rows_whose_entity_defaults(db):
     ])
     snap = db.snapshot("r")
     rows = np.array([3, 0, 2, 1, 0], dtype=np.int64)
-    assert row_entities(snap, rows) == ["E3", "i0", "D2", "E1", "i0"]
+    features = gather_features(snap, rows, FeatureSpec(entities=True))
+    assert features.entities.tolist() == ["E3", "i0", "D2", "E1", "i0"]
     assert snap.values("doc_id", rows) == ["D3", "i0", "D2", "i1", "i0"]
     assert snap.values("id", rows) == ["i3", "i0", "i2", "i1", "i0"]
+
+
+def test_features_of_two_shards_concatenate_like_one_table(db):
+    """A coordinator's gather: features of two halves (rowids re-keyed) concatenate into the
+    features of the whole, keyword counts included."""
+    from recallql.engine.features import concat_features
+
+    rng = np.random.default_rng(5)
+    db.ingest("r", random_items(rng, 80))
+    snap = db.snapshot("r")
+    spec = FeatureSpec(strings=True, entities=True, recency="created_at")
+    rows = np.arange(snap.size, dtype=np.int64)
+    whole = gather_features(snap, rows, spec)
+    halves = [features_from_wire(features_to_wire(gather_features(snap, part, spec)))
+              for part in (rows[1::2], rows[::2])]
+    both = concat_features(halves)
+    assert both.rowid.tolist() == rows.tolist()
+    assert both.ids.tolist() == whole.ids.tolist()
+    assert both.entities.tolist() == whole.entities.tolist()
+    assert np.array_equal(both.recency, whole.recency, equal_nan=True)
+    keys = ("backup", "ops", "été")
+    assert kw.keyword_matches(both.strings, len(both), keys).tolist() == \
+        kw.keyword_matches(whole.strings, len(whole), keys).tolist()
+    with pytest.raises(ValueError, match="re-key"):
+        concat_features([halves[0], halves[0]])

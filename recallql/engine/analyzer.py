@@ -13,14 +13,20 @@ import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 
+from recallql.engine.plan import LegKind
 from recallql.engine.scoring import DecayShape
 from recallql.grammar import nodes as n
 from recallql.grammar import statements as s
-from recallql.grammar.errors import ParameterError, QuerySemanticError, QuerySyntaxError
+from recallql.grammar.errors import (
+    ParameterError,
+    QueryError,
+    QuerySemanticError,
+    QuerySyntaxError,
+)
 from recallql.grammar.render import string_literal
 from recallql.grammar.suggest import did_you_mean
 from recallql.index import filters as f
@@ -61,7 +67,7 @@ class RecencySpec:
 class QuerySpec:
     """A SEARCH or RETRIEVE statement with names resolved and defaults applied."""
 
-    kind: str
+    kind: Literal["search", "retrieve"]
     collection: CollectionInfo
     text: str | None
     vector: np.ndarray | None
@@ -73,7 +79,8 @@ class QuerySpec:
     recency: RecencySpec | None
     k: float
     window: int
-    group_by: str | None
+    weights: tuple[tuple[str, float], ...]
+    group_by: Literal["document", "conversation"] | None
     budget: int
     as_of: datetime | None
     limit: int
@@ -81,8 +88,8 @@ class QuerySpec:
 
 
 def _fail(stmt: s.StatementBase, node: n.Node, message: str, hint: str | None = None,
-          cls: type = QuerySemanticError) -> None:
-    raise cls(message, text=stmt.source, span=tuple(node.span), hint=hint)
+          cls: type[QueryError] = QuerySemanticError) -> NoReturn:
+    raise cls(message, text=stmt.source, span=node.span, hint=hint)
 
 
 def _number(stmt: s.StatementBase, node: Any, what: str) -> float | None:
@@ -151,10 +158,12 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
               did_you_mean(stmt.collection.name, list(catalog)))
     fields = {**BUILTIN_FIELDS, **dict(info.fields)}
     vector = _vector(stmt, info)
-    group_by = stmt.group_by.kind if stmt.group_by else None
-    if group_by == "conversation" and info.name != "messages":
-        _fail(stmt, stmt.group_by, "GROUP BY CONVERSATION needs a collection of messages",
-              "use it on the built-in 'messages' collection")
+    group_by: Literal["document", "conversation"] | None = None
+    if stmt.group_by is not None:
+        group_by = "conversation" if stmt.group_by.kind == "conversation" else "document"
+        if group_by == "conversation" and info.name != "messages":
+            _fail(stmt, stmt.group_by, "GROUP BY CONVERSATION needs a collection of messages",
+                  "use it on the built-in 'messages' collection")
     limit = stmt.limit_value
     spec = QuerySpec(
         kind=stmt.kind, collection=info, text=stmt.matching_text, vector=vector,
@@ -167,6 +176,7 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
         recency=_recency(stmt, fields, info.text_fields),
         k=_number(stmt, stmt.fuse.k if stmt.fuse else None, "k") or DEFAULT_RRF_K,
         window=_whole(stmt, stmt.fuse.window if stmt.fuse else None, "window", DEFAULT_WINDOW),
+        weights=_fuse_weights(stmt),
         group_by=group_by,
         budget=_whole(stmt, stmt.group_by.budget if stmt.group_by else None, "budget",
                       DEFAULT_BUDGET),
@@ -176,6 +186,38 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
     )
     _check_total(stmt, spec)
     return spec
+
+
+#: The legs a statement runs for each USING mode (their names are what FUSE weights name).
+USING_LEGS = {"hybrid": (LegKind.LEXICAL.value, LegKind.SEMANTIC.value),
+              "lexical": (LegKind.LEXICAL.value,), "semantic": (LegKind.SEMANTIC.value,)}
+
+
+def _fuse_weights(stmt: s.Search | s.Retrieve) -> tuple[tuple[str, float], ...]:
+    """`FUSE RRF (weights = (leg = w, ...))` as `(leg, w)` pairs, in the order written.
+
+    Leg names are those of the language's legs (`lexical`, `semantic`); a leg not named
+    weighs 1. A weight for a leg the statement does not run (USING) is allowed and unused.
+    """
+    node = stmt.fuse.weights if stmt.fuse else None
+    if not isinstance(node, s.OptionList):
+        return ()
+    known = list(USING_LEGS["hybrid"])
+    weights = []
+    for item in node.items:
+        if item.name.name not in known:
+            _fail(stmt, item.name, f"unknown leg '{item.name.name}' in FUSE weights",
+                  did_you_mean(item.name.name, known))
+        weights.append((item.name.name, _number(stmt, item.value, "FUSE weight") or 0.0))
+    running = USING_LEGS[stmt.using.mode if stmt.using else "hybrid"]
+    total = sum(dict(weights).get(leg, 1.0) for leg in running)
+    if total == 0.0:
+        _fail(stmt, node, "every leg this statement runs has FUSE weight 0; relevance would be "
+              "0/0", "give some leg a weight > 0, or drop the weights")
+    if not math.isfinite(total):
+        _fail(stmt, node, "the FUSE weights add up to more than the largest float",
+              "use weights of a sensible size, e.g. (lexical = 2, semantic = 1)")
+    return tuple(weights)
 
 
 def _vector(stmt: s.Search | s.Retrieve, info: CollectionInfo) -> np.ndarray | None:
@@ -236,7 +278,8 @@ def _recency(stmt: s.Search | s.Retrieve, fields: Mapping[str, FieldType],
     weight, half_life = DEFAULT_RECENCY
     if clause is None:
         return RecencySpec(weight, half_life)
-    weight = _weight(stmt, clause.weight, "weight") if clause.weight is not None else weight
+    written = _weight(stmt, clause.weight, "weight")
+    weight = weight if written is None else written
     if clause.half_life is not None:
         half_life = clause.half_life.days  # type: ignore[union-attr]
         if not (math.isfinite(half_life) and half_life > 0.0):
@@ -289,15 +332,15 @@ def _where(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldT
     if isinstance(pred, n.Comparison):
         return _comparison(stmt, pred, name, kind)
     if isinstance(pred, n.InList):
-        expr = f.In(name, tuple(None if isinstance(v, n.NullLiteral) else
-                                _value(stmt, v, kind, name) for v in pred.values))
-        return f.Not(expr) if pred.negated else expr
+        within = f.In(name, tuple(None if isinstance(v, n.NullLiteral) else
+                                  _value(stmt, v, kind, name) for v in pred.values))
+        return f.Not(within) if pred.negated else within
     if isinstance(pred, n.Between):
         if kind in (FieldType.BOOL, FieldType.LIST_STR):
             _fail(stmt, pred.field, f"BETWEEN does not apply to {kind.value} field '{name}'")
-        expr = f.Between(name, _value(stmt, pred.low, kind, name),
-                         _value(stmt, pred.high, kind, name))
-        return f.Not(expr) if pred.negated else expr
+        between = f.Between(name, _value(stmt, pred.low, kind, name),
+                            _value(stmt, pred.high, kind, name))
+        return f.Not(between) if pred.negated else between
     if isinstance(pred, n.Like):
         if kind not in (FieldType.STR, FieldType.LIST_STR):
             _fail(stmt, pred.field, f"LIKE needs a string field; '{name}' is {kind.value}")
@@ -380,12 +423,12 @@ _TYPE_WORDS = {
 }
 
 
-def _value(stmt: s.StatementBase, node: Any, kind: FieldType, name: str) -> Any:
+def _value(stmt: s.StatementBase, node: n.Node, kind: FieldType, name: str) -> Any:
     if isinstance(node, n.Parameter):  # pragma: no cover - bind() runs first
         _fail(stmt, node, f"parameter {node.label} is not bound", cls=ParameterError)
     if not isinstance(node, _ACCEPTS[kind]):
         _fail(stmt, node, f"field '{name}' is {kind.value}; expected {_TYPE_WORDS[kind]}")
-    value = node.value
+    value = getattr(node, "value")  # noqa: B009 - every accepted literal has a value
     if kind is FieldType.TIMESTAMP and isinstance(value, str):
         value = instant(stmt, node)
     elif kind is FieldType.TIMESTAMP and isinstance(value, int | float):

@@ -1,24 +1,28 @@
-"""Columnar candidates: the rows flowing between operators (STYLE §5).
+"""Columnar candidates: the rows flowing between operators above the legs (STYLE §5).
 
-A `Candidates` holds numpy arrays of equal length `m`: the rowids, each leg's 1-based rank and raw
-score, and one float64 contribution column per scoring component that the plan has. Operators
-never modify a `Candidates`; they return a new one (`with_part`, `take`).
+A `Candidates` holds, for m rows: their `Features`; one `LegColumn` per retrieval leg of the plan
+(1-based rank and raw score, in plan order); one float64 contribution column per scoring
+component the plan has; and typed per-component details for the reasons. Operators never modify a
+`Candidates`; they return a new one (`with_parts`, `take`).
 
-The score of a row is the left-to-right sum of its contributions in `COMPONENTS` order; EXPLAIN
-lists the same contributions in the same order, so they sum to exactly the score (SPEC §5).
+The score of a row is the left-to-right sum of its contributions: the legs' RRF shares in plan
+order, then `BOOSTS` in order. EXPLAIN lists the same contributions in the same order, so they sum
+to exactly the score (SPEC §5).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import numpy as np
 
-#: Scoring components, in the order they are summed (and listed by EXPLAIN).
-COMPONENTS: tuple[str, ...] = (
-    "lexical",
-    "semantic",
+from recallql.engine.features import Features, empty_features
+from recallql.engine.plan import LegKind
+
+#: Boost components, in the order they are summed after the legs (and listed by EXPLAIN).
+BOOSTS: tuple[str, ...] = (
     "session_keywords",
     "session_velocity",
     "session_entity",
@@ -27,99 +31,155 @@ COMPONENTS: tuple[str, ...] = (
 )
 
 
-def _empty_int() -> np.ndarray:
-    return np.zeros(0, dtype=np.int64)
+@dataclass(frozen=True, slots=True, eq=False)
+class Detail:
+    """Base of the per-component detail records: numpy fields are per row (first axis m);
+    other fields are shared by every row."""
+
+    def take(self, index: np.ndarray) -> Any:
+        return replace(self, **{name: value[index] for name in _field_names(type(self))
+                                if isinstance(value := getattr(self, name), np.ndarray)})
 
 
-def _empty_float() -> np.ndarray:
-    return np.zeros(0, dtype=np.float64)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class LegHits:
-    """One retrieval leg's ranked output: ranks are positions + 1.
-
-    Attributes:
-        leg: "lexical" or "semantic".
-        rowids: int64[m], best first.
-        scores: float64[m], BM25 scores or cosine similarities, aligned with `rowids`.
-        window: the candidate window N the leg was asked for (m ≤ N).
-    """
-
-    leg: str
-    rowids: np.ndarray
-    scores: np.ndarray
-    window: int
-
-    def __len__(self) -> int:
-        return int(self.rowids.shape[0])
-
-    @property
-    def cut(self) -> bool:
-        """True when the leg filled its window, so deeper windows could hold more rows."""
-        return len(self) >= self.window
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
+class RecencyDetail(Detail):
+    """age (float64 days, NaN when missing), future (bool: clamped to 0), missing (bool)."""
+
+    age: np.ndarray
+    future: np.ndarray
+    missing: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SessionDetail(Detail):
+    """Keyword hints matched of `total`, the session's velocity, each row's entity and the
+    session's decayed sum on it (`e`)."""
+
+    matched: np.ndarray
+    total: int
+    velocity: float
+    entity: np.ndarray
+    entity_sum: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SignalDetail(Detail):
+    """Each row's entity and its decayed sum per signal name (float64[m, len(names)])."""
+
+    names: tuple[str, ...]
+    entity: np.ndarray
+    sums: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LineageDetail(Detail):
+    """Each row's conversation root and the session of the hit that represents it."""
+
+    root: np.ndarray
+    anchor: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LegColumn:
+    """One leg's columns: int64[m] 1-based ranks (0: absent), float64[m] raw scores (NaN)."""
+
+    name: str
+    kind: LegKind
+    rank: np.ndarray
+    raw: np.ndarray
+
+    def take(self, index: np.ndarray) -> LegColumn:
+        return LegColumn(self.name, self.kind, self.rank[index], self.raw[index])
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Candidates:
     """Columnar candidate rows.
 
     Attributes:
-        rowid: int64[m].
-        lex_rank, sem_rank: int64[m], 1-based ranks in each leg, 0 when absent.
-        bm25, cosine: float64[m] raw leg scores, NaN when absent.
-        parts: contribution columns by component name (float64[m]).
-        details: per-row extras used to render reasons (arrays or lists of length m).
-        legs: the legs that were part of the plan (for LEG_ABSENT reasons).
+        features: the rows' features (their `rowid` is the candidates' rowid).
+        legs: the plan's legs, in plan order (empty: RETRIEVE without MATCHING).
+        parts: contribution columns (float64[m]) by component: leg names, then `BOOSTS`.
+        details: typed detail records by name (`recency`, `session`, `signal`, `lineage`).
     """
 
-    rowid: np.ndarray = field(default_factory=_empty_int)
-    lex_rank: np.ndarray = field(default_factory=_empty_int)
-    sem_rank: np.ndarray = field(default_factory=_empty_int)
-    bm25: np.ndarray = field(default_factory=_empty_float)
-    cosine: np.ndarray = field(default_factory=_empty_float)
+    features: Features = field(default_factory=empty_features)
+    legs: tuple[LegColumn, ...] = ()
     parts: Mapping[str, np.ndarray] = field(default_factory=dict)
-    details: Mapping[str, Sequence] = field(default_factory=dict)
-    legs: tuple[str, ...] = ()
+    details: Mapping[str, Detail] = field(default_factory=dict)
+
+    @property
+    def rowid(self) -> np.ndarray:
+        """int64[m]."""
+        return self.features.rowid
 
     def __len__(self) -> int:
-        return int(self.rowid.shape[0])
+        return len(self.features)
 
     def score(self) -> np.ndarray:
-        """float64[m]: the left-to-right sum of the contributions in `COMPONENTS` order."""
+        """float64[m]: the left-to-right sum of the contributions (legs, then `BOOSTS`)."""
         total = np.zeros(len(self), dtype=np.float64)
-        for name in COMPONENTS:
+        for name in (*(leg.name for leg in self.legs), *BOOSTS):
             part = self.parts.get(name)
             if part is not None:
                 total = total + part
         return total
 
-    def with_part(self, name: str, values: np.ndarray, **details: Sequence) -> Candidates:
-        """A copy with contribution column `name` set and extra per-row details."""
-        if name not in COMPONENTS:
-            raise ValueError(f"unknown scoring component {name!r}")
-        parts = dict(self.parts)
-        parts[name] = np.asarray(values, dtype=np.float64)
-        merged = dict(self.details)
-        merged.update(details)
-        return replace(self, parts=parts, details=merged)
+    def leg(self, name: str) -> LegColumn:
+        """The columns of leg `name`.
+
+        Raises:
+            KeyError: the plan has no such leg.
+        """
+        for leg in self.legs:
+            if leg.name == name:
+                return leg
+        raise KeyError(name)
+
+    def best(self, kind: LegKind) -> np.ndarray:
+        """float64[m]: the best raw score over the legs of `kind`, NaN when in none of them."""
+        raws = [leg.raw for leg in self.legs if leg.kind is kind]
+        if not raws:
+            return np.full(len(self), np.nan)
+        best = raws[0]
+        for raw in raws[1:]:
+            best = np.fmax(best, raw)
+        return best
+
+    def with_parts(self, parts: Mapping[str, np.ndarray], detail: tuple[str, Detail] | None = None
+                   ) -> Candidates:
+        """A copy with contribution columns set (and a detail record stored under its name)."""
+        known = {*BOOSTS, *(leg.name for leg in self.legs)}
+        unknown = set(parts) - known
+        if unknown:
+            raise ValueError(f"unknown scoring component(s) {sorted(unknown)}")
+        merged = {**self.parts, **{k: np.asarray(v, dtype=np.float64) for k, v in parts.items()}}
+        details = self.details if detail is None else {**self.details, detail[0]: detail[1]}
+        return Candidates(self.features, self.legs, merged, details)
+
+    def with_detail(self, name: str, detail: Detail) -> Candidates:
+        """A copy with one more detail record."""
+        return Candidates(self.features, self.legs, self.parts, {**self.details, name: detail})
 
     def take(self, index: np.ndarray) -> Candidates:
         """A copy holding the rows at `index` (int positions or a bool mask), in that order."""
         index = np.asarray(index)
         if index.dtype == bool:
             index = np.flatnonzero(index)
-        details = {
-            key: (val[index] if isinstance(val, np.ndarray) else [val[i] for i in index])
-            for key, val in self.details.items()
-        }
+        index = index.astype(np.int64, copy=False)
         return Candidates(
-            rowid=self.rowid[index],
-            lex_rank=self.lex_rank[index],
-            sem_rank=self.sem_rank[index],
-            bm25=self.bm25[index],
-            cosine=self.cosine[index],
+            features=self.features.take(index),
+            legs=tuple(leg.take(index) for leg in self.legs),
             parts={key: val[index] for key, val in self.parts.items()},
-            details=details,
-            legs=self.legs,
+            details={key: val.take(index) for key, val in self.details.items()},
         )

@@ -1,8 +1,15 @@
 """The query engine: statement text -> `Result` / `Explain` (SPEC §3, §4, §5).
 
-`QueryEngine.execute` parses (cached), binds parameters, analyses against the catalog, plans,
-executes with a per-statement context (snapshot, `now`, session state, signals, embedder,
-lineage), and builds result rows with their reasons from the same execution.
+A SEARCH or RETRIEVE runs as three public steps (docs/architecture.md):
+
+1. `plan`: parse (cached), bind, analyse against the catalog, plan, embed the MATCHING text
+   -> a serialisable `QueryPlan` (with `now`);
+2. `run_legs`: the legs on the collection's snapshot -> `LegBatches`;
+3. `merge`: fusion, boosts, grouping, ordering and the page's rows -> `Result`.
+
+`execute` is exactly those steps, refilled by the `RefillPolicy` when grouping under-fills the
+page: one code path, so EXPLAIN, `execute` and a manual plan -> run_legs -> merge give the same
+rows, scores and reasons.
 """
 
 from __future__ import annotations
@@ -10,49 +17,53 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Callable, Collection
+from concurrent.futures import Executor
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import numpy as np
 
 from recallql.engine import info as info_statements
 from recallql.engine.analyzer import QuerySpec, analyze
-from recallql.engine.candidates import Candidates
-from recallql.engine.executor import run
-from recallql.engine.explain import plan_node, row_reasons
-from recallql.engine.models import Explain, Notice, Result, Row, SessionSnapshot
-from recallql.engine.operators.base import ExecutionContext
-from recallql.engine.planner import Plan, plan
+from recallql.engine.legs import LegBatches
+from recallql.engine.legs import run_legs as run_plan_legs
+from recallql.engine.merging import MergeSource
+from recallql.engine.models import Explain, Notice, Result
+from recallql.engine.plan import ExplainSpec, LegKind, QueryPlan
+from recallql.engine.planner import plan as plan_spec
 from recallql.engine.reasons import Reason
+from recallql.engine.refill import RefillPolicy, run_statement
 from recallql.grammar import bind, parse
 from recallql.grammar import statements as s
 from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.timestamps import format_timestamp
 from recallql.index import filters as f
+from recallql.index.embedders import Embedder
 from recallql.index.history import RetentionLoss
 from recallql.index.schema import CollectionInfo
+from recallql.index.snapshot import CollectionSnapshot
 from recallql.sessions.lifecycle import Sessions
-from recallql.sessions.live_context import LiveContext
+from recallql.sessions.models import SessionSnapshot, SessionState
+from recallql.sessions.stored import RootResolver
 
-#: Deeper re-runs for grouping stop at this candidate window.
-MAX_WINDOW = 10_000
 MESSAGES = "messages"
-_HIDDEN_FIELDS = {"rowid"}
+#: Query vectors kept per engine, keyed by embedder and text.
+QUERY_VECTOR_CACHE = 256
 
 
-class Backend(Protocol):
+class Backend(MergeSource, Protocol):
     """What the engine needs of a database (implemented by `recallql.api.Database`)."""
 
     sessions: Sessions
 
     def collections(self) -> list[CollectionInfo]: ...
 
-    def snapshot(self, collection: str, as_of: float | None = None) -> Any: ...
+    def snapshot(self, collection: str, as_of: float | None = None) -> CollectionSnapshot: ...
 
-    def embedder(self, collection: str) -> Callable[[list[str]], np.ndarray] | None: ...
+    def embedder(self, collection: str) -> Embedder | None: ...
 
-    def read_transaction(self) -> Any: ...
+    def leg_pool(self) -> Executor | None: ...
 
 
 def is_messages(info: CollectionInfo) -> bool:
@@ -70,12 +81,16 @@ class QueryEngine:
     Args:
         backend: the database.
         clock: "now" in epoch seconds UTC, read once per statement (tests pin it).
+        refill: the refill policy for under-filled groups.
     """
 
-    def __init__(self, backend: Backend, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, backend: Backend, clock: Callable[[], float] = time.time,
+                 refill: RefillPolicy | None = None) -> None:
         self._db = backend
         self._clock = clock
-        self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._refill = refill or RefillPolicy()
+        self._query_vectors: OrderedDict[tuple[int, str, str],
+                                         tuple[Embedder, np.ndarray]] = OrderedDict()
 
     # -- entry points --------------------------------------------------------------------------
 
@@ -86,6 +101,59 @@ class QueryEngine:
         Raises:
             QuerySyntaxError, QuerySemanticError, ParameterError: mistakes in the statement.
         """
+        bound = self._bound(text, args, params)
+        if isinstance(bound, s.Explain | s.Search | s.Retrieve):
+            return self.run(*self._plan(bound))
+        return info_statements.run(self._db, bound, self._clock())
+
+    def explain(self, stmt: s.Explain | s.Search | s.Retrieve, *, analyze: bool = False,
+                verbose: bool = False) -> Explain:
+        """Run a SEARCH/RETRIEVE and return the plan, per-operator metrics and rows with
+        reasons."""
+        out = self.run(*self._plan(stmt, ExplainSpec(
+            analyze=analyze, verbose=verbose,
+            format=(stmt.format if isinstance(stmt, s.Explain) else None) or "text")))
+        assert isinstance(out, Explain)
+        return out
+
+    def plan(self, text: str | s.StatementBase, /, *args: Any, **params: Any) -> QueryPlan:
+        """The plan of a SEARCH, RETRIEVE or EXPLAIN statement (`now` read from the clock).
+
+        Raises:
+            QueryError: a mistake in the statement, or a statement that is not a query.
+        """
+        bound = self._bound(text, args, params)
+        if not isinstance(bound, s.Explain | s.Search | s.Retrieve):
+            raise QuerySemanticError("only SEARCH, RETRIEVE and EXPLAIN statements have a plan",
+                                     text=bound.source, span=(0, len(bound.source)))
+        return self._plan(bound)[0]
+
+    def run_legs(self, plan: QueryPlan) -> LegBatches:
+        """Run a plan's legs on the collection's current snapshot (AS OF: as committed then)."""
+        as_of = plan.now if plan.as_of is not None else None
+        return run_plan_legs(plan, self._db.snapshot(plan.collection, as_of=as_of),
+                             self._db.leg_pool())
+
+    def run(self, plan: QueryPlan, snapshot: CollectionSnapshot | None = None
+            ) -> Result | Explain:
+        """`merge(plan, run_legs(plan), backend)`, refilled by the refill policy.
+
+        Args:
+            plan: the plan.
+            snapshot: the snapshot every attempt's legs run on (the one planning read, so a
+                statement sees one batch); None: the collection's current snapshot.
+        """
+        if snapshot is None:
+            return run_statement(plan, self.run_legs, self._db, self._refill)
+        pool = self._db.leg_pool()
+        return run_statement(plan, lambda p: run_plan_legs(p, snapshot, pool),
+                             PinnedSource(self._db, snapshot), self._refill)
+
+    # -- planning ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _bound(text: str | s.StatementBase, args: tuple[Any, ...], params: dict[str, Any]
+               ) -> s.StatementBase:
         if isinstance(text, str):
             stmt = parse(text)
         elif isinstance(text, s.StatementBase):
@@ -93,29 +161,16 @@ class QueryEngine:
         else:
             raise TypeError(f"a statement is a str (or a parsed statement), not "
                             f"{type(text).__name__}")
-        bound = bind(stmt, *args, **params)
-        if isinstance(bound, s.Explain):
-            return self.explain(bound, analyze=bound.analyze, verbose=bound.verbose)
-        if isinstance(bound, s.Search | s.Retrieve):
-            return self._query(bound)[0]
-        return info_statements.run(self._db, bound, self._clock())
+        return bind(stmt, *args, **params)
 
-    def explain(self, stmt: s.Explain | s.Search | s.Retrieve, *, analyze: bool = False,
-                verbose: bool = False) -> Explain:
-        """Run a SEARCH/RETRIEVE and return the plan, per-operator stats and rows with reasons."""
-        inner = stmt.statement if isinstance(stmt, s.Explain) else stmt
-        fmt = (stmt.format if isinstance(stmt, s.Explain) else None) or "text"
-        result, ran, stats, details = self._query(inner, verbose=verbose)
-        return Explain(statement=inner.to_text(), analyze=analyze, verbose=verbose, format=fmt,
-                       plan=plan_node(ran.root, stats, analyze), result=result,
-                       verbose_details=details)
-
-    # -- SEARCH / RETRIEVE ---------------------------------------------------------------------
-
-    def _query(self, stmt: s.Search | s.Retrieve, verbose: bool = False
-               ) -> tuple[Result, Plan, Any, dict[str, str]]:
+    def _plan(self, stmt: s.Explain | s.Search | s.Retrieve, explain: ExplainSpec | None = None
+              ) -> tuple[QueryPlan, CollectionSnapshot]:
+        if isinstance(stmt, s.Explain):
+            explain = explain or ExplainSpec(analyze=stmt.analyze, verbose=stmt.verbose,
+                                             format=stmt.format or "text")
+            stmt = stmt.statement
         catalog = {c.name: c for c in self._db.collections()}
-        spec = analyze(stmt, catalog, self._db.sessions.policy.bounds.keys())
+        spec = analyze(stmt, catalog, self._signal_names())
         info = spec.collection
         messages = is_messages(info)
         if messages:
@@ -124,119 +179,80 @@ class QueryEngine:
         if spec.using == "semantic" and spec.vector is None and embedder is None:
             raise QuerySemanticError(
                 f"collection '{info.name}' has no embedder for USING SEMANTIC",
-                text=stmt.source, span=tuple(stmt.using.span),
+                text=stmt.source, span=stmt.using.span if stmt.using else None,
                 hint="pass a query vector with NEAR :v, or attach one with db.set_embedder()")
-        now_ts = spec.as_of.timestamp() if spec.as_of is not None else self._clock()
-        snap = self._db.snapshot(info.name, as_of=now_ts if spec.as_of is not None else None)
-        with self._db.read_transaction() as conn:
-            ctx, snapshot = self._context(spec, snap, now_ts, embedder, conn, messages)
-            embed_ms = _embed_ahead(ctx, spec)
-            ran, out, stats = self._run(spec, ctx, snap, embedder is not None, messages)
-            rows = self._rows(out, snap, info, messages)
-        if embed_ms is not None:
-            ctx.stats["embed_ms"] = embed_ms
-        details = _verbose(snap, ran, rows, out) if verbose else {}
-        notices = [Notice(code=c, message=m) for c, m in (*ran.notices, *ctx.notices.items())]
-        if snap.retention_loss is not None:
-            notices.append(_retention_notice(snap.retention_loss))
-        result = Result(statement=stmt.to_text(), collection=info.name, rows=rows,
-                        session_snapshot=snapshot, warnings=_dedupe(notices),
-                        truncated=ctx.truncated, stats=_stats(ctx, ran, spec.as_of, now_ts))
-        return result, ran, stats, details
+        now = spec.as_of.timestamp() if spec.as_of is not None else self._clock()
+        # its analyser turns the text into terms; AS OF: the database as committed then
+        snapshot = self._db.snapshot(info.name, as_of=now if spec.as_of is not None else None)
+        planned = plan_spec(spec, snapshot.analyze, embedder is not None, messages=messages,
+                            now=now, statement=stmt.to_text(), explain=explain)
+        if snapshot.retention_loss is not None:
+            planned = planned.model_copy(update={"notices": (
+                *planned.notices, _retention_notice(snapshot.retention_loss))})
+        return self._embedded(planned, embedder), snapshot
 
-    def _context(self, spec: QuerySpec, snap: Any, now_ts: float, embedder: Any, conn: Any,
-                 messages: bool) -> tuple[ExecutionContext, SessionSnapshot | None]:
-        sessions = self._db.sessions
-        ctx = ExecutionContext(snapshot=snap, now_ts=now_ts, signals=sessions,
-                               embed=self._embed_fn(spec.collection.name, embedder))
-        snapshot = None
-        if spec.session_id is not None:
-            found = sessions.state(spec.session_id, now_ts)
-            if found is None:
-                ctx.notice(Reason.SESSION_NOT_FOUND,
-                           f"session '{spec.session_id}' does not exist (never created, or "
-                           "swept); ran without the session boost")
-            else:
-                ctx.session, snapshot = found
-        if messages:  # a statement's resolver: stored roots (or the walk on an older store)
-            ctx.services["lineage"] = lambda budget: sessions.resolver(conn, budget)
-        return ctx, snapshot
+    def _signal_names(self) -> Collection[str]:
+        return self._db.sessions.policy.bounds.keys()
 
-    def _run(self, spec: QuerySpec, ctx: ExecutionContext, snap: Any, can_embed: bool,
-             messages: bool) -> tuple[Plan, Candidates, Any]:
-        window = spec.window
-        while True:
-            ran = plan(spec, snap.analyze, can_embed, window, messages)
-            ctx.stats.clear()
-            ctx.notices = {k: v for k, v in ctx.notices.items() if k is Reason.SESSION_NOT_FOUND}
-            ctx.truncated = False
-            if "lineage" in ctx.services:  # a fresh memo and budget per attempt
-                _start_lineage(ctx, spec)
-            out, stats = run(ran.root, ctx)
-            legs_cut = any(v["rows"] >= v["window"] for v in ctx.stats.get("legs", {}).values())
-            if not (ctx.stats.get("underfilled") and legs_cut and not ctx.truncated):
-                return ran, out, stats
-            if ran.window >= min(MAX_WINDOW, snap.size):
-                if ran.window >= MAX_WINDOW:
-                    ctx.notice(Reason.WINDOW_EXHAUSTED,
-                               f"grouping needed more than {MAX_WINDOW} candidates per leg; the "
-                               "page may be short")
-                return ran, out, stats
-            window = min(ran.window * 4, MAX_WINDOW)
+    def _embedded(self, planned: QueryPlan, embedder: Embedder | None) -> QueryPlan:
+        """The plan with the semantic leg's MATCHING text embedded (cached per embedder and
+        text); the time, including a first model load, is the plan's `embed_ms`."""
+        legs = list(planned.legs)
+        for i, leg in enumerate(legs):
+            if leg.kind is LegKind.SEMANTIC and leg.vector is None and leg.text is not None \
+                    and embedder is not None:
+                start = time.perf_counter()
+                vector = self._query_vector(embedder, leg.text)
+                embed_ms = round((time.perf_counter() - start) * 1000.0, 3)
+                legs[i] = leg.model_copy(update={"vector": vector})
+                return planned.model_copy(update={"legs": tuple(legs), "embed_ms": embed_ms})
+        return planned
 
-    def _embed_fn(self, collection: str, embedder: Any) -> Callable[[str], np.ndarray] | None:
-        if embedder is None:
-            return None
-
-        def embed(text: str) -> np.ndarray:
-            key = (collection, text)
-            vec = self._query_vectors.get(key)
-            if vec is None:
-                vec = np.asarray(embedder([text]), dtype=np.float32)[0]
-                self._query_vectors[key] = vec
-                if len(self._query_vectors) > 256:
-                    self._query_vectors.popitem(last=False)
-            return vec
-
-        return embed
-
-    def _rows(self, cands: Candidates, snap: Any, info: CollectionInfo, messages: bool
-              ) -> list[Row]:
-        fetched = snap.fetch(cands.rowid) if len(cands) else []
-        score = cands.score()
-        roots = cands.details.get("lineage_root")
-        rows = []
-        for i, stored in enumerate(fetched):
-            fields = {k: v for k, v in stored.items() if k not in _HIDDEN_FIELDS}
-            extra: dict[str, Any] = {}
-            if messages:
-                extra = {"session_id": fields.get("session_id"),
-                         "message_id": fields.get("message_id"),
-                         "conversation_root": roots[i] if roots is not None else None}
-            rows.append(Row(id=stored["id"], collection=info.name, score=float(score[i]),
-                            fields=fields, reasons=row_reasons(cands, i), **extra))
-        return rows
+    def _query_vector(self, embedder: Embedder, text: str) -> np.ndarray:
+        key = (id(embedder), getattr(embedder, "name", ""), text)
+        hit = self._query_vectors.get(key)
+        if hit is not None and hit[0] is embedder:
+            self._query_vectors.move_to_end(key)
+            return hit[1]
+        vec = np.asarray(embedder([text]), dtype=np.float32)[0]
+        self._query_vectors[key] = (embedder, vec)  # the entry keeps the embedder (and its id)
+        if len(self._query_vectors) > QUERY_VECTOR_CACHE:
+            self._query_vectors.popitem(last=False)
+        return vec
 
 
-def _embed_ahead(ctx: ExecutionContext, spec: QuerySpec) -> float | None:
-    """Embed the MATCHING text before the plan runs (the vector is cached for the statement), so
-    the semantic leg's EXPLAIN ANALYZE time is the scan, and the embedding — including a first
-    model load — is reported on its own as `embed_ms`."""
-    if ctx.embed is None or spec.text is None or spec.vector is not None \
-            or spec.using == "lexical":
-        return None
-    start = time.perf_counter()
-    ctx.embed(spec.text)
-    return round((time.perf_counter() - start) * 1000.0, 3)
+class PinnedSource:
+    """A `MergeSource` that reads rows from the statement's own snapshot (the backend for
+    everything else): rows never change and rowids are never reused, so this is what the
+    backend would return, without asking the store for its current snapshot again."""
 
+    def __init__(self, backend: Backend, snapshot: CollectionSnapshot) -> None:
+        self._backend = backend
+        self._snapshot = snapshot
 
-def _start_lineage(ctx: ExecutionContext, spec: QuerySpec) -> None:
-    """A statement's lineage resolver (one memo; budget B for walks, where any remain) and,
-    under FOR SESSION, the live context, from `ctx.services["lineage"]`."""
-    resolver = ctx.services["lineage"](spec.budget)
-    ctx.services["resolver"] = resolver
-    if spec.session_id is not None:
-        ctx.services["live_context"] = LiveContext.build(spec.session_id, resolver)
+    def session_state(self, session_id: str, now_ts: float
+                      ) -> tuple[SessionState, SessionSnapshot] | None:
+        return self._backend.session_state(session_id, now_ts)
+
+    def entity_sums(self, entities: list[str], names: list[str], now_ts: float
+                    ) -> dict[str, dict[str, float]]:
+        return self._backend.entity_sums(entities, names, now_ts)
+
+    def lineage_resolver(self, budget: int) -> AbstractContextManager[RootResolver]:
+        return self._backend.lineage_resolver(budget)
+
+    def _pinned(self, collection: str, batch: int) -> bool:
+        return collection == self._snapshot.info.name and batch == self._snapshot.seq
+
+    def fetch_rows(self, collection: str, rowids: np.ndarray, batch: int) -> list[dict[str, Any]]:
+        if self._pinned(collection, batch):
+            return self._snapshot.fetch(rowids)
+        return self._backend.fetch_rows(collection, rowids, batch)
+
+    def bm25_explanation(self, collection: str, terms: list[str], rowid: int, batch: int) -> str:
+        if self._pinned(collection, batch):
+            return self._snapshot.explain_bm25(terms, rowid)
+        return self._backend.bm25_explanation(collection, terms, rowid, batch)
 
 
 def _searchable_messages(spec: QuerySpec) -> QuerySpec:
@@ -254,33 +270,3 @@ def _retention_notice(loss: RetentionLoss) -> Notice:
         f"AS OF {format_timestamp(loss.at)}: {loss.lost} row(s) deleted since then are past the "
         f"retention window and were purged, so they are not shown{exact} (run `recallql vacuum` "
         "less often, or connect with a longer retention, to keep more history)"))
-
-
-def _dedupe(notices: list[Notice]) -> list[Notice]:
-    seen: set[Reason] = set()
-    out = []
-    for n in notices:
-        if n.code not in seen:
-            seen.add(n.code)
-            out.append(n)
-    return out
-
-
-def _stats(ctx: ExecutionContext, ran: Plan, as_of: datetime | None, now_ts: float
-           ) -> dict[str, Any]:
-    stats = {k: v for k, v in ctx.stats.items() if k != "underfilled"}
-    stats["window"] = ran.window
-    now = as_of if as_of is not None else datetime.fromtimestamp(now_ts, tz=UTC)
-    stats["now"] = format_timestamp(now)
-    return stats
-
-
-def _verbose(snap: Any, ran: Plan, rows: list[Row], cands: Candidates) -> dict[str, str]:
-    """tantivy's BM25 explanation for each row the lexical leg matched (EXPLAIN VERBOSE)."""
-    if not ran.terms:
-        return {}
-    out = {}
-    for i, row in enumerate(rows):
-        if cands.lex_rank[i] > 0:
-            out[row.id] = snap.explain_bm25(list(ran.terms), int(cands.rowid[i]))
-    return out

@@ -1,5 +1,10 @@
 """Run an operator tree (STYLE §4): post-order, timing each operator and counting its rows.
 
+Each operator returns an `Output` (value, typed metrics, notices, truncation); `run` returns the
+root's value, the `MetricsNode` tree, the notices in the order they were raised and whether the
+result was truncated. The leaves that ran elsewhere — the legs and the eligible-row scan, run by
+`run_legs` — are handed in as `Gathered` outputs and are not executed again.
+
 A failure inside an operator that is not a `QueryError` is re-raised as `ExecutionError` naming
 the operator, so a bug shows where it happened instead of a bare numpy or tantivy traceback.
 """
@@ -7,11 +12,13 @@ the operator, so a bug shows where it happened instead of a bare numpy or tantiv
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from recallql.engine.metrics import NO_METRICS, MetricsNode, Output
 from recallql.engine.operators.base import ExecutionContext, Operator
+from recallql.engine.reasons import Reason
 from recallql.grammar.errors import QueryError
 
 
@@ -23,14 +30,44 @@ class ExecutionError(RuntimeError):
         self.operator = operator
 
 
-@dataclass
-class OperatorStats:
-    """Rows in and out and wall time of one operator execution."""
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    """The output of a leaf that ran before the tree (a leg), with its wall time."""
 
-    rows_in: int = 0
-    rows_out: int = 0
+    output: Output[Any]
     time_ns: int = 0
-    children: list[OperatorStats] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """What `run` returns.
+
+    Attributes:
+        value: the root's output value.
+        metrics: the metrics tree, mirroring the plan.
+        notices: `(code, message)` statement warnings, in the order operators raised them.
+        truncated: some operator cut the result short (a safe ranked prefix).
+        underfilled: some operator kept fewer rows than the page needs.
+        stats: the metrics records' sections in the order the operators ran
+            (`MetricsNode.stats()`, gathered during the run).
+    """
+
+    value: Any
+    metrics: MetricsNode
+    notices: tuple[tuple[Reason, str], ...] = ()
+    truncated: bool = False
+    underfilled: bool = False
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Run:
+    ctx: ExecutionContext
+    gathered: Mapping[Operator, Gathered]
+    notices: list[tuple[Reason, str]] = field(default_factory=list)
+    truncated: bool = False
+    underfilled: bool = False
+    stats: dict[str, Any] = field(default_factory=dict)
 
 
 def _rows(value: Any) -> int:
@@ -40,56 +77,55 @@ def _rows(value: Any) -> int:
         return 0
 
 
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recallql-leg")
-    return _POOL
-
-
-def _run_children(op: Operator, ctx: ExecutionContext) -> list[tuple[Any, OperatorStats]]:
-    """The children's outputs, in order. An operator with `parallel = True` (RRF fusion: its
-    children are the independent retrieval legs) runs its children concurrently — tantivy and
-    numpy release the GIL while they search — the first in this thread, the rest in a small pool.
-    Outputs do not depend on the interleaving."""
-    kids = op.children
-    if not getattr(op, "parallel", False) or len(kids) < 2:
-        return [run(child, ctx) for child in kids]
-    futures = [_pool().submit(run, child, ctx) for child in kids[1:]]
-    try:
-        first = run(kids[0], ctx)
-    finally:
-        rest = [f.result() for f in futures]
-    return [first, *rest]
-
-
-def run(op: Operator, ctx: ExecutionContext) -> tuple[Any, OperatorStats]:
+def run(op: Operator, ctx: ExecutionContext,
+        gathered: Mapping[Operator, Gathered] | None = None) -> Execution:
     """Execute `op` and its subtree.
 
-    Returns:
-        `(output, stats)`: the root's output and a stats tree mirroring the plan.
+    Args:
+        op: the root operator.
+        ctx: the statement's context.
+        gathered: outputs of leaves that already ran (by operator object).
 
     Raises:
         QueryError: a user-facing error raised by an operator, unchanged.
         ExecutionError: any other failure, naming the operator.
     """
+    state = _Run(ctx, gathered or {})
+    value, node = _run(op, state)
+    return Execution(value, node, tuple(state.notices), state.truncated, state.underfilled,
+                     state.stats)
+
+
+def _run(op: Operator, state: _Run) -> tuple[Any, MetricsNode]:
+    done = state.gathered.get(op)
     inputs: list[Any] = []
-    child_stats: list[OperatorStats] = []
-    for out, stats in _run_children(op, ctx):
-        inputs.append(out)
-        child_stats.append(stats)
-    start = time.perf_counter_ns()
+    kids: list[MetricsNode] = []
+    if done is not None:
+        out, elapsed = done.output, done.time_ns
+    else:
+        for child in op.children:
+            value, node = _run(child, state)
+            inputs.append(value)
+            kids.append(node)
+        start = time.perf_counter_ns()
+        out = _execute(op, state.ctx, inputs)
+        elapsed = time.perf_counter_ns() - start
+    metrics = out.metrics
+    if out.notices:
+        state.notices.extend(out.notices)
+    state.truncated = state.truncated or out.truncated
+    if metrics is not NO_METRICS:
+        state.underfilled = state.underfilled or metrics.underfilled
+        state.stats.update(metrics.stats())
+    rows_in = sum(_rows(x) for x in inputs)
+    return out.value, MetricsNode(op.name, rows_in, _rows(out.value), elapsed, metrics,
+                                  tuple(kids))
+
+
+def _execute(op: Operator, ctx: ExecutionContext, inputs: list[Any]) -> Output[Any]:
     try:
-        output = op.execute(ctx, inputs)
-    except QueryError:
-        raise
-    except ExecutionError:
+        return op.execute(ctx, inputs)
+    except (QueryError, ExecutionError):
         raise
     except Exception as exc:  # noqa: BLE001 - wrapped with the operator's name
         raise ExecutionError(op.name, exc) from exc
-    elapsed = time.perf_counter_ns() - start
-    rows_in = sum(_rows(x) for x in inputs)
-    return output, OperatorStats(rows_in, _rows(output), elapsed, child_stats)

@@ -1,96 +1,110 @@
-"""Result rows with reasons, and the executed plan tree (SPEC §5, STYLE §8).
+"""Result rows' reasons and the executed plan tree (SPEC §5, STYLE §8).
 
-Rows and their reasons are built from the executed `Candidates`: the same arrays the executor
-summed, so each row's contributions add up (left to right) to exactly its score. The text
-rendering is `recallql.engine.explain_text`.
+Reasons are built from the executed `Candidates`: the same arrays the executor summed, so each
+row's contributions add up (left to right) to exactly its score. They carry typed fields at full
+precision; the text rendering is `ReasonEntry.detail` and `recallql.engine.explain_text`.
 """
 
 from __future__ import annotations
 
-from recallql.engine.candidates import Candidates
-from recallql.engine.executor import OperatorStats
+from recallql.engine.candidates import (
+    Candidates,
+    LegColumn,
+    LineageDetail,
+    RecencyDetail,
+    SessionDetail,
+    SignalDetail,
+)
+from recallql.engine.metrics import MetricsNode
 from recallql.engine.models import PlanNode, ReasonEntry
 from recallql.engine.operators.base import Operator
+from recallql.engine.plan import LegKind
 from recallql.engine.reasons import Reason
 
 
-def _age(days: float) -> str:
-    return f"{days:.0f}d" if days >= 10 else f"{days:.2f}d"
-
-
-def _num(x: float, digits: int = 3) -> str:
-    return f"{x:.{digits}f}"
-
-
-def row_reasons(cands: Candidates, i: int) -> list[ReasonEntry]:
-    """The reasons of row `i`, in `COMPONENTS` order, contributions exactly as summed."""
-    out: list[ReasonEntry] = []
-    parts, det = cands.parts, cands.details
-    for leg in cands.legs:
-        rank = int((cands.lex_rank if leg == "lexical" else cands.sem_rank)[i])
-        if rank == 0:
-            out.append(ReasonEntry(code=Reason.LEG_ABSENT, contribution=float(parts[leg][i]),
-                                   detail=f"leg={leg}"))
-        elif leg == "lexical":
-            out.append(ReasonEntry(code=Reason.LEXICAL_MATCH, contribution=float(parts[leg][i]),
-                                   detail=f"rank={rank}, bm25={_num(cands.bm25[i])}"))
-        else:
-            out.append(ReasonEntry(code=Reason.SEMANTIC_MATCH, contribution=float(parts[leg][i]),
-                                   detail=f"rank={rank}, cosine={_num(cands.cosine[i])}"))
-    if not cands.legs:
-        out.append(ReasonEntry(code=Reason.NO_RELEVANCE, contribution=0.0, detail="boosts only"))
-    out.extend(_session_reasons(cands, i))
-    if "signal" in parts:
-        sums = det["signal_sums"][i]
-        detail = ", ".join(f"{name}={_num(s)}" for name, s in sums.items())
-        out.append(ReasonEntry(code=Reason.SIGNAL_BOOST, contribution=float(parts["signal"][i]),
-                               detail=f"entity={det['signal_entity'][i]}, {detail}"))
-    if "recency" in parts:
-        out.append(_recency_reason(cands, i))
-    if "lineage_root" in det:
-        out.append(ReasonEntry(code=Reason.LINEAGE, contribution=0.0,
-                               detail=f"root={det['lineage_root'][i]}, "
-                                      f"anchor={det['lineage_anchor'][i]}"))
-    return out
-
-
-def _session_reasons(cands: Candidates, i: int) -> list[ReasonEntry]:
-    parts, det = cands.parts, cands.details
-    if "session_keywords" not in parts:
+def rows_reasons(cands: Candidates) -> list[list[ReasonEntry]]:
+    """Each row's reasons: the legs in plan order, then the boosts, then lineage. Built column
+    by column from the arrays as Python values (one `tolist()` per column, not per row)."""
+    m = len(cands)
+    if m == 0:
         return []
+    columns = [_leg_reasons(cands, leg) for leg in cands.legs]
+    if not cands.legs:
+        columns.append([ReasonEntry(code=Reason.NO_RELEVANCE, contribution=0.0)] * m)
+    columns += _session_reasons(cands)
+    signal = cands.details.get("signal")
+    if isinstance(signal, SignalDetail):
+        columns.append([
+            ReasonEntry(code=Reason.SIGNAL_BOOST, contribution=c, entity=str(e),
+                        sums=dict(zip(signal.names, sums, strict=True)))
+            for c, e, sums in zip(cands.parts["signal"].tolist(), signal.entity.tolist(),
+                                  signal.sums.tolist(), strict=True)])
+    recency = cands.details.get("recency")
+    if isinstance(recency, RecencyDetail):
+        columns.append(_recency_reasons(cands, recency))
+    lineage = cands.details.get("lineage")
+    if isinstance(lineage, LineageDetail):
+        columns.append([ReasonEntry(code=Reason.LINEAGE, contribution=0.0, root=str(r),
+                                    anchor=str(a))
+                        for r, a in zip(lineage.root.tolist(), lineage.anchor.tolist(),
+                                        strict=True)])
+    return [list(row) for row in zip(*columns, strict=True)]
+
+
+def _leg_reasons(cands: Candidates, leg: LegColumn) -> list[ReasonEntry]:
+    code = Reason.LEXICAL_MATCH if leg.kind is LegKind.LEXICAL else Reason.SEMANTIC_MATCH
+    score = "bm25" if leg.kind is LegKind.LEXICAL else "cosine"
+    return [ReasonEntry(code=Reason.LEG_ABSENT, contribution=share, leg=leg.name) if rank == 0
+            else ReasonEntry(code=code, contribution=share, leg=leg.name, rank=rank,
+                             **{score: raw})
+            for share, rank, raw in zip(cands.parts[leg.name].tolist(), leg.rank.tolist(),
+                                        leg.raw.tolist(), strict=True)]
+
+
+def _session_reasons(cands: Candidates) -> list[list[ReasonEntry]]:
+    det = cands.details.get("session")
+    if not isinstance(det, SessionDetail):
+        return []
+    parts = cands.parts
     return [
-        ReasonEntry(code=Reason.SESSION_KEYWORDS, contribution=float(parts["session_keywords"][i]),
-                    detail=f"{int(det['kw_matched'][i])}/{int(det['kw_total'][i])}"),
-        ReasonEntry(code=Reason.SESSION_VELOCITY, contribution=float(parts["session_velocity"][i]),
-                    detail=f"uniform, v={_num(det['velocity'][i])}"),
-        ReasonEntry(code=Reason.SESSION_ENTITY, contribution=float(parts["session_entity"][i]),
-                    detail=f"entity={det['entity'][i]}, e={_num(det['entity_sum'][i])}"),
+        [ReasonEntry(code=Reason.SESSION_KEYWORDS, contribution=c, matched=k, total=det.total)
+         for c, k in zip(parts["session_keywords"].tolist(), det.matched.tolist(), strict=True)],
+        [ReasonEntry(code=Reason.SESSION_VELOCITY, contribution=c, velocity=float(det.velocity))
+         for c in parts["session_velocity"].tolist()],
+        [ReasonEntry(code=Reason.SESSION_ENTITY, contribution=c, entity=str(e), entity_sum=s)
+         for c, e, s in zip(parts["session_entity"].tolist(), det.entity.tolist(),
+                            det.entity_sum.tolist(), strict=True)],
     ]
 
 
-def _recency_reason(cands: Candidates, i: int) -> ReasonEntry:
-    value = float(cands.parts["recency"][i])
-    det = cands.details
-    if det["recency_missing"][i]:
-        return ReasonEntry(code=Reason.RECENCY_MISSING_DATE, contribution=value, detail="")
-    if det["recency_future"][i]:
-        return ReasonEntry(code=Reason.RECENCY_FUTURE_CLAMPED, contribution=value, detail="age=0d")
-    return ReasonEntry(code=Reason.RECENCY, contribution=value,
-                       detail=f"age={_age(float(det['recency_age'][i]))}")
+def _recency_reasons(cands: Candidates, det: RecencyDetail) -> list[ReasonEntry]:
+    out = []
+    for value, age, future, missing in zip(cands.parts["recency"].tolist(), det.age.tolist(),
+                                           det.future.tolist(), det.missing.tolist(),
+                                           strict=True):
+        if missing:
+            out.append(ReasonEntry(code=Reason.RECENCY_MISSING_DATE, contribution=value))
+        elif future:
+            out.append(ReasonEntry(code=Reason.RECENCY_FUTURE_CLAMPED, contribution=value,
+                                   age_days=0.0))
+        else:
+            out.append(ReasonEntry(code=Reason.RECENCY, contribution=value, age_days=age))
+    return out
 
 
 # -- plan tree ---------------------------------------------------------------------------------
 
 
-def plan_node(op: Operator, stats: OperatorStats | None, analyze: bool) -> PlanNode:
+def plan_node(op: Operator, metrics: MetricsNode | None, analyze: bool) -> PlanNode:
     """The executed plan as a `PlanNode` tree; rows and times only with ANALYZE."""
     kids = op.children
-    child_stats = stats.children if stats is not None else [None] * len(kids)
+    child_metrics = metrics.children if metrics is not None else (None,) * len(kids)
+    shown = analyze and metrics is not None
     return PlanNode(
         operator=op.name,
         properties=op.describe(),
-        rows_in=stats.rows_in if analyze and stats else None,
-        rows_out=stats.rows_out if analyze and stats else None,
-        time_ms=round(stats.time_ns / 1e6, 3) if analyze and stats else None,
-        children=[plan_node(c, s, analyze) for c, s in zip(kids, child_stats, strict=True)],
+        rows_in=metrics.rows_in if shown and metrics else None,
+        rows_out=metrics.rows_out if shown and metrics else None,
+        time_ms=round(metrics.time_ns / 1e6, 3) if shown and metrics else None,
+        children=[plan_node(c, m, analyze) for c, m in zip(kids, child_metrics, strict=True)],
     )

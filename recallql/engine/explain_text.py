@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recallql.engine.reasons import Reason
+from recallql.engine.reasons import LEG_CODES
 
 if TYPE_CHECKING:
     from recallql.engine.models import Explain, PlanNode, ReasonEntry
@@ -31,6 +31,8 @@ def _value(v: Any) -> str:
         return v if _BARE.fullmatch(v) else "'" + v.replace("'", "''") + "'"
     if isinstance(v, list | tuple):
         return "[" + ", ".join(str(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "(" + ", ".join(f"{k}={_value(x)}" for k, x in v.items()) + ")"
     if isinstance(v, float):
         return repr(v)
     return str(v)
@@ -48,8 +50,7 @@ def _plan_lines(node: PlanNode, depth: int, out: list[str]) -> None:
 
 
 def _reason_lines(reasons: Sequence[ReasonEntry]) -> list[str]:
-    legs = [r for r in reasons if r.code in (Reason.LEXICAL_MATCH, Reason.SEMANTIC_MATCH,
-                                             Reason.LEG_ABSENT, Reason.NO_RELEVANCE)]
+    legs = [r for r in reasons if r.code in LEG_CODES]
     rest = [r for r in reasons if r not in legs]
     lines = ["   " + "  ".join(r.render(SCORE_PRECISION) for r in legs)] if legs else []
     if rest:

@@ -63,7 +63,7 @@ def _describe(db: Any, stmt: s.Describe, now_ts: float) -> tuple:
     info = catalog.get(stmt.collection.name)
     if info is None:
         raise QuerySemanticError(f"unknown collection '{stmt.collection.name}'",
-                                 text=stmt.source, span=tuple(stmt.collection.span),
+                                 text=stmt.source, span=stmt.collection.span,
                                  hint=did_you_mean(stmt.collection.name, sorted(catalog)))
     records = [{"field": t, "type": "text", "role": "BM25 text (concatenated)"}
                for t in info.text_fields]
@@ -82,13 +82,18 @@ def _show_sessions(db: Any, stmt: s.ShowSessions, now_ts: float) -> tuple:
         expr = where_filter(stmt, stmt.where, SESSION_FIELDS)
         rows = [r for r, keep in zip(rows, rows_mask(expr, rows, SESSION_FIELDS), strict=True)
                 if keep]
-    offset = stmt.offset.value if stmt.offset is not None else 0
-    end = None if stmt.limit is None else offset + stmt.limit.value
+    offset = _whole(stmt.offset, 0)
+    end = None if stmt.limit is None else offset + _whole(stmt.limit, 0)
     rows = rows[offset:end]
     cols = ["id", "agent_id", "status", "source", "parent_session_id", "end_reason",
             "started_at", "ended_at", "title"]
     records = [{c: (_iso(r[c]) if c in _TIME_FIELDS else r[c]) for c in cols} for r in rows]
     return cols, records, None
+
+
+def _whole(node: Any, default: int) -> int:
+    """A bound LIMIT / OFFSET value (`bind` replaced its parameter by an IntegerLiteral)."""
+    return default if node is None else int(node.value)
 
 
 def _session_id(stmt: Any) -> str:
@@ -102,7 +107,7 @@ def _show_session(db: Any, stmt: s.ShowSession, now_ts: float) -> tuple:
         snap = db.sessions.snapshot(_session_id(stmt), as_of=now_ts)
     except SessionNotFound:
         raise QuerySemanticError(f"no session '{_session_id(stmt)}'", text=stmt.source,
-                                 span=tuple(stmt.session.span)) from None
+                                 span=stmt.session.span) from None
     record = snap.model_dump(mode="json")
     return list(record), [record], snap
 
@@ -118,10 +123,10 @@ def _show_lineage(db: Any, stmt: s.ShowLineage, now_ts: float) -> tuple:
         chain = resolver.chain(_session_id(stmt), max_steps=LINEAGE_SHOW_STEPS)
         if chain and chain[0][0] is None:
             raise QuerySemanticError(f"no session '{_session_id(stmt)}'", text=stmt.source,
-                                     span=tuple(stmt.session.span))
-        stored = db.sessions.stored_roots(conn, [row.id for row, _ in chain])
+                                     span=stmt.session.span)
+        stored = db.sessions.stored_roots(conn, [row.id for row, _ in chain if row is not None])
         records = [_lineage_record(depth, row, verdict, resolver, stored.get(row.id))
-                   for depth, (row, verdict) in enumerate(chain)]
+                   for depth, (row, verdict) in enumerate(chain) if row is not None]
     cols = ["depth", "session_id", "parent_session_id", "source", "end_reason", "edge",
             "conversation_root", "stored_root"]
     return cols, records, None, _mismatches(records)

@@ -19,13 +19,13 @@ import bisect
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from recallql.engine.features import Coded, StringField
 from recallql.index.analysis import normalize
-from recallql.index.schema import FieldType
 
 #: Upper bound of the cached tables of one vocabulary, in bytes (one byte per entry and keyword,
 #: plus 8 bytes per entry and packed keyword set).
@@ -35,37 +35,35 @@ PACKED_SETS = 8
 _SEPARATOR = "\x00"
 
 
-def keyword_matches(snapshot: Any, rowids: np.ndarray, keywords: Sequence[str]) -> np.ndarray:
+def keyword_matches(strings: Mapping[str, StringField], m: int, keywords: Sequence[str]
+                    ) -> np.ndarray:
     """int64[m]: how many of `keywords` each row's string metadata contains.
 
     Per field this is one gather of the candidates' codes in a packed table (bit j of a value's
     word: the value contains keyword j) and an OR into the rows' words; the count is a popcount.
 
     Args:
-        snapshot: the collection snapshot (`info.fields`, `column(name)`, `size`).
-        rowids: int64[m].
+        strings: the candidates' dictionary-encoded `str` / `list[str]` fields
+            (`Features.strings`).
+        m: the number of candidates.
         keywords: the session's keywords, already normalised (`normalize`) and distinct.
 
     Returns:
         int64[m] counts in [0, len(keywords)].
     """
-    m = int(rowids.shape[0])
     if m == 0 or not keywords:
         return np.zeros(m, dtype=np.int64)
     keys = tuple(keywords)
     bits = np.zeros((m, _words(len(keys))), dtype=np.uint64)
-    for name, kind in snapshot.info.fields.items():
-        if kind is FieldType.STR:
-            column = snapshot.column(name)
-            bits |= _packed(column.pool, keys)[column.codes(snapshot.size)[rowids]]
-        elif kind is FieldType.LIST_STR:
-            column = snapshot.column(name)
-            counts, codes = column.elements(rowids, snapshot.size)
-            if codes.shape[0]:
-                some = counts > 0
-                first = (np.cumsum(counts) - counts)[some]  # each row's first element
-                values = _packed(column.pool, keys)[codes]
-                bits[some] |= np.bitwise_or.reduceat(values, first, axis=0)
+    for column in strings.values():
+        if isinstance(column, Coded):
+            bits |= _packed(column.pool, keys)[column.codes]
+        elif column.codes.shape[0]:
+            counts = column.counts
+            some = counts > 0
+            first = (np.cumsum(counts) - counts)[some]  # each row's first element
+            values = _packed(column.pool, keys)[column.codes]
+            bits[some] |= np.bitwise_or.reduceat(values, first, axis=0)
     return np.bitwise_count(bits).sum(axis=1, dtype=np.int64)
 
 

@@ -1,13 +1,20 @@
 """Result models returned by `Database.execute` / `Database.explain` (SPEC §8). All pydantic.
 
-Rendering (text tables, EXPLAIN trees) lives in `recallql.engine.explain`, not here.
+Rendering (EXPLAIN trees and text) lives in `recallql.engine.explain` and `explain_text`; a
+reason's `detail` text is rendered here from its typed fields.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from recallql.engine.reasons import Reason
 from recallql.engine.result_api import ResultConversions
@@ -19,15 +26,97 @@ class _Model(BaseModel):
 
 
 class ReasonEntry(_Model):
-    """One line of a row's score arithmetic: `CODE(detail) +contribution`."""
+    """One line of a row's score arithmetic: `CODE(detail) +contribution`.
+
+    The typed fields hold the numbers behind the line at full precision (None when they do not
+    apply to the code); `detail` renders them with the fixed precision of EXPLAIN's text
+    (`rank=2, bm25=1.990`). Dumps (`model_dump`, JSON) carry the fields that apply and
+    `detail`; validating a dump ignores `detail` (it is recomputed) and any key it does not
+    know.
+
+    Attributes:
+        code: the reason code.
+        contribution: what the entry adds to the score (the same float the executor summed).
+        leg: the leg (`*_MATCH`, `LEG_ABSENT`). rank: its 1-based rank.
+        bm25, cosine: the leg's raw score (lexical-kind, semantic-kind legs).
+        matched, total: session keywords matched of total (`SESSION_KEYWORDS`).
+        velocity: the session's reward velocity v (`SESSION_VELOCITY`).
+        entity: the row's entity (`SESSION_ENTITY`, `SIGNAL_BOOST`).
+        entity_sum: the session's decayed signal sum e on the entity (`SESSION_ENTITY`).
+        sums: decayed signal sums s by signal name (`SIGNAL_BOOST`).
+        age_days: the row's age in days (`RECENCY`, `RECENCY_FUTURE_CLAMPED`: 0).
+        root, anchor: the conversation root and the hit's session (`LINEAGE`).
+    """
+
+    # a dump's `detail` is ignored on validation (it is recomputed from the fields)
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     code: Reason
     contribution: float
-    detail: str = ""
+    leg: str | None = None
+    rank: int | None = None
+    bm25: float | None = None
+    cosine: float | None = None
+    matched: int | None = None
+    total: int | None = None
+    velocity: float | None = None
+    entity: str | None = None
+    entity_sum: float | None = None
+    sums: dict[str, float] | None = None
+    age_days: float | None = None
+    root: str | None = None
+    anchor: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = {k: v for k, v in handler(self).items() if v is not None}
+        out["detail"] = self.detail
+        return out
+
+    @property
+    def detail(self) -> str:
+        """The fields rendered as EXPLAIN's text prints them (`rank=1, bm25=7.210`)."""
+        return render_detail(self)
 
     def render(self, precision: int = 5) -> str:
         head = f"{self.code.value}({self.detail})" if self.detail else self.code.value
         return f"{head} {self.contribution:+.{precision}f}"
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return f"{x:.{digits}f}"
+
+
+def _age(days: float | None) -> str:
+    assert days is not None
+    return f"{days:.0f}d" if days >= 10 else f"{days:.2f}d"
+
+
+_LEG_NAMES = {Reason.LEXICAL_MATCH: "lexical", Reason.SEMANTIC_MATCH: "semantic"}
+
+
+def render_detail(r: ReasonEntry) -> str:
+    """A reason's detail text from its fields (fixed precision; the golden files hold it)."""
+    code = r.code
+    if code in _LEG_NAMES:
+        leg = "" if r.leg == _LEG_NAMES[code] else f"leg={r.leg}, "
+        score = f"bm25={_num(r.bm25)}" if code is Reason.LEXICAL_MATCH \
+            else f"cosine={_num(r.cosine)}"
+        return f"{leg}rank={r.rank}, {score}"
+    simple = {
+        Reason.LEG_ABSENT: lambda: f"leg={r.leg}",
+        Reason.NO_RELEVANCE: lambda: "boosts only",
+        Reason.SESSION_KEYWORDS: lambda: f"{r.matched}/{r.total}",
+        Reason.SESSION_VELOCITY: lambda: f"uniform, v={_num(r.velocity)}",
+        Reason.SESSION_ENTITY: lambda: f"entity={r.entity}, e={_num(r.entity_sum)}",
+        Reason.SIGNAL_BOOST: lambda: ", ".join([f"entity={r.entity}", *(
+            f"{name}={_num(s)}" for name, s in (r.sums or {}).items())]),
+        Reason.RECENCY: lambda: f"age={_age(r.age_days)}",
+        Reason.RECENCY_FUTURE_CLAMPED: lambda: "age=0d",
+        Reason.LINEAGE: lambda: f"root={r.root}, anchor={r.anchor}",
+    }
+    render = simple.get(code)
+    return render() if render is not None else ""
 
 
 class Notice(_Model):
@@ -64,7 +153,7 @@ class PlanNode(_Model):
     children: list[PlanNode] = Field(default_factory=list)
 
 
-class Result(ResultConversions, _Model):
+class Result(ResultConversions, _Model):  # type: ignore[misc]  # iterates entries, not fields
     """The result of a statement: ranked rows plus what the agent needs alongside them.
 
     A sequence of its entries — the `Row`s of SEARCH / RETRIEVE, the record dicts of SHOW /

@@ -1,4 +1,5 @@
-"""Planner: `QuerySpec` -> operator tree (pure: no I/O, no clock).
+"""Planner: `QuerySpec` -> `QueryPlan` (serialisable) -> operator tree. Both steps are pure: no
+I/O, no clock (`now` comes in as an argument; the engine embeds the MATCHING text afterwards).
 
 The tree, root first, for a hybrid SEARCH with every clause:
 
@@ -9,40 +10,44 @@ The tree, root first, for a hybrid SEARCH with every clause:
           RecencyBoost                             (default on; WITHOUT RECENCY drops it)
             SignalBoost                            (RETRIEVE default; WITH SIGNAL BOOST)
               SessionBoost                         (FOR SESSION)
-                RrfFusion: k
+                RrfFusion: k, weights
                   LexicalScan                      (text with terms; USING HYBRID | LEXICAL)
                   SemanticScan                     (embedder or NEAR; USING HYBRID | SEMANTIC)
+                  ...                              (legs added to the plan: one per LegSpec)
 
-The live-context filter sees final scores, so when the lineage budget stops it, what it returns
-is a prefix of the order the user sees (SPEC §6).
-
-Each leg's window is `N = max(offset + limit, window)`; filters are pushed into both legs.
+RETRIEVE without MATCHING has `EligibleScan` in place of the fusion. The live-context filter sees
+final scores, so when the lineage budget stops it, what it returns is a prefix of the order the
+user sees (SPEC §6). Each leg's window is `N = max(offset + limit, window)`; filters are pushed
+into every leg.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from recallql.engine.analyzer import QuerySpec
+from recallql.engine.models import Notice
 from recallql.engine.operators.base import Operator
 from recallql.engine.operators.boosts import RecencyBoost, SessionBoost, SignalBoost
 from recallql.engine.operators.conversation import GroupByConversation, LiveContextFilter
 from recallql.engine.operators.fusion import RrfFusion
-from recallql.engine.operators.scan import EligibleScan, LexicalScan, SemanticScan
+from recallql.engine.operators.scan import EligibleScan, leg_operator
 from recallql.engine.operators.topk import GroupByDocument, TopK
+from recallql.engine.plan import (
+    ExplainSpec,
+    FeatureSpec,
+    FusionSpec,
+    LegKind,
+    LegSpec,
+    QueryPlan,
+    RecencyPlan,
+    SessionBoostSpec,
+)
 from recallql.engine.reasons import Reason
-
-
-@dataclass(frozen=True)
-class Plan:
-    """An operator tree plus the statement-level notices known at planning time."""
-
-    root: Operator
-    notices: tuple[tuple[Reason, str], ...] = ()
-    terms: tuple[str, ...] = ()
-    window: int = 0
+from recallql.engine.scoring import DecayShape
+from recallql.index.schema import CollectionInfo, FieldType
 
 
 def plan(
@@ -51,70 +56,128 @@ def plan(
     can_embed: bool,
     window: int | None = None,
     messages: bool = False,
-) -> Plan:
-    """Build the operator tree for `spec`.
+    *,
+    now: float = 0.0,
+    statement: str = "",
+    explain: ExplainSpec | None = None,
+) -> QueryPlan:
+    """The plan of `spec`.
 
     Args:
         spec: the analysed statement.
         analyze: the collection's text analyser (query text -> terms).
-        can_embed: whether the collection has an embedder for the semantic leg.
-        window: override of the candidate window (deeper re-runs for grouping).
+        can_embed: whether the collection has an embedder for the semantic leg (the engine
+            embeds the text into the leg's `vector` after planning).
+        window: override of the candidate window.
         messages: whether the collection holds messages (live-context rules apply).
+        now: "now" in epoch seconds UTC.
+        statement: the statement's canonical text.
+        explain: EXPLAIN options, or None.
     """
     n = max(spec.offset + spec.limit, window or spec.window)
-    notices: list[tuple[Reason, str]] = []
-    terms: tuple[str, ...] = ()
-    if spec.text is None and spec.vector is None:
-        node: Operator = EligibleScan(filter=spec.filter)
-    else:
-        legs, terms = _legs(spec, analyze, can_embed, n, notices)
-        node = RrfFusion(k=spec.k, children=tuple(legs))
-    if spec.session_id is not None and spec.session_boost is not None:
-        kw, vel, ent = spec.session_boost
-        node = SessionBoost(child=node, session_id=spec.session_id, keywords=kw, velocity=vel,
-                            entities=ent)
-    if spec.signal_weights:
-        node = SignalBoost(child=node, weights=spec.signal_weights)
-    if spec.recency is not None:
-        r = spec.recency
-        node = RecencyBoost(child=node, weight=r.weight, half_life_days=r.half_life_days,
-                            field=r.field, shape=r.shape)
-    need = spec.offset + spec.limit
-    if spec.session_id is not None and messages and spec.group_by != "conversation":
-        node = LiveContextFilter(child=node, session_id=spec.session_id,
-                                 need=0 if spec.group_by else need)
-    if spec.group_by == "document":
-        node = GroupByDocument(child=node, need=need)
-    elif spec.group_by == "conversation":
-        node = GroupByConversation(child=node, need=need, budget=spec.budget)
-    root = TopK(child=node, k=spec.limit, offset=spec.offset)
-    return Plan(root=root, notices=tuple(notices), terms=terms, window=n)
+    notices: list[Notice] = []
+    relevance = spec.text is not None or spec.vector is not None
+    legs = _legs(spec, analyze, can_embed, n, notices) if relevance else ()
+    boost, recency = spec.session_boost, spec.recency
+    features = _features(
+        spec.session_id is not None or bool(spec.signal_weights),
+        recency.field if recency is not None else None,
+        spec.session_id is not None and boost is not None,
+        messages and (spec.session_id is not None or spec.group_by == "conversation"))
+    return QueryPlan(
+        statement=statement, kind=spec.kind, collection=spec.collection.name, messages=messages,
+        now=now, as_of=spec.as_of, window=n, limit=spec.limit, offset=spec.offset,
+        filter=spec.filter, legs=legs, fusion=_fusion(spec.k, spec.weights) if relevance else None,
+        session_id=spec.session_id, session_boost=None if boost is None else _session(*boost),
+        signal_weights=spec.signal_weights,
+        recency=None if recency is None else _recency(
+            recency.weight, recency.half_life_days, recency.field, recency.shape),
+        group_by=spec.group_by, budget=spec.budget, features=features,
+        timestamp_fields=_timestamp_fields(spec.collection), notices=tuple(notices),
+        explain=explain, embed_ms=None)
+
+
+def _timestamp_fields(info: CollectionInfo) -> tuple[str, ...]:
+    return tuple(sorted(n for n, t in info.fields.items() if t == FieldType.TIMESTAMP))
+
+
+# The small parameter records are immutable and few: built once each (planning stays cheap).
+@functools.lru_cache(maxsize=64)
+def _features(entities: bool, recency: str | None, strings: bool, messages: bool
+              ) -> FeatureSpec:
+    return FeatureSpec(entities=entities, recency=recency, strings=strings, messages=messages)
+
+
+@functools.lru_cache(maxsize=256)
+def _fusion(k: float, weights: tuple[tuple[str, float], ...]) -> FusionSpec:
+    return FusionSpec(k=k, weights=weights)
+
+
+@functools.lru_cache(maxsize=256)
+def _session(keywords: float, velocity: float, entities: float) -> SessionBoostSpec:
+    return SessionBoostSpec(keywords=keywords, velocity=velocity, entities=entities)
+
+
+@functools.lru_cache(maxsize=256)
+def _recency(weight: float, half_life_days: float, field: str, shape: DecayShape) -> RecencyPlan:
+    return RecencyPlan(weight=weight, half_life_days=half_life_days, field=field, shape=shape)
 
 
 def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool, n: int,
-          notices: list[tuple[Reason, str]]) -> tuple[list[Operator], tuple[str, ...]]:
+          notices: list[Notice]) -> tuple[LegSpec, ...]:
     info = spec.collection
-    legs: list[Operator] = []
-    terms: tuple[str, ...] = ()
+    legs: list[LegSpec] = []
     if spec.text is not None and spec.using in ("hybrid", "lexical"):
-        terms = tuple(analyze(spec.text))
+        terms = analyze(spec.text)
         if terms:
             counts = Counter(terms)
             weights = tuple(counts.values()) if len(counts) < len(terms) else ()
-            legs.append(LexicalScan(fields=info.text_fields, terms=tuple(counts), window=n,
-                                    filter=spec.filter, weights=weights))
+            legs.append(LegSpec(
+                name="lexical", kind=LegKind.LEXICAL, operator="LexicalScan", window=n,
+                filter=spec.filter, fields=info.text_fields, terms=tuple(counts),
+                term_counts=weights, text=None, vector=None, options={}))
         else:
-            notices.append((Reason.LEXICAL_LEG_EMPTY,
-                            "the MATCHING text has no searchable terms (blank, punctuation or "
-                            "stopwords); ran the semantic leg only"))
+            notices.append(Notice(code=Reason.LEXICAL_LEG_EMPTY, message=(
+                "the MATCHING text has no searchable terms (blank, punctuation or stopwords); "
+                "ran the semantic leg only")))
     if spec.using in ("hybrid", "semantic"):
-        if spec.vector is not None:
-            legs.append(SemanticScan(dim=info.dim, window=n, vector=spec.vector,
-                                     filter=spec.filter))
-        elif spec.text is not None and can_embed:
-            legs.append(SemanticScan(dim=info.dim, window=n, text=spec.text, filter=spec.filter))
+        if spec.vector is not None or (spec.text is not None and can_embed):
+            text = spec.text if spec.vector is None else None
+            legs.append(LegSpec(
+                name="semantic", kind=LegKind.SEMANTIC, operator="SemanticScan", window=n,
+                filter=spec.filter, fields=(), terms=(), term_counts=(), text=text,
+                vector=spec.vector, options={"dim": info.dim}))
         else:
-            notices.append((Reason.SEMANTIC_LEG_UNAVAILABLE,
-                            f"collection '{info.name}' has no embedder and no NEAR vector was "
-                            "given; ran the lexical leg only"))
-    return legs, terms
+            notices.append(Notice(code=Reason.SEMANTIC_LEG_UNAVAILABLE, message=(
+                f"collection '{info.name}' has no embedder and no NEAR vector was given; ran "
+                "the lexical leg only")))
+    return tuple(legs)
+
+
+def build_tree(qp: QueryPlan) -> Operator:
+    """The operator tree of a plan (pure; the same plan always gives the same tree)."""
+    node: Operator
+    if qp.fusion is None:
+        node = EligibleScan(filter=qp.filter)
+    else:
+        node = RrfFusion(k=qp.fusion.k, children=tuple(leg_operator(leg) for leg in qp.legs),
+                         weights=qp.fusion.weights)
+    if qp.session_id is not None and qp.session_boost is not None:
+        b = qp.session_boost
+        node = SessionBoost(child=node, session_id=qp.session_id, keywords=b.keywords,
+                            velocity=b.velocity, entities=b.entities)
+    if qp.signal_weights:
+        node = SignalBoost(child=node, weights=qp.signal_weights)
+    if qp.recency is not None:
+        r = qp.recency
+        node = RecencyBoost(child=node, weight=r.weight, half_life_days=r.half_life_days,
+                            field=r.field, shape=r.shape)
+    need = qp.need
+    if qp.session_id is not None and qp.messages and qp.group_by != "conversation":
+        node = LiveContextFilter(child=node, session_id=qp.session_id,
+                                 need=0 if qp.group_by else need)
+    if qp.group_by == "document":
+        node = GroupByDocument(child=node, need=need)
+    elif qp.group_by == "conversation":
+        node = GroupByConversation(child=node, need=need, budget=qp.budget)
+    return TopK(child=node, k=qp.limit, offset=qp.offset)

@@ -2,16 +2,17 @@
 
 Every result row carries a list of `(code, contribution, detail)` entries; the contributions of a
 row sum, left to right, to exactly its score. Statement-level codes travel as warnings/notices on
-the result. Rendering is `CODE(detail) +contribution`, e.g.
-`LEXICAL_MATCH(rank=1, bm25=7.210) +0.50000`.
+the result. Each entry carries typed fields at full precision (`ReasonEntry`: `leg`, `rank`,
+`bm25`, `cosine`, `matched`/`total`, `age_days`, ...); its `detail` is their rendering, and the
+text form is `CODE(detail) +contribution`, e.g. `LEXICAL_MATCH(rank=1, bm25=7.210) +0.50000`.
 
 Row-level codes:
 
 | code | contribution | detail |
 |---|---|---|
-| `LEXICAL_MATCH` | the lexical leg's RRF share | `rank=`, `bm25=` |
-| `SEMANTIC_MATCH` | the semantic leg's RRF share | `rank=`, `cosine=` |
-| `LEG_ABSENT` | 0 | `leg=lexical|semantic`: not in that leg's candidate window |
+| `LEXICAL_MATCH` | a lexical-kind leg's RRF share | [`leg=`,] `rank=`, `bm25=` |
+| `SEMANTIC_MATCH` | a semantic-kind leg's RRF share | [`leg=`,] `rank=`, `cosine=` |
+| `LEG_ABSENT` | 0 | `leg=`: not in that leg's candidate window |
 | `NO_RELEVANCE` | 0 | RETRIEVE without MATCHING: rows ranked by boosts alone |
 | `SESSION_KEYWORDS` | `keywords · matched/total` | `matched/total` |
 | `SESSION_VELOCITY` | `velocity · v/(v+1)` | `uniform, v=`: same for every row; never reorders |
@@ -21,6 +22,8 @@ Row-level codes:
 | `RECENCY_FUTURE_CLAMPED` | the zero-age boost | the date is after `now`; age counted as 0 |
 | `RECENCY_MISSING_DATE` | 0 | the row has no date in the recency field |
 | `LINEAGE` | 0 | `root=`, `anchor=`: the row's conversation |
+
+`leg=` comes first only for a leg not named after its kind (`lexical`, `semantic`).
 
 Statement-level codes (warnings): `SESSION_NOT_FOUND`, `LEXICAL_LEG_EMPTY`,
 `SEMANTIC_LEG_UNAVAILABLE`, `LINEAGE_UNRESOLVED_DROPPED`, `LINEAGE_BUDGET_TRUNCATED`,
@@ -81,3 +84,7 @@ ROW_CODES = frozenset(
     }
 )
 STATEMENT_CODES = frozenset(set(Reason) - ROW_CODES)
+#: Codes of the relevance part of a row (one per leg, or NO_RELEVANCE): EXPLAIN prints them on
+#: the row's first reason line.
+LEG_CODES = frozenset({Reason.LEXICAL_MATCH, Reason.SEMANTIC_MATCH, Reason.LEG_ABSENT,
+                       Reason.NO_RELEVANCE})

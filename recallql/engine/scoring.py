@@ -23,26 +23,33 @@ class DecayShape(StrEnum):
     LINEAR = "linear"
 
 
-def rrf_share(rank: np.ndarray, k: float, legs: int) -> np.ndarray:
-    """A leg's share of the normalised RRF relevance.
+def rrf_share(rank: np.ndarray, k: float, total: float = 1.0, weight: float = 1.0
+              ) -> np.ndarray:
+    """A leg's share of the normalised, weighted RRF relevance.
 
-    RRF (Cormack, Clarke & Büttcher, SIGIR 2009): `rrf(d) = Σ_legs 1/(k + rank_leg(d))` with 1-based
-    ranks. recallql normalises by the best possible sum, `L/(k+1)`, so a row ranked first by every
-    leg has relevance exactly 1.0 (SPEC §4.2). The share of one leg is
-    `(1/(k + rank)) / (L/(k + 1))`; a rank of 0 means "absent from this leg" and gives 0.
+    RRF (Cormack, Clarke & Büttcher, SIGIR 2009): `rrf(d) = Σ_legs w_leg/(k + rank_leg(d))` with
+    1-based ranks and weights `w ≥ 0` (default 1). recallql normalises by the best possible sum,
+    `W/(k + 1)` with `W = Σ_legs w_leg`, so a row ranked first by every leg has relevance exactly
+    1.0 (SPEC §4.2). The share of one leg is `(w/(k + rank)) / (W/(k + 1))`; a rank of 0 means
+    "absent from this leg" and gives 0. With every weight 1, `W = L` (the number of legs) and
+    the share is `(1/(k + rank)) / (L/(k + 1))`, bit for bit. When `W = 0` every share is 0.
 
     Args:
         rank: int[m], 1-based ranks, 0 where the row is absent from the leg.
         k: the RRF constant, > 0.
-        legs: L, the number of legs in the plan (≥ 1).
+        total: W, the sum of the weights of the plan's legs (L, the number of legs, with unit
+            weights).
+        weight: this leg's weight w, ≥ 0.
 
     Returns:
-        float64[m] in [0, 1/L].
+        float64[m] in [0, w/W].
     """
     rank = np.asarray(rank)
     share = np.zeros(rank.shape, dtype=np.float64)
+    if total <= 0.0:
+        return share
     present = rank > 0
-    share[present] = (1.0 / (k + rank[present].astype(np.float64))) / (legs / (k + 1.0))
+    share[present] = (weight / (k + rank[present].astype(np.float64))) / (total / (k + 1.0))
     return share
 
 

@@ -274,6 +274,7 @@ _CONVERTERS: dict[str, Callable[[Any, Parameter], Any]] = {
     "count": _integer,
     "offset": _integer,
     "weight": _number,
+    "leg_weight": _number,
     "signal_weight": _number,
     "positive": _number,
     "duration": _duration,

@@ -36,6 +36,7 @@ from recallql.grammar.statements import (
     Explain,
     Fuse,
     GroupBy,
+    OptionList,
     RecencyBoost,
     SessionBoost,
     SignalBoost,
@@ -52,8 +53,9 @@ class Slot(NamedTuple):
     """A value position: ``kind`` says what belongs there, ``what`` names it in messages.
 
     Kinds: text, session, vector, value, pattern, timestamp, count (whole number >= 1),
-    offset (whole number >= 0), weight (number >= 0), signal_weight (number), positive
-    (number > 0), duration (> 0), name (an identifier), shape (EXP | GAUSS | LINEAR).
+    offset (whole number >= 0), weight and leg_weight (number >= 0), signal_weight (number),
+    positive (number > 0), duration (> 0), name (an identifier), shape (EXP | GAUSS | LINEAR),
+    weights (a list of ``leg = leg_weight``).
     """
 
     kind: str
@@ -82,6 +84,7 @@ _OPTION_SLOTS: dict[tuple[type, str], Slot] = {
     (SessionBoost, "entities"): Slot("weight", "entities"),
     (Fuse, "k"): Slot("positive", "RRF k"),
     (Fuse, "window"): Slot("count", "window"),
+    (Fuse, "weights"): Slot("weights", "weights"),
     (GroupBy, "budget"): Slot("count", "budget"),
 }
 
@@ -93,6 +96,7 @@ _HINTS = {
     "weight": "weights are numbers >= 0; 0 turns the boost off",
     "RRF k": "k is a positive number, usually 60",
     "window": "window is how many candidates each leg returns, e.g. window = 100",
+    "FUSE weight": "leg weights are numbers >= 0, e.g. weights = (lexical = 1.0, semantic = 0.5)",
 }
 
 
@@ -149,11 +153,24 @@ def _map_options(clause: Any, visit: Visitor) -> Any:
         slot = _OPTION_SLOTS.get((type(clause), key))
         if slot is None and isinstance(clause, SignalBoost):
             slot = Slot("signal_weight", f"signal weight {key}")
-        value = visit(slot, option.value) if slot is not None else option.value
+        value: Any
+        if slot is not None and isinstance(option.value, OptionList):
+            value = _map_list(option.value, visit)
+        else:
+            value = visit(slot, option.value) if slot is not None else option.value
         if value is not option.value:
             option = option.model_copy(update={"value": value})
         new_options.append(option)
     return _rebuilt(clause, {"options": tuple(new_options)})
+
+
+def _map_list(node: OptionList, visit: Visitor) -> OptionList:
+    """A ``weights = (leg = w, ...)`` list with each weight visited."""
+    items = []
+    for item in node.items:
+        value = visit(Slot("leg_weight", "FUSE weight"), item.value)
+        items.append(item if value is item.value else item.model_copy(update={"value": value}))
+    return _rebuilt(node, {"items": tuple(items)})
 
 
 def _map_predicate(node: Any, visit: Visitor) -> Any:
@@ -196,6 +213,10 @@ def validate(stmt: StatementBase) -> StatementBase:
 
     def visit(slot: Slot, node: Node) -> Node:
         if isinstance(node, Parameter):
+            if slot.kind == "weights":
+                _raise(QuerySemanticError, stmt.source, node,
+                       "weights takes a list of leg weights, not a parameter",
+                       "e.g. weights = (lexical = 1.0, semantic = :w)")
             if slot.kind in ("name", "shape"):
                 example = "shape = EXP" if slot.kind == "shape" else "field = created_at"
                 message = f"{slot.what} takes a name, not a parameter"
@@ -299,6 +320,8 @@ _CHECKS: dict[str, Check] = {
     "count": _check_number(True, lambda v: v >= 1, "be at least 1"),
     "offset": _check_number(True, lambda v: v >= 0, "not be negative"),
     "weight": _check_number(False, lambda v: v >= 0, "not be negative"),
+    "leg_weight": _check_number(False, lambda v: v >= 0, "not be negative"),
+    "weights": _check_instance((OptionList,), "a list such as (lexical = 1.0, semantic = 0.5)"),
     "signal_weight": _check_number(False, lambda v: True, "be a number"),
     "positive": _check_number(False, lambda v: v > 0, "be positive"),
     "duration": _check_duration,

@@ -17,9 +17,11 @@ from recallql.grammar.nodes import Identifier, Span
 from recallql.grammar.statements import (
     Fuse,
     GroupBy,
+    NamedValue,
     NoRecency,
     NoSignalBoost,
     Option,
+    OptionList,
     RecencyBoost,
     SessionBoost,
     SignalBoost,
@@ -74,7 +76,7 @@ OPTION_NAMES: dict[str, tuple[str, ...] | None] = {
     "WITH RECENCY": ("weight", "half_life", "field", "shape"),
     "WITH SESSION BOOST": ("keywords", "velocity", "entities"),
     "WITH SIGNAL BOOST": None,  # any signal name
-    "FUSE": ("k", "window"),
+    "FUSE": ("k", "window", "weights"),
     "GROUP BY DOCUMENT": (),
     "GROUP BY CONVERSATION": ("budget",),
 }
@@ -189,7 +191,7 @@ class ClauseCollector:
         return NoSignalBoost.model_construct(span=span_of(tree))
 
     def fuse(self, tree: Tree) -> Any:
-        """``FUSE RRF [(k = n)]``."""
+        """``FUSE RRF [(k = n, window = n, weights = (leg = w, ...))]``."""
         options = self._options(tree.children[2:], "FUSE")
         return Fuse.model_construct(method="rrf", options=options, span=span_of(tree))
 
@@ -234,7 +236,7 @@ class ClauseCollector:
 
     def _option(self, tree: Tree, clause: str, allowed: tuple[str, ...] | None) -> Option:
         name = self.builder.ident(tree.children[0])
-        value = self.builder.value(tree.children[2])
+        value = self._option_value(tree.children[2], name, clause)
         if allowed is not None:
             key = name.name.lower()
             if key not in allowed:
@@ -243,6 +245,38 @@ class ClauseCollector:
             if key == "shape" and isinstance(value, Identifier):
                 value = value.model_copy(update={"name": value.name.upper()})
         return Option.model_construct(name=name, value=value, span=span_of(tree))
+
+    def _option_value(self, item: Any, name: Identifier, clause: str) -> Any:
+        """An option's value; a parenthesised list only for ``FUSE ... weights``."""
+        if not (isinstance(item, Tree) and item.data == "options"):
+            return self.builder.value(item)
+        if clause != "FUSE" or name.name.lower() != "weights":
+            raise self.builder.error(
+                f"option {name.name!r} of {clause} takes one value, not a list",
+                span_of(item),
+                hint="only FUSE RRF (weights = (lexical = 1.0, semantic = 0.5)) takes a list",
+            )
+        return self._weights(item)
+
+    def _weights(self, tree: Tree) -> OptionList:
+        """``(leg = number, ...)``: leg names folded to lower case, each at most once."""
+        items: list[NamedValue] = []
+        seen: set[str] = set()
+        for option in tree.children[1:-1:2]:
+            name = self.builder.ident(option.children[0])
+            key = name.name.lower()
+            value = option.children[2]
+            if isinstance(value, Tree) and value.data == "options":
+                raise self.builder.error("a leg weight is a number, not a list",
+                                         span_of(value), hint="e.g. weights = (lexical = 2.0)")
+            if key in seen:
+                raise self.builder.error(f"duplicate leg {name.name!r} in FUSE weights",
+                                         name.span, hint="give each leg's weight once")
+            seen.add(key)
+            ident = Identifier.model_construct(name=key, quoted=name.quoted, span=name.span)
+            items.append(NamedValue.model_construct(name=ident, value=self.builder.value(value),
+                                                    span=span_of(option)))
+        return OptionList.model_construct(items=tuple(items), span=span_of(tree))
 
     def _unknown_option(self, name: Identifier, clause: str, allowed: tuple[str, ...]) -> Any:
         if not allowed:

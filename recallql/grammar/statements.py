@@ -25,19 +25,39 @@ from recallql.grammar.nodes import (
     Parameter,
     StringLiteral,
     TimestampLiteral,
+    Value,
     VectorLiteral,
 )
 
 __all__ = [
-    "Option", "OptionValue", "Using", "RecencyBoost", "NoRecency", "SessionBoost", "SignalBoost",
+    "Option", "OptionValue", "NamedValue", "OptionList", "Using", "RecencyBoost", "NoRecency",
+    "SessionBoost", "SignalBoost",
     "NoSignalBoost", "Boost", "Fuse", "GroupBy", "Search", "Retrieve", "Explain",
     "ShowCollections", "ShowSessions", "ShowSession", "ShowLineage", "Describe", "Statement",
     "QueryStatement", "StatementBase",
 ]  # fmt: skip
 
+class NamedValue(Node):
+    """``name = value`` inside an option's list, e.g. ``lexical = 1.0`` in
+    ``weights = (lexical = 1.0, semantic = 0.5)``."""
+
+    kind: Literal["named_value"] = Field(default="named_value", repr=False)
+
+    name: Identifier
+    value: Value
+
+
+class OptionList(Node):
+    """``(name = value, ...)`` as an option's value (``FUSE RRF (weights = (...))``)."""
+
+    kind: Literal["option_list"] = Field(default="option_list", repr=False)
+
+    items: tuple[NamedValue, ...] = ()
+
+
 OptionValue: TypeAlias = Annotated[
     StringLiteral | IntegerLiteral | FloatLiteral | BooleanLiteral | NullLiteral | TimestampLiteral
-    | Parameter | Duration | Identifier,
+    | Parameter | Duration | Identifier | OptionList,
     Field(discriminator="kind"),
 ]
 
@@ -148,7 +168,8 @@ Boost: TypeAlias = Annotated[
 
 
 class Fuse(_WithOptions):
-    """``FUSE RRF [(k = n)]``: reciprocal rank fusion of the legs."""
+    """``FUSE RRF [(k = n, window = n, weights = (leg = w, ...))]``: reciprocal rank fusion of
+    the legs, optionally weighted per leg."""
 
     kind: Literal["fuse"] = Field(default="fuse", repr=False)
 
@@ -163,6 +184,11 @@ class Fuse(_WithOptions):
     def window(self) -> OptionValue | None:
         """The candidate window N of each leg (whole number > 0), or None."""
         return self.option("window")
+
+    @property
+    def weights(self) -> OptionValue | None:
+        """The per-leg weights (an `OptionList` of ``leg = number >= 0``), or None."""
+        return self.option("weights")
 
 
 class GroupBy(_WithOptions):

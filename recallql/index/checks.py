@@ -44,7 +44,8 @@ class Problem:
             writer cleans up, or an ANN graph not built yet: nothing lost).
         kind: a short tag: ``sqlite``, ``rows``, ``text``, ``vectors``, ``non-finite``,
             ``uncommitted``, ``orphan``, ``unknown-collection``, ``missing``, ``ann-index``
-            (a graph that disagrees with its segment), ``no-ann-index``.
+            (a graph that disagrees with its segment), ``no-ann-index``, ``lineage`` (a
+            stored conversation root, checked by `recallql.api.check_database`).
         detail: what was found.
     """
 

@@ -32,7 +32,9 @@ FORMATS = ("table", "json")
 #: Output width when stdout is not a terminal and ``COLUMNS`` is not set.
 PIPE_WIDTH = 120
 TEXT_WIDTH = 72
-_RANK = re.compile(r"rank=(\d+)")
+#: Leg reasons: the short label, and the leg name it stands for (other legs show their name).
+_LEG_SHORT = {Reason.LEXICAL_MATCH: ("lex", "lexical"),
+              Reason.SEMANTIC_MATCH: ("sem", "semantic")}
 _SHORT = {Reason.SESSION_KEYWORDS: "keywords", Reason.SESSION_VELOCITY: "velocity",
           Reason.SESSION_ENTITY: "entity", Reason.SIGNAL_BOOST: "signal",
           Reason.RECENCY: "recency", Reason.RECENCY_FUTURE_CLAMPED: "recency(future)"}
@@ -102,10 +104,10 @@ def why(reasons: Sequence[ReasonEntry]) -> str:
     """
     legs, boosts = [], []
     for r in reasons:
-        if r.code in (Reason.LEXICAL_MATCH, Reason.SEMANTIC_MATCH):
-            rank = _RANK.search(r.detail)
-            legs.append(("lex" if r.code is Reason.LEXICAL_MATCH else "sem")
-                        + (f"#{rank.group(1)}" if rank else ""))
+        if r.code in _LEG_SHORT:
+            short, default = _LEG_SHORT[r.code]
+            label = short if r.leg in (None, default) else r.leg
+            legs.append(label + (f"#{r.rank}" if r.rank is not None else ""))
         elif r.code is Reason.NO_RELEVANCE:
             legs.append("boosts only")
         elif r.code in _SHORT and r.contribution >= 0.0005:

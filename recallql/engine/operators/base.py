@@ -1,23 +1,28 @@
-"""Operator base class and the per-statement execution context (STYLE §4).
+"""Operator base class and the per-statement execution contexts (STYLE §4).
 
 Operators are small immutable objects: `describe()` gives the `key=value` pairs EXPLAIN prints and
-`execute(ctx, inputs)` turns the children's outputs into this operator's output. They never modify
-their inputs. Everything that varies per statement (`now`, the snapshot, the session, the signal
-store, the embedder) comes in through the `ExecutionContext`, so operators are deterministic.
+`execute(ctx, inputs)` turns the children's outputs into this operator's `Output` (value, typed
+metrics, notices, truncation). They never modify their inputs. Everything that varies per
+statement comes in through a frozen context with explicit fields, so operators are deterministic:
+
+- `LegContext` (the legs, in `run_legs`): the snapshot and the pushed-down filters' masks;
+- `ExecutionContext` (everything above the legs, in `merge`): `now`, the session state, the
+  signal source, the lineage resolver and the live context.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from recallql.engine.reasons import Reason
-from recallql.grammar.errors import QuerySemanticError
-from recallql.index.errors import FilterError
+from recallql.engine.metrics import Output
+from recallql.index.snapshot import CollectionSnapshot
+from recallql.sessions.live_context import LiveContext
 from recallql.sessions.models import SessionState
+from recallql.sessions.stored import RootResolver
 
 
 class SignalSource(Protocol):
@@ -29,46 +34,45 @@ class SignalSource(Protocol):
         ...
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class ExecutionContext:
-    """Everything an operator may read while a statement runs.
+    """What the operators above the legs may read while a statement is merged.
 
     Attributes:
-        snapshot: the collection snapshot (see docs/architecture.md).
         now_ts: "now" in epoch seconds UTC, read once per statement (or `AS OF`).
         session: the `FOR SESSION` session's state, None when absent or not found.
         signals: the cross-session signal store.
-        embed: text -> float32[d] query embedding with the collection's embedder.
-        services: extra per-statement services by name (e.g. the lineage resolver factory).
+        lineage: the statement's lineage resolver (messages only; one memo and budget).
+        live_context: the FOR SESSION session's live context (messages only), or None.
     """
 
-    snapshot: Any
     now_ts: float
     session: SessionState | None = None
     signals: SignalSource | None = None
-    embed: Callable[[str], np.ndarray] | None = None
-    services: dict[str, Any] = field(default_factory=dict)
-    notices: dict[Reason, str] = field(default_factory=dict)
-    stats: dict[str, Any] = field(default_factory=dict)
-    truncated: bool = False
-    _masks: dict[Any, np.ndarray] = field(default_factory=dict)
+    lineage: RootResolver | None = None
+    live_context: LiveContext | None = None
 
-    def notice(self, code: Reason, message: str) -> None:
-        """Record a statement-level warning (the first message for a code wins)."""
-        self.notices.setdefault(code, message)
 
-    def filter_mask(self, expr: Any) -> np.ndarray | None:
-        """The snapshot's bool[size] mask for a filter expression, computed once per statement."""
-        if expr is None:
-            return None
-        mask = self._masks.get(expr)
-        if mask is None:
-            try:
-                mask = self.snapshot.filter_mask(expr)
-            except FilterError as exc:  # the analyzer checks names and types; this is a net
-                raise QuerySemanticError(f"WHERE cannot be evaluated: {exc}") from None
-            self._masks[expr] = mask
-        return mask
+@dataclass(frozen=True, eq=False)
+class LegContext:
+    """What a retrieval leg may read.
+
+    Attributes:
+        snapshot: the collection snapshot (docs/architecture.md).
+        masks: bool[size] masks of the plan's pushed-down filters, computed once per run.
+    """
+
+    snapshot: CollectionSnapshot
+    masks: Mapping[Any, np.ndarray] = field(default_factory=dict)
+
+    def mask(self, expr: Any) -> np.ndarray | None:
+        """The mask of a filter expression (None: no filter)."""
+        return None if expr is None else self.masks[expr]
+
+    def fetch_size(self, window: int) -> int:
+        """The window, capped at the collection's row count: a leg cannot return more rows than
+        exist, so results are the same and `LIMIT 9223372036854775807` costs nothing."""
+        return min(window, max(int(self.snapshot.size), 1))
 
 
 class Operator:
@@ -81,6 +85,16 @@ class Operator:
         """The `key=value` properties EXPLAIN prints for this operator."""
         return {}
 
-    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Any:
+    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Any]:
         """Compute this operator's output from its children's outputs."""
         raise NotImplementedError
+
+
+class UnaryOperator(Operator):
+    """An operator with one input, `child`."""
+
+    child: Operator
+
+    @property
+    def children(self) -> tuple[Operator, ...]:  # type: ignore[override]
+        return (self.child,)

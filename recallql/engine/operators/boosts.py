@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from recallql.engine.candidates import Candidates
+from recallql.engine.candidates import Candidates, RecencyDetail, SessionDetail, SignalDetail
 from recallql.engine.keywords import keyword_matches
-from recallql.engine.operators.base import ExecutionContext, Operator
-from recallql.engine.rowdata import row_entities, row_timestamps
+from recallql.engine.metrics import Output
+from recallql.engine.operators.base import ExecutionContext, Operator, UnaryOperator
 from recallql.engine.scoring import DecayShape, recency_boost, saturate
 
 
@@ -23,7 +23,7 @@ def _fmt(x: float) -> Any:
 
 
 @dataclass(frozen=True, eq=False)
-class RecencyBoost(Operator):
+class RecencyBoost(UnaryOperator):
     """`weight · f(age)`, `age = max(0, now − field)` in days; missing dates get 0.
 
     Attributes:
@@ -41,26 +41,24 @@ class RecencyBoost(Operator):
     shape: DecayShape = DecayShape.EXP
     name = "RecencyBoost"
 
-    @property
-    def children(self) -> tuple[Operator, ...]:  # type: ignore[override]
-        return (self.child,)
-
     def describe(self) -> dict[str, Any]:
         return {"field": self.field, "weight": _fmt(self.weight),
                 "half_life": f"{_fmt(self.half_life_days)}d", "shape": self.shape.name}
 
-    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
+    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Candidates]:
         cands: Candidates = inputs[0]
-        dates = row_timestamps(ctx.snapshot, self.field, cands.rowid)
+        dates = cands.features.recency
+        if dates is None:
+            raise ValueError(f"the candidates carry no '{self.field}' dates (plan features)")
         boost, age, future, missing = recency_boost(
             dates, ctx.now_ts, self.weight, self.half_life_days, self.shape
         )
-        return cands.with_part("recency", boost, recency_age=age, recency_future=future,
-                               recency_missing=missing)
+        return Output(cands.with_parts({"recency": boost},
+                                       ("recency", RecencyDetail(age, future, missing))))
 
 
 @dataclass(frozen=True, eq=False)
-class SessionBoost(Operator):
+class SessionBoost(UnaryOperator):
     """`keywords·hint + velocity·v/(v+1) + entities·e/(e+1)` for the FOR SESSION session
     (SPEC §4.3).
 
@@ -84,37 +82,42 @@ class SessionBoost(Operator):
     entities: float = 0.2
     name = "SessionBoost"
 
-    @property
-    def children(self) -> tuple[Operator, ...]:  # type: ignore[override]
-        return (self.child,)
-
     def describe(self) -> dict[str, Any]:
         return {"session": self.session_id, "keywords": _fmt(self.keywords),
                 "velocity": _fmt(self.velocity), "entities": _fmt(self.entities)}
 
-    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
+    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Candidates]:
         cands: Candidates = inputs[0]
         session = ctx.session
         if session is None:
-            return cands
+            return Output(cands)
         m, total = len(cands), len(session.keywords)
-        names = row_entities(ctx.snapshot, cands.rowid)
-        matched = keyword_matches(ctx.snapshot, cands.rowid, session.keywords)
+        names = entities(cands)
+        matched = keyword_matches(cands.features.strings, m, session.keywords)
         hint = matched / total if total else np.zeros(m)
         get = session.entities.get
         e = np.fromiter(map(get, names, itertools.repeat(0.0)), np.float64, m) \
             if session.entities else np.zeros(m)
         v = float(saturate(session.velocity))
-        cands = cands.with_part("session_keywords", self.keywords * hint,
-                                kw_matched=matched, kw_total=np.full(m, total))
-        cands = cands.with_part("session_velocity", np.full(m, self.velocity * v),
-                                velocity=np.full(m, session.velocity))
-        return cands.with_part("session_entity", self.entities * saturate(e),
-                               entity=names, entity_sum=e)
+        detail = SessionDetail(matched, total, session.velocity, np.asarray(names, dtype=object),
+                               e)
+        return Output(cands.with_parts({"session_keywords": self.keywords * hint,
+                                        "session_velocity": np.full(m, self.velocity * v),
+                                        "session_entity": self.entities * np.asarray(
+                                            saturate(e))},
+                                       ("session", detail)))
+
+
+def entities(cands: Candidates) -> list[str]:
+    """Each candidate's entity (which defaults to its doc_id, which defaults to its id)."""
+    column = cands.features.entities
+    if column is None:
+        raise ValueError("the candidates carry no entities (plan features)")
+    return column.tolist()
 
 
 @dataclass(frozen=True, eq=False)
-class SignalBoost(Operator):
+class SignalBoost(UnaryOperator):
     """Cross-session preference: `Σ_name w_name · s/(s+1)`, `s` the entity's decayed sum of
     accepted `name` signals over all sessions (negative sums count as 0; SPEC §4.4)."""
 
@@ -122,29 +125,24 @@ class SignalBoost(Operator):
     weights: tuple[tuple[str, float], ...] = (("reward", 0.1),)
     name = "SignalBoost"
 
-    @property
-    def children(self) -> tuple[Operator, ...]:  # type: ignore[override]
-        return (self.child,)
-
     def describe(self) -> dict[str, Any]:
         return {name: _fmt(w) for name, w in self.weights}
 
-    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
+    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Candidates]:
         cands: Candidates = inputs[0]
         m = len(cands)
-        entity_names = cands.details.get("entity")  # set by SessionBoost on the same rows
-        if entity_names is None:
-            entity_names = row_entities(ctx.snapshot, cands.rowid)
-        names = [name for name, _ in self.weights]
-        sums = ctx.signals.entity_sums(sorted(set(entity_names)), names, ctx.now_ts) \
+        session = cands.details.get("session")  # SessionBoost read the same rows' entities
+        names = session.entity if isinstance(session, SessionDetail) else \
+            np.asarray(entities(cands), dtype=object)
+        wanted = [name for name, _ in self.weights]
+        sums = ctx.signals.entity_sums(sorted(set(names.tolist())), wanted, ctx.now_ts) \
             if ctx.signals is not None and m else {}
         total = np.zeros(m, dtype=np.float64)
-        per_name: dict[str, np.ndarray] = {}
-        for name, weight in self.weights:
+        per_name = np.zeros((m, len(self.weights)), dtype=np.float64)
+        for j, (name, weight) in enumerate(self.weights):
             by_entity = sums.get(name, {})
-            s = np.array([by_entity.get(e, 0.0) for e in entity_names], dtype=np.float64)
-            per_name[name] = s
+            s = np.fromiter(map(by_entity.get, names, itertools.repeat(0.0)), np.float64, m)
+            per_name[:, j] = s
             total = total + weight * saturate(s)
-        return cands.with_part("signal", total, signal_sums=[
-            {name: float(per_name[name][i]) for name in names} for i in range(m)
-        ], signal_entity=entity_names)
+        detail = SignalDetail(tuple(wanted), names, per_name)
+        return Output(cands.with_parts({"signal": total}, ("signal", detail)))

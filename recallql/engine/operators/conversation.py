@@ -1,17 +1,14 @@
 """Conversation operators on `messages` (SPEC §6): live-context hiding and GROUP BY CONVERSATION.
 
 Both walk their input in the total order (SPEC §4.7) and decide each hit's fate through the
-statement's resolver (one per executed plan, with its memo: `StoredRoots`, the roots stored at
-write time; a `LineageResolver` walk with its budget on a store whose roots are not stored) and,
-under `FOR SESSION`, its `LiveContext`. The engine builds both and passes them in
-`ctx.services`:
-
-- `ctx.services["resolver"]`: the resolver (`recallql.sessions.stored.RootResolver`);
-- `ctx.services["live_context"]`: the `LiveContext` of the FOR SESSION session, or absent.
+statement's resolver (one per merge, with its memo; `ctx.lineage`: `StoredRoots`, the roots
+stored at write time; a `LineageResolver` walk with its budget on a store whose roots are not
+stored) and, under `FOR SESSION`, its `LiveContext` (`ctx.live_context`). The hits' sessions and
+`compacted` flags come from the candidates' features.
 
 Both sit above the boosts (final scores) and below grouping/TopK, so "a safe ranked prefix" is a
 prefix of the order the user sees. A resolution that runs out of budget stops the walk: the rows
-decided so far are returned, `ctx.truncated` is set and `LINEAGE_BUDGET_TRUNCATED` is noticed.
+decided so far are returned, the output is `truncated` and `LINEAGE_BUDGET_TRUNCATED` is noticed.
 When the current session's own resolution ran out of budget, nothing can be proven outside its
 live context and both operators return no rows (fail closed).
 """
@@ -24,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from recallql.engine.candidates import Candidates
-from recallql.engine.operators.base import ExecutionContext, Operator
+from recallql.engine.candidates import Candidates, LineageDetail
+from recallql.engine.metrics import Output, WalkMetrics
+from recallql.engine.operators.base import ExecutionContext, Operator, UnaryOperator
 from recallql.engine.ordering import total_order
 from recallql.engine.reasons import Reason
 from recallql.sessions.lineage import Resolution, ResolutionStatus
@@ -60,11 +58,16 @@ class _Walk:
     """
 
     def __init__(self, ctx: ExecutionContext, cands: Candidates, need: int) -> None:
-        self.ctx = ctx
+        if ctx.lineage is None:
+            raise ValueError("a lineage walk needs the statement's lineage resolver")
+        feat = cands.features
+        if feat.session_ids is None or feat.compacted is None:
+            raise ValueError("the candidates carry no session ids (plan features)")
         self.cands = cands
-        self.resolver: RootResolver = ctx.services["resolver"]
-        self.live: LiveContext | None = ctx.services.get("live_context")
+        self.resolver: RootResolver = ctx.lineage
+        self.live: LiveContext | None = ctx.live_context
         self.tally = _Tally(candidates=len(cands))
+        self.notices: list[tuple[Reason, str]] = []
         self._score = cands.score()
         self._depth = need + need // 4 + 16 if need else len(cands)
         self.order: list[int] = []
@@ -83,20 +86,20 @@ class _Walk:
         head that adds no row (its cut falls in the same run of tied scores as the last one)
         is skipped for the next depth, so the walk never stops before the candidates end."""
         done, m = len(self.order), len(self.cands)
-        snap = self.ctx.snapshot
         order: list[int] = []
         while not order:
             if done == m:
                 return False
             need = None if self._depth >= m else self._depth
-            order = total_order(self.cands, self._score, snap.doc_ids, snap.positions,
-                                snap.id_rank, need)[done:].tolist()
+            order = total_order(self.cands, self._score, need)[done:].tolist()
             self._depth *= 2
-        rowids = self.cands.rowid[order]
+        feat = self.cands.features
+        assert feat.session_ids is not None and feat.compacted is not None
+        taken = np.asarray(order, np.int64)
         self.order += order
-        self.session_ids += [s or "" for s in snap.values("session_id", rowids)]
+        self.session_ids += feat.session_ids.take(taken).tolist()
         self.resolver.prefetch(self.session_ids[done:])
-        self.compacted += [bool(c) for c in snap.values("compacted", rowids)]
+        self.compacted += feat.compacted[taken].tolist()
         return True
 
     def take(self, keep: list[int]) -> Candidates:
@@ -142,36 +145,32 @@ class _Walk:
         return False
 
     def stop_for_budget(self) -> None:
-        ctx = self.ctx
         self.tally.budget_hit = True
-        ctx.truncated = True
-        ctx.notice(Reason.LINEAGE_BUDGET_TRUNCATED,
-                   f"lineage budget of {self.resolver.stats.budget} session-row fetches ran out; "
-                   "the result is a safe ranked prefix (raise it with GROUP BY CONVERSATION "
-                   "(budget = n))")
+        self.notices.append((
+            Reason.LINEAGE_BUDGET_TRUNCATED,
+            f"lineage budget of {self.resolver.stats.budget} session-row fetches ran out; the "
+            "result is a safe ranked prefix (raise it with GROUP BY CONVERSATION (budget = n))"))
 
-    def record(self, key: str, need: int) -> None:
-        """Put the tally, the resolver's stats and the statement notices into `ctx`."""
-        t, ctx = self.tally, self.ctx
+    def output(self, key: str, need: int, out: Candidates) -> Output[Candidates]:
+        """`out` with the walk's metrics, notices and truncation."""
+        t = self.tally
         if t.dropped:
-            ctx.notice(Reason.LINEAGE_UNRESOLVED_DROPPED,
-                       f"{t.dropped} hit(s) dropped: their session's lineage has a cycle or a "
-                       "missing session row")
+            self.notices.append((Reason.LINEAGE_UNRESOLVED_DROPPED,
+                                 f"{t.dropped} hit(s) dropped: their session's lineage has a "
+                                 "cycle or a missing session row"))
         if t.hidden and self.live is not None:
-            ctx.notice(Reason.LIVE_CONTEXT_HIDDEN,
-                       f"{t.hidden} hit(s) hidden: still in the live context of session "
-                       f"'{self.live.current_id}'")
-        if need and t.kept < need and not ctx.truncated:
-            ctx.stats["underfilled"] = True
-        ctx.stats[key] = {
-            "candidates": t.candidates, "scanned": t.scanned, "sessions": len(t.sessions),
-            "kept": t.kept, "unresolved_dropped": t.dropped, "live_hidden": t.hidden,
-            "budget_hit": t.budget_hit, "lineage": self.resolver.stats.describe(),
-        }
+            self.notices.append((Reason.LIVE_CONTEXT_HIDDEN,
+                                 f"{t.hidden} hit(s) hidden: still in the live context of "
+                                 f"session '{self.live.current_id}'"))
+        metrics = WalkMetrics(
+            key=key, candidates=t.candidates, scanned=t.scanned, sessions=len(t.sessions),
+            kept=t.kept, unresolved_dropped=t.dropped, live_hidden=t.hidden,
+            budget_hit=t.budget_hit, lineage=self.resolver.stats.describe(), need=need)
+        return Output(out, metrics, tuple(self.notices), truncated=t.budget_hit)
 
 
 @dataclass(frozen=True, eq=False)
-class LiveContextFilter(Operator):
+class LiveContextFilter(UnaryOperator):
     """Hide hits still in the FOR SESSION session's live context (no conversation grouping).
 
     Walks the hits in the total order and removes hidden ones; later hits of the same session
@@ -185,16 +184,12 @@ class LiveContextFilter(Operator):
     need: int = 0
     name = "LiveContextFilter"
 
-    @property
-    def children(self) -> tuple[Operator, ...]:  # type: ignore[override]
-        return (self.child,)
-
     def describe(self) -> dict[str, Any]:
         return {"session": self.session_id}
 
-    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
-        if ctx.services.get("live_context") is None:
-            return inputs[0]
+    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Candidates]:
+        if ctx.live_context is None:
+            return Output(inputs[0])
         walk = _Walk(ctx, inputs[0], self.need)
         keep: list[int] = []
         for i in () if walk.blind() else walk.positions():
@@ -212,12 +207,11 @@ class LiveContextFilter(Operator):
             if len(keep) == self.need:
                 break
         walk.tally.kept = len(keep)
-        walk.record("live_context", self.need)
-        return walk.take(keep)
+        return walk.output("live_context", self.need, walk.take(keep))
 
 
 @dataclass(frozen=True, eq=False)
-class GroupByConversation(Operator):
+class GroupByConversation(UnaryOperator):
     """One row per conversation, ranked by its best displayable hit (SPEC §6).
 
     Walks hits in the total order; resolves each hit's session to its conversation root (fail
@@ -225,8 +219,8 @@ class GroupByConversation(Operator):
     later hit of the same conversation may then serve, at its own rank); keeps the first hit of
     each root, with its own `session_id` and the root as `conversation_root`. Stops once `need`
     conversations are found (they are final: later hits rank lower), or when the lineage budget
-    runs out (a safe ranked prefix, `truncated`). Adds the details `lineage_root` and
-    `lineage_anchor` (the hit's session) for the `LINEAGE(root=…, anchor=…)` reason.
+    runs out (a safe ranked prefix, `truncated`). Adds the `lineage` detail (root, and the hit's
+    session as anchor) for the `LINEAGE(root=…, anchor=…)` reason.
     """
 
     child: Operator
@@ -234,14 +228,10 @@ class GroupByConversation(Operator):
     budget: int
     name = "GroupByConversation"
 
-    @property
-    def children(self) -> tuple[Operator, ...]:  # type: ignore[override]
-        return (self.child,)
-
     def describe(self) -> dict[str, Any]:
         return {"key": "conversation_root", "budget": self.budget}
 
-    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
+    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Candidates]:
         walk = _Walk(ctx, inputs[0], self.need)
         keep: list[int] = []
         roots: list[str] = []
@@ -251,20 +241,19 @@ class GroupByConversation(Operator):
             res = walk.resolve(i)
             if res is None:
                 break
-            if not res.resolved:
+            root = res.root
+            if not res.resolved or root is None:
                 walk.tally.dropped += 1
-            elif walk.hidden(i, res.root):
+            elif walk.hidden(i, root):
                 walk.tally.hidden += 1
-            elif res.root not in seen:
-                seen.add(res.root)
+            elif root not in seen:
+                seen.add(root)
                 keep.append(i)
-                roots.append(res.root)
+                roots.append(root)
                 if len(keep) >= self.need:
                     break
         walk.tally.kept = len(keep)
-        walk.record("conversation", self.need)
-        out = walk.take(keep)
         anchors = [walk.session_ids[i] for i in keep]
-        details = {**out.details, "lineage_root": roots, "lineage_anchor": anchors}
-        return Candidates(out.rowid, out.lex_rank, out.sem_rank, out.bm25, out.cosine, out.parts,
-                          details, out.legs)
+        detail = LineageDetail(np.asarray(roots, dtype=object), np.asarray(anchors, dtype=object))
+        out = walk.take(keep).with_detail("lineage", detail)
+        return walk.output("conversation", self.need, out)

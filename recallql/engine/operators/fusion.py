@@ -1,66 +1,94 @@
-"""Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009), normalised (SPEC §4.2)."""
+"""Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009), weighted and normalised
+(SPEC §4.2)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recallql.engine.candidates import Candidates, LegHits
+from recallql.engine.candidates import Candidates, LegColumn
+from recallql.engine.features import Features, empty_features
+from recallql.engine.metrics import FusionMetrics, LegMetrics, Output
 from recallql.engine.operators.base import ExecutionContext, Operator
 from recallql.engine.scoring import rrf_share
 
+if TYPE_CHECKING:
+    from recallql.engine.legs import LegBatch
 
-def competition_ranks(scores: np.ndarray) -> np.ndarray:
-    """int64[m] 1-based ranks of a leg's scores (sorted best first), ties sharing the best rank
-    of their group ("1224" standard competition ranking).
 
-    A leg orders tied rows by item id, but that order is a tie-break, not evidence: rows with equal
-    BM25 or cosine get equal RRF shares, so an exact tie is decided by the boosts (the newer
-    document wins it under recency) and then by the total order.
-    """
-    m = scores.shape[0]
-    if m == 0:
-        return np.zeros(0, dtype=np.int64)
-    starts = np.r_[True, scores[1:] != scores[:-1]]
-    return np.maximum.accumulate(np.where(starts, np.arange(1, m + 1), 0)).astype(np.int64)
+@dataclass(frozen=True, slots=True, eq=False)
+class LegHits:
+    """A leg's gathered output as fusion reads it: the batch and the features of the run."""
+
+    batch: LegBatch
+    features: Features
+
+    def __len__(self) -> int:
+        return len(self.batch)
 
 
 @dataclass(frozen=True, eq=False)
 class RrfFusion(Operator):
-    """Fuse the legs' ranked lists: `relevance = Σ_legs 1/(k + rank) / (L/(k + 1))`.
+    """Fuse the legs' ranked lists:
+    `relevance = Σ_legs w/(k + rank) / (Σ_legs w / (k + 1))`.
 
     Ranks are 1-based; rows with equal leg scores share a rank (`competition_ranks`). A row absent
-    from a leg gets nothing from it. With one leg this is that leg's normalised
-    reciprocal rank. Attributes: `k` (> 0) and the leg operators as `children`.
+    from a leg gets nothing from it. With equal weights this is `Σ 1/(k + rank) / (L/(k + 1))`;
+    a row ranked first by every leg has relevance exactly 1. Attributes: `k` (> 0), the leg
+    operators as `children` (plan order) and `weights` (`(leg, w ≥ 0)` as written; others 1).
     """
 
     k: float
     children: tuple[Operator, ...]
+    weights: tuple[tuple[str, float], ...] = ()
     name = "RrfFusion"
-    parallel = True  # the legs are independent: the executor runs them concurrently
 
     def describe(self) -> dict[str, Any]:
-        k = int(self.k) if float(self.k).is_integer() else self.k
-        return {"k": k, "legs": len(self.children)}
+        props: dict[str, Any] = {"k": _num(self.k), "legs": len(self.children)}
+        if self.weights:
+            props["weights"] = {leg: _num(w) for leg, w in self.weights}
+        return props
 
-    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
+    def weight(self, leg: str) -> float:
+        return dict(self.weights).get(leg, 1.0)
+
+    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Candidates]:
         hits: list[LegHits] = inputs
-        legs = len(hits)
-        rowid = (np.unique(np.concatenate([h.rowids for h in hits])) if hits
-                 else np.zeros(0, np.int64))
-        m = rowid.shape[0]
-        ranks = {"lexical": np.zeros(m, np.int64), "semantic": np.zeros(m, np.int64)}
-        raw = {"lexical": np.full(m, np.nan), "semantic": np.full(m, np.nan)}
+        features = hits[0].features if hits else empty_features()
+        m = len(features)
+        covered = np.zeros(m, dtype=bool)
+        legs = []
         for h in hits:
-            pos = np.searchsorted(rowid, h.rowids)
-            ranks[h.leg][pos] = competition_ranks(h.scores)
-            raw[h.leg][pos] = h.scores
-        cands = Candidates(rowid=rowid.astype(np.int64), lex_rank=ranks["lexical"],
-                           sem_rank=ranks["semantic"], bm25=raw["lexical"],
-                           cosine=raw["semantic"], legs=tuple(h.leg for h in hits))
-        for h in hits:
-            cands = cands.with_part(h.leg, rrf_share(ranks[h.leg], self.k, legs))
-        ctx.stats["legs"] = {h.leg: {"rows": len(h), "window": h.window} for h in hits}
-        return cands
+            pos = _positions(features.rowid, h.batch.rowids)
+            rank, raw = np.zeros(m, np.int64), np.full(m, np.nan)
+            rank[pos] = h.batch.ranks
+            raw[pos] = h.batch.scores
+            covered[pos] = True
+            legs.append(LegColumn(h.batch.name, h.batch.kind, rank, raw))
+        cands = Candidates(features=features, legs=tuple(legs))
+        if not covered.all():  # features of rows no leg kept (a coordinator's cut)
+            cands = cands.take(np.flatnonzero(covered))
+        total = sum(self.weight(leg.name) for leg in cands.legs)
+        shares = {leg.name: rrf_share(leg.rank, self.k, total, self.weight(leg.name))
+                  for leg in cands.legs}
+        metrics = FusionMetrics(tuple(LegMetrics(h.batch.name, len(h), h.batch.window)
+                                      for h in hits))
+        return Output(cands.with_parts(shares), metrics)
+
+
+def _positions(rowid: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Positions of `wanted` in the ascending `rowid`.
+
+    Raises:
+        ValueError: some wanted rowid has no features.
+    """
+    pos = np.searchsorted(rowid, wanted)
+    if pos.shape[0] and (pos.max() >= rowid.shape[0] or (rowid[pos] != wanted).any()):
+        raise ValueError("the features do not cover every leg's candidates")
+    return pos
+
+
+def _num(x: float) -> Any:
+    return int(x) if float(x).is_integer() else x

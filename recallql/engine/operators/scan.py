@@ -1,120 +1,150 @@
-"""Leaf operators: the retrieval legs and the boosts-only scan.
+"""Leaf operators: the retrieval legs, their registry, and the boosts-only scan.
 
 Each leg returns its top-N *eligible* rows (SPEC §4.1): the statement's filters are pushed into
 the index as a bool mask, so nothing filtered out can come back through another leg (SPEC §3.3).
+Legs run in `run_legs` (`recallql.engine.legs`), never inside `merge`: there the executor is
+handed their gathered output.
+
+A leg is a `LegScan` subclass registered with `register_leg`; a plan names it in
+`LegSpec.operator`. `search(ctx)` returns `(rowids int64[m], scores float64[m])`, best first,
+ties ordered by item id, m ≤ `ctx.fetch_size(spec.window)`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from recallql.engine.candidates import Candidates, LegHits
-from recallql.engine.operators.base import ExecutionContext, Operator
-from recallql.engine.reasons import Reason
+from recallql.engine.metrics import Output
+from recallql.engine.operators.base import ExecutionContext, LegContext, Operator
+from recallql.engine.plan import LegSpec
+
+L = TypeVar("L", bound="type[LegScan]")
+
+LEG_OPERATORS: dict[str, type[LegScan]] = {}
 
 
-def fetch_size(ctx: ExecutionContext, window: int) -> int:
-    """The window, capped at the collection's row count: a leg cannot return more rows than
-    exist, so results are the same and `LIMIT 9223372036854775807` costs nothing."""
-    return min(window, max(int(ctx.snapshot.size), 1))
+def register_leg(cls: L) -> L:
+    """Class decorator: make a `LegScan` subclass available to plans as `cls.name`.
+
+    Raises:
+        ValueError: another leg operator already has that name.
+    """
+    known = LEG_OPERATORS.get(cls.name)
+    if known is not None and known is not cls:
+        raise ValueError(f"a leg operator named {cls.name!r} is already registered")
+    LEG_OPERATORS[cls.name] = cls
+    return cls
+
+
+def leg_operator(spec: LegSpec) -> LegScan:
+    """The operator that runs leg `spec`.
+
+    Raises:
+        ValueError: no leg operator of that name is registered.
+    """
+    cls = LEG_OPERATORS.get(spec.operator)
+    if cls is None:
+        raise ValueError(f"unknown leg operator {spec.operator!r} (registered: "
+                         f"{', '.join(sorted(LEG_OPERATORS))})")
+    return cls(spec)
 
 
 @dataclass(frozen=True, eq=False)
-class LexicalScan(Operator):
+class LegScan(Operator):
+    """Base of the retrieval legs: one `LegSpec` of the plan."""
+
+    spec: LegSpec
+
+    @property
+    def leg(self) -> str:
+        """The leg's name in the plan."""
+        return self.spec.name
+
+    def named(self, props: dict[str, Any]) -> dict[str, Any]:
+        """`props` with `leg=` first when the leg's name is not its kind (EXPLAIN)."""
+        return props if self.spec.name == self.spec.kind.value else {"leg": self.spec.name,
+                                                                     **props}
+
+    def search(self, ctx: LegContext) -> tuple[np.ndarray, np.ndarray]:
+        """`(rowids int64[m], scores float64[m])`, best first, ties by item id."""
+        raise NotImplementedError
+
+    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Any]:
+        raise RuntimeError(f"{self.name} runs in run_legs, not in merge")
+
+
+@register_leg
+@dataclass(frozen=True, eq=False)
+class LexicalScan(LegScan):
     """BM25 top-N over the collection's text field (tantivy; k1 = 1.2, b = 0.75).
 
-    Attributes:
-        fields: the text fields concatenated into the BM25 field (for EXPLAIN).
-        terms: distinct analysed query terms; the query is a boolean SHOULD of term queries
-            built by the index, never a query string.
-        window: the candidate window N.
-        filter: the pushed-down filter expression, or None.
-        weights: how often each term occurs in the query text (its BM25 score counts that many
-            times); empty when every term occurs once.
+    The spec gives `fields` (concatenated into the BM25 field; for EXPLAIN), the distinct
+    analysed `terms` (a boolean SHOULD of term queries built by the index, never a query string)
+    and `term_counts` (how often each term occurs in the query text: its BM25 score counts that
+    many times; empty when every term occurs once).
     """
 
-    fields: tuple[str, ...]
-    terms: tuple[str, ...]
-    window: int
-    filter: Any = None
-    weights: tuple[int, ...] = ()
     name = "LexicalScan"
 
     def describe(self) -> dict[str, Any]:
-        props: dict[str, Any] = {"fields": list(self.fields), "terms": list(self.terms)}
-        if self.weights:
-            props["weights"] = list(self.weights)
-        props["window"] = self.window
-        if self.filter is not None:
+        spec = self.spec
+        props: dict[str, Any] = {"fields": list(spec.fields), "terms": list(spec.terms)}
+        if spec.term_counts:
+            props["weights"] = list(spec.term_counts)
+        props["window"] = spec.window
+        if spec.filter is not None:
             props["filter"] = "pushed"
-        return props
+        return self.named(props)
 
-    def query_terms(self) -> list[str]:
-        """The terms as the index takes them: each repeated by its weight."""
-        if not self.weights:
-            return list(self.terms)
-        return [t for t, w in zip(self.terms, self.weights, strict=True) for _ in range(w)]
-
-    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> LegHits:
+    def search(self, ctx: LegContext) -> tuple[np.ndarray, np.ndarray]:
         rowids, scores = ctx.snapshot.lexical_topn(
-            self.query_terms(), fetch_size(ctx, self.window), ctx.filter_mask(self.filter)
-        )
-        return LegHits("lexical", np.asarray(rowids, np.int64), np.asarray(scores, np.float64),
-                       self.window)
+            query_terms(self.spec), ctx.fetch_size(self.spec.window), ctx.mask(self.spec.filter))
+        return np.asarray(rowids, np.int64), np.asarray(scores, np.float64)
 
 
+def query_terms(spec: LegSpec) -> list[str]:
+    """A lexical leg's terms as the index takes them: each repeated by its count."""
+    if not spec.term_counts:
+        return list(spec.terms)
+    return [t for t, w in zip(spec.terms, spec.term_counts, strict=True) for _ in range(w)]
+
+
+@register_leg
 @dataclass(frozen=True, eq=False)
-class SemanticScan(Operator):
-    """Exact cosine top-N over L2-normalised float32 vectors.
+class SemanticScan(LegScan):
+    """Exact cosine top-N over L2-normalised float32 vectors, for the spec's `vector` (from
+    `NEAR :v`, or the MATCHING `text` embedded at plan time)."""
 
-    Attributes:
-        dim: the collection's vector dimension.
-        window: the candidate window N.
-        text: text to embed with the collection's embedder, when `vector` is None.
-        vector: float32[dim] query vector (from `NEAR :v`), or None.
-        filter: the pushed-down filter expression, or None.
-    """
-
-    dim: int
-    window: int
-    text: str | None = None
-    vector: np.ndarray | None = None
-    filter: Any = None
     name = "SemanticScan"
 
     def describe(self) -> dict[str, Any]:
-        props: dict[str, Any] = {"metric": "cosine", "dim": self.dim, "window": self.window}
-        if self.vector is not None:
+        spec = self.spec
+        dim = spec.options.get("dim", 0 if spec.vector is None else spec.vector.shape[0])
+        props: dict[str, Any] = {"metric": "cosine", "dim": dim, "window": spec.window}
+        if spec.text is None:
             props["query"] = "vector"
         else:
-            text = self.text or ""
-            props["text"] = text if len(text) <= 40 else text[:39] + "…"
-        if self.filter is not None:
+            props["text"] = spec.text if len(spec.text) <= 40 else spec.text[:39] + "…"
+        if spec.filter is not None:
             props["filter"] = "pushed"
-        return props
+        return self.named(props)
 
-    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> LegHits:
-        vector = self.vector
-        if vector is None:
-            if ctx.embed is None:  # the planner only plans this leg when it can embed
-                raise RuntimeError("no embedder available for the semantic leg")
-            vector = ctx.embed(self.text or "")
-        allowed = ctx.filter_mask(self.filter)
-        rowids, scores = ctx.snapshot.semantic_topn(vector, fetch_size(ctx, self.window), allowed)
-        for file, count in ctx.snapshot.skipped_vectors().items():
-            ctx.notice(Reason.VECTORS_NOT_FINITE,
-                       f"{count} stored vector(s) of segment {file} are not finite (NaN or "
-                       "infinity: the file is damaged) and were skipped; run `recallql check`")
-        return LegHits("semantic", np.asarray(rowids, np.int64), np.asarray(scores, np.float64),
-                       self.window)
+    def search(self, ctx: LegContext) -> tuple[np.ndarray, np.ndarray]:
+        if self.spec.vector is None:
+            raise ValueError("the semantic leg has no query vector (plan it with db.plan())")
+        rowids, scores = ctx.snapshot.semantic_topn(
+            self.spec.vector, ctx.fetch_size(self.spec.window), ctx.mask(self.spec.filter))
+        return np.asarray(rowids, np.int64), np.asarray(scores, np.float64)
 
 
 @dataclass(frozen=True, eq=False)
 class EligibleScan(Operator):
-    """Every live row that passes the filter, with relevance 0 (RETRIEVE without MATCHING)."""
+    """Every live row that passes the filter, with relevance 0 (RETRIEVE without MATCHING).
+
+    Runs in `run_legs` (`eligible_rows`); merge is handed the rows' features."""
 
     filter: Any = None
     name = "EligibleScan"
@@ -122,14 +152,14 @@ class EligibleScan(Operator):
     def describe(self) -> dict[str, Any]:
         return {"filter": "pushed"} if self.filter is not None else {}
 
-    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Candidates:
-        mask = np.asarray(ctx.snapshot.live, dtype=bool)
-        allowed = ctx.filter_mask(self.filter)
-        if allowed is not None:
-            mask = mask & allowed
-        rowids = np.flatnonzero(mask).astype(np.int64)
-        m = rowids.shape[0]
-        nan = np.full(m, np.nan)
-        zeros = np.zeros(m, dtype=np.int64)
-        return Candidates(rowid=rowids, lex_rank=zeros, sem_rank=zeros.copy(), bm25=nan,
-                          cosine=nan.copy(), legs=())
+    def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Any]:
+        raise RuntimeError("EligibleScan runs in run_legs, not in merge")
+
+
+def eligible_rows(ctx: LegContext, expr: Any) -> np.ndarray:
+    """int64 rowids of the live rows passing `expr`, ascending."""
+    mask = np.asarray(ctx.snapshot.live, dtype=bool)
+    allowed = ctx.mask(expr)
+    if allowed is not None:
+        mask = mask & allowed
+    return np.flatnonzero(mask).astype(np.int64)

@@ -1,0 +1,310 @@
+"""Run a plan's retrieval legs: `QueryPlan` -> `LegBatches` (docs/architecture.md).
+
+`run_legs` is the part of a statement that needs the index: each leg's top-N eligible rows with
+exact raw scores (float64) and competition ranks, the features the operators above the legs read
+for those rows, and the snapshot's batch number. Everything after it (`recallql.merge`) needs only
+these batches and a `MergeSource`, so a coordinator can run `run_legs` on shards and merge once.
+Legs run concurrently (tantivy and numpy release the GIL): the first in the calling thread, the
+others in the given pool. Outputs never depend on the interleaving.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from recallql.engine.executor import ExecutionError
+from recallql.engine.features import (
+    Coded,
+    CodedLists,
+    Features,
+    StringField,
+    Strings,
+    features_from_wire,
+    features_to_wire,
+)
+from recallql.engine.operators.base import LegContext
+from recallql.engine.operators.scan import LegScan, eligible_rows, leg_operator
+from recallql.engine.plan import FeatureSpec, LegKind, QueryPlan
+from recallql.engine.reasons import Reason
+from recallql.grammar.errors import QueryError, QuerySemanticError
+from recallql.index.errors import FilterError
+from recallql.index.schema import FieldType
+from recallql.index.snapshot import CollectionSnapshot
+
+
+def competition_ranks(scores: np.ndarray) -> np.ndarray:
+    """int64[m] 1-based ranks of a leg's scores (sorted best first), ties sharing the best rank
+    of their group ("1224" standard competition ranking).
+
+    A leg orders tied rows by item id, but that order is a tie-break, not evidence: rows with equal
+    BM25 or cosine get equal RRF shares, so an exact tie is decided by the boosts (the newer
+    document wins it under recency) and then by the total order.
+    """
+    m = scores.shape[0]
+    if m == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.empty(m, dtype=bool)
+    starts[0] = True
+    np.not_equal(scores[1:], scores[:-1], out=starts[1:])
+    return np.maximum.accumulate(np.where(starts, np.arange(1, m + 1), 0)).astype(np.int64)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LegBatch:
+    """One leg's candidates, best first.
+
+    Attributes:
+        name, kind: the leg's name and kind in the plan.
+        rowids: int64[m]; scores: float64[m] exact raw scores (BM25, cosine); ranks: int64[m]
+            1-based competition ranks of `scores`; ids: the rows' item ids.
+        window: the candidate window N asked for (m ≤ N).
+        time_ns: the leg's wall time.
+    """
+
+    name: str
+    kind: LegKind
+    rowids: np.ndarray
+    scores: np.ndarray
+    ranks: np.ndarray
+    ids: Strings
+    window: int
+    time_ns: int = 0
+
+    def __len__(self) -> int:
+        return int(self.rowids.shape[0])
+
+    @property
+    def cut(self) -> bool:
+        """True when the leg filled its window, so a deeper window could hold more rows."""
+        return len(self) >= self.window
+
+
+@dataclass(frozen=True, eq=False)
+class LegBatches:
+    """What `run_legs` returns: per-leg candidates and the features of their rows.
+
+    Attributes:
+        collection: the collection searched.
+        batch: the snapshot's committed batch number (rowids are valid in it and later).
+        size: the snapshot's rowid upper bound (no window deeper than this helps).
+        legs: one batch per leg of the plan, in plan order.
+        features: the features of the union of the legs' rows, ascending rowid (without legs:
+            of every eligible row).
+        scan_ns: wall time of the eligible-row scan (plans without legs).
+        notices: statement-level warnings the legs raised, `(code, message)` (e.g.
+            `VECTORS_NOT_FINITE`: damaged stored vectors skipped by the semantic leg).
+    """
+
+    collection: str
+    batch: int
+    size: int
+    legs: tuple[LegBatch, ...]
+    features: Features
+    scan_ns: int = 0
+    notices: tuple[tuple[Reason, str], ...] = ()
+
+    @property
+    def cut(self) -> bool:
+        """True when some leg filled its window."""
+        return any(leg.cut for leg in self.legs)
+
+    def to_json(self) -> str:
+        """The batches as JSON (exact: float64 scores round-trip bit for bit)."""
+        return _Wire(
+            collection=self.collection, batch=self.batch, size=self.size, scan_ns=self.scan_ns,
+            features=features_to_wire(self.features),
+            legs=[_LegWire(name=b.name, kind=b.kind, rowids=b.rowids.tolist(),
+                           scores=b.scores.tolist(), ranks=b.ranks.tolist(), ids=b.ids.tolist(),
+                           window=b.window, time_ns=b.time_ns) for b in self.legs],
+            notices=[(str(code), message) for code, message in self.notices],
+        ).model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> LegBatches:
+        """The inverse of `to_json`.
+
+        Raises:
+            pydantic.ValidationError: malformed JSON.
+        """
+        wire = _Wire.model_validate_json(text)
+        legs = tuple(LegBatch(
+            name=b.name, kind=b.kind, rowids=np.asarray(b.rowids, np.int64),
+            scores=np.asarray(b.scores, np.float64), ranks=np.asarray(b.ranks, np.int64),
+            ids=Strings.of(b.ids), window=b.window, time_ns=b.time_ns) for b in wire.legs)
+        return cls(wire.collection, wire.batch, wire.size, legs,
+                   features_from_wire(wire.features), wire.scan_ns,
+                   tuple((Reason(code), message) for code, message in wire.notices))
+
+
+class _LegWire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    kind: LegKind
+    rowids: list[int]
+    scores: list[float]
+    ranks: list[int]
+    ids: list[str]
+    window: int
+    time_ns: int = 0
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    collection: str
+    batch: int
+    size: int
+    legs: list[_LegWire]
+    features: dict[str, Any]
+    scan_ns: int = 0
+    notices: list[tuple[str, str]] = []
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+def run_legs(plan: QueryPlan, snapshot: CollectionSnapshot, pool: Executor | None = None
+             ) -> LegBatches:
+    """Run the plan's legs (or its eligible-row scan) on `snapshot`.
+
+    Raises:
+        QuerySemanticError: a filter that cannot be evaluated (the analyzer checks names).
+        ExecutionError: a leg failed, naming its operator.
+    """
+    ctx = LegContext(snapshot, _masks(plan, snapshot))
+    scan_ns = 0
+    if plan.fusion is not None:
+        batches = tuple(_parallel([leg_operator(spec) for spec in plan.legs], ctx, pool))
+        rows = np.unique(np.concatenate([b.rowids for b in batches])) if batches \
+            else np.zeros(0, np.int64)
+    else:
+        start = time.perf_counter_ns()
+        batches, rows = (), _guarded("EligibleScan", lambda: eligible_rows(ctx, plan.filter))
+        scan_ns = time.perf_counter_ns() - start
+    return LegBatches(plan.collection, int(snapshot.seq), int(snapshot.size), batches,
+                      gather_features(snapshot, rows, plan.features), scan_ns,
+                      _leg_notices(plan, snapshot))
+
+
+def _leg_notices(plan: QueryPlan, snapshot: CollectionSnapshot) -> tuple[tuple[Reason, str], ...]:
+    if plan.fusion is None or not any(leg.kind is LegKind.SEMANTIC for leg in plan.legs):
+        return ()
+    return tuple((Reason.VECTORS_NOT_FINITE,
+                  f"{count} stored vector(s) of segment {file} are not finite (NaN or infinity: "
+                  "the file is damaged) and were skipped; run `recallql check`")
+                 for file, count in snapshot.skipped_vectors().items())
+
+
+def _masks(plan: QueryPlan, snapshot: CollectionSnapshot) -> dict[Any, np.ndarray]:
+    exprs = [plan.filter, *(leg.filter for leg in plan.legs)]
+    masks: dict[Any, np.ndarray] = {}
+    for expr in exprs:
+        if expr is not None and expr not in masks:
+            try:
+                masks[expr] = snapshot.filter_mask(expr)
+            except FilterError as exc:  # the analyzer checks names and types; this is a net
+                raise QuerySemanticError(f"WHERE cannot be evaluated: {exc}") from None
+    return masks
+
+
+def _guarded(name: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except (QueryError, ExecutionError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - wrapped with the operator's name
+        raise ExecutionError(name, exc) from exc
+
+
+def _search(op: LegScan, ctx: LegContext) -> tuple[np.ndarray, np.ndarray, int]:
+    """One leg's search and its wall time (only the search runs in the leg's thread: any more
+    Python there would wait for the GIL while the other leg holds it)."""
+    start = time.perf_counter_ns()
+    rowids, scores = _guarded(op.name, lambda: op.search(ctx))
+    return rowids, scores, time.perf_counter_ns() - start
+
+
+def _parallel(scans: list[LegScan], ctx: LegContext, pool: Executor | None) -> list[LegBatch]:
+    if pool is None or len(scans) < 2:
+        found = [_search(op, ctx) for op in scans]
+    else:
+        futures = [pool.submit(_search, op, ctx) for op in scans[1:]]
+        try:
+            first = _search(scans[0], ctx)
+        finally:
+            rest = [f.result() for f in futures]
+        found = [first, *rest]
+    ids = _str_gather(ctx.snapshot, "id")
+    return [LegBatch(op.spec.name, op.spec.kind, rowids, scores, competition_ranks(scores),
+                     Strings(ids, rowids), op.spec.window, elapsed)
+            for op, (rowids, scores, elapsed) in zip(scans, found, strict=True)]
+
+
+# -- features -----------------------------------------------------------------------------------
+
+
+#: Up to this many rows, strings are read one by one (`StrView`); beyond, with the column's bulk
+#: `take` (which costs about the same for 1 row as for 1,000: it decodes from one buffer copy).
+SMALL_GATHER = 64
+
+
+def _str_gather(snapshot: CollectionSnapshot, name: str) -> Callable[[np.ndarray], list[str]]:
+    """Strings of column `name` for rowids (None, i.e. a missing `session_id`, as "")."""
+    view: Sequence[str] | None = {"id": snapshot.ids, "doc_id": snapshot.doc_ids,
+                                  "entity": snapshot.entities}.get(name)
+
+    def gather(rows: np.ndarray) -> list[str]:
+        if view is not None and rows.shape[0] <= SMALL_GATHER:
+            return [view[r] for r in rows.tolist()]
+        values = snapshot.values(name, rows)
+        if view is not None:  # never missing
+            return values  # type: ignore[return-value]
+        return ["" if v is None else str(v) for v in values]
+
+    return gather
+
+
+def gather_features(snapshot: CollectionSnapshot, rowids: np.ndarray, spec: FeatureSpec
+                    ) -> Features:
+    """The features `spec` asks for, of `rowids` (ascending), from the in-memory columns."""
+    size = snapshot.size
+    strings: dict[str, StringField] = {}
+    if spec.strings:
+        for name, kind in snapshot.info.fields.items():
+            column: Any = snapshot.column(name)
+            if kind is FieldType.STR:
+                strings[name] = Coded(column.pool, column.codes(size)[rowids])
+            elif kind is FieldType.LIST_STR:
+                counts, codes = column.elements(rowids, size)
+                strings[name] = CodedLists(column.pool, counts, codes)
+    messages = spec.messages
+    return Features(
+        rowid=rowids, ids=Strings(_str_gather(snapshot, "id"), rowids),
+        doc_ids=Strings(_str_gather(snapshot, "doc_id"), rowids),
+        positions=np.asarray(snapshot.positions)[rowids],
+        entities=Strings(_str_gather(snapshot, "entity"), rowids) if spec.entities else None,
+        recency=None if spec.recency is None else row_timestamps(snapshot, spec.recency, rowids),
+        strings=strings,
+        session_ids=Strings(_str_gather(snapshot, "session_id"), rowids) if messages else None,
+        compacted=_bools(snapshot, "compacted", rowids) if messages else None,
+    )
+
+
+def row_timestamps(snapshot: CollectionSnapshot, field: str, rowids: np.ndarray) -> np.ndarray:
+    """float64[m] epoch seconds UTC of a timestamp field for each row; NaN when missing (the
+    analyzer checks the type; dates are validated at ingest)."""
+    if field == "created_at":
+        return np.asarray(snapshot.created_at, dtype=np.float64)[rowids]
+    column: Any = snapshot.column(field)
+    return np.asarray(column.values(snapshot.size), dtype=np.float64)[rowids]
+
+
+def _bools(snapshot: CollectionSnapshot, field: str, rowids: np.ndarray) -> np.ndarray:
+    column: Any = snapshot.column(field)
+    return np.asarray(column.values(snapshot.size), dtype=bool)[rowids]
