@@ -85,6 +85,9 @@ class QuerySpec:
     as_of: datetime | None
     limit: int
     offset: int
+    #: How the semantic leg searches: ``auto`` (by eligible rows), ``exact`` or ``ann``
+    #: (``USING SEMANTIC (exact)``).
+    semantic_method: str = "auto"
 
 
 def _fail(stmt: s.StatementBase, node: n.Node, message: str, hint: str | None = None,
@@ -183,6 +186,7 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
         as_of=instant(stmt, stmt.as_of, utc=True) if stmt.as_of is not None else None,
         limit=DEFAULT_LIMIT if limit is None else limit,
         offset=stmt.offset_value,
+        semantic_method=(stmt.using.method or "auto") if stmt.using else "auto",
     )
     _check_total(stmt, spec)
     return spec

@@ -15,7 +15,7 @@ from recallql.engine.candidates import (
     SessionDetail,
     SignalDetail,
 )
-from recallql.engine.metrics import MetricsNode
+from recallql.engine.metrics import LegMetrics, MetricsNode
 from recallql.engine.models import PlanNode, ReasonEntry
 from recallql.engine.operators.base import Operator
 from recallql.engine.plan import LegKind
@@ -100,9 +100,11 @@ def plan_node(op: Operator, metrics: MetricsNode | None, analyze: bool) -> PlanN
     kids = op.children
     child_metrics = metrics.children if metrics is not None else (None,) * len(kids)
     shown = analyze and metrics is not None
+    ran = metrics.metrics if metrics is not None else None
     return PlanNode(
         operator=op.name,
-        properties=op.describe(),
+        properties={**op.describe(), **(ran.properties() if isinstance(ran, LegMetrics)
+                                        else {})},
         rows_in=metrics.rows_in if shown and metrics else None,
         rows_out=metrics.rows_out if shown and metrics else None,
         time_ms=round(metrics.time_ns / 1e6, 3) if shown and metrics else None,

@@ -76,6 +76,9 @@ class LegBatch:
     ids: Strings
     window: int
     time_ns: int = 0
+    #: How the leg searched (the semantic leg: ``exact``, ``ann`` or ``ann+exact``) and why.
+    method: str = ""
+    why: str = ""
 
     def __len__(self) -> int:
         return int(self.rowids.shape[0])
@@ -122,7 +125,8 @@ class LegBatches:
             features=features_to_wire(self.features),
             legs=[_LegWire(name=b.name, kind=b.kind, rowids=b.rowids.tolist(),
                            scores=b.scores.tolist(), ranks=b.ranks.tolist(), ids=b.ids.tolist(),
-                           window=b.window, time_ns=b.time_ns) for b in self.legs],
+                           window=b.window, time_ns=b.time_ns, method=b.method, why=b.why)
+                  for b in self.legs],
             notices=[(str(code), message) for code, message in self.notices],
         ).model_dump_json()
 
@@ -137,7 +141,8 @@ class LegBatches:
         legs = tuple(LegBatch(
             name=b.name, kind=b.kind, rowids=np.asarray(b.rowids, np.int64),
             scores=np.asarray(b.scores, np.float64), ranks=np.asarray(b.ranks, np.int64),
-            ids=Strings.of(b.ids), window=b.window, time_ns=b.time_ns) for b in wire.legs)
+            ids=Strings.of(b.ids), window=b.window, time_ns=b.time_ns, method=b.method,
+            why=b.why) for b in wire.legs)
         return cls(wire.collection, wire.batch, wire.size, legs,
                    features_from_wire(wire.features), wire.scan_ns,
                    tuple((Reason(code), message) for code, message in wire.notices))
@@ -153,6 +158,8 @@ class _LegWire(BaseModel):
     ids: list[str]
     window: int
     time_ns: int = 0
+    method: str = ""
+    why: str = ""
 
 
 class _Wire(BaseModel):
@@ -242,7 +249,8 @@ def _parallel(scans: list[LegScan], ctx: LegContext, pool: Executor | None) -> l
         found = [first, *rest]
     ids = _str_gather(ctx.snapshot, "id")
     return [LegBatch(op.spec.name, op.spec.kind, rowids, scores, competition_ranks(scores),
-                     Strings(ids, rowids), op.spec.window, elapsed)
+                     Strings(ids, rowids), op.spec.window, elapsed,
+                     *ctx.notes.get(op.spec.name, ("", "")))
             for op, (rowids, scores, elapsed) in zip(scans, found, strict=True)]
 
 

@@ -155,7 +155,8 @@ def _gathered(tree: Operator, batches: LegBatches) -> dict[Operator, Gathered]:
             if batch is None:
                 raise ValueError(f"the leg batches have no batch for leg {op.leg!r}")
             hits = LegHits(batch, batches.features)
-            out[op] = Gathered(Output(hits, LegMetrics(batch.name, len(batch), batch.window)),
+            out[op] = Gathered(Output(hits, LegMetrics(batch.name, len(batch), batch.window,
+                                                          batch.method, batch.why)),
                                batch.time_ns)
     scan = _find(tree, EligibleScan)
     if scan is not None:

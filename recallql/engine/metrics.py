@@ -48,6 +48,12 @@ class LegMetrics(Metrics):
     leg: str
     rows: int
     window: int
+    method: str = ""
+    why: str = ""
+
+    def properties(self) -> dict[str, Any]:
+        """What EXPLAIN adds to the leg's operator line: how it searched and why."""
+        return {"method": self.method, "why": self.why} if self.method else {}
 
     @property
     def cut(self) -> bool:
@@ -62,7 +68,8 @@ class FusionMetrics(Metrics):
     legs: tuple[LegMetrics, ...]
 
     def stats(self) -> dict[str, Any]:
-        return {"legs": {leg.leg: {"rows": leg.rows, "window": leg.window} for leg in self.legs}}
+        return {"legs": {leg.leg: {"rows": leg.rows, "window": leg.window,
+                                   **leg.properties()} for leg in self.legs}}
 
 
 @dataclass(frozen=True, slots=True)

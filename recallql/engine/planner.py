@@ -146,7 +146,8 @@ def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool,
             legs.append(LegSpec(
                 name="semantic", kind=LegKind.SEMANTIC, operator="SemanticScan", window=n,
                 filter=spec.filter, fields=(), terms=(), term_counts=(), text=text,
-                vector=spec.vector, options={"dim": info.dim}))
+                vector=spec.vector, options={"dim": info.dim, **(
+                    {} if spec.semantic_method == "auto" else {"method": spec.semantic_method})}))
         else:
             notices.append(Notice(code=Reason.SEMANTIC_LEG_UNAVAILABLE, message=(
                 f"collection '{info.name}' has no embedder and no NEAR vector was given; ran "

@@ -29,6 +29,9 @@ from recallql.grammar.statements import (
 )
 from recallql.grammar.suggest import did_you_mean
 
+#: The methods ``USING SEMANTIC (...)`` may force (default: chosen per statement).
+SEMANTIC_METHODS = ("exact", "ann")
+
 if TYPE_CHECKING:
     from recallql.grammar.transform import AstBuilder
 
@@ -151,9 +154,22 @@ class ClauseCollector:
         return self.builder.value(tree.children[1])
 
     def using(self, tree: Tree) -> Any:
-        """``USING HYBRID | LEXICAL | SEMANTIC``."""
+        """``USING HYBRID | LEXICAL | SEMANTIC [(exact | ann)]``."""
         mode = token_at(tree, 1).type.lower()
-        return Using.model_construct(mode=mode, span=span_of(tree))
+        method = None
+        if len(tree.children) > 2:  # LPAR ident RPAR
+            name = self.builder.ident(tree.children[3])
+            method = name.name.lower()
+            if method not in SEMANTIC_METHODS:
+                raise self.builder.error(
+                    f"unknown semantic search method {name.name!r}", name.span,
+                    hint=did_you_mean(name.name, SEMANTIC_METHODS)
+                    or "USING SEMANTIC (exact) scans every eligible row; (ann) uses the graph")
+            if mode == "lexical":
+                raise self.builder.error(
+                    f"USING LEXICAL has no semantic leg for ({method})", span_of(tree),
+                    hint="the method applies to USING SEMANTIC or USING HYBRID")
+        return Using.model_construct(mode=mode, method=method, span=span_of(tree))
 
     def near(self, tree: Tree) -> Any:
         """``NEAR <param>``."""

@@ -84,11 +84,14 @@ class _WithOptions(Node):
 
 
 class Using(Node):
-    """``USING HYBRID | LEXICAL | SEMANTIC``: which retrieval legs run."""
+    """``USING HYBRID | LEXICAL | SEMANTIC [(exact | ann)]``: which retrieval legs run, and
+    optionally how the semantic leg searches (`method`; None: chosen per statement from the
+    eligible row count)."""
 
     kind: Literal["using"] = Field(default="using", repr=False)
 
     mode: Literal["hybrid", "lexical", "semantic"]
+    method: Literal["exact", "ann"] | None = None
 
 
 class RecencyBoost(_WithOptions):

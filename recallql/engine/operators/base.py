@@ -64,6 +64,8 @@ class LegContext:
 
     snapshot: CollectionSnapshot
     masks: Mapping[Any, np.ndarray] = field(default_factory=dict)
+    #: What a leg reports about how it ran, by leg name (the semantic leg: its method and why).
+    notes: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def mask(self, expr: Any) -> np.ndarray | None:
         """The mask of a filter expression (None: no filter)."""

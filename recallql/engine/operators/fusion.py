@@ -73,7 +73,8 @@ class RrfFusion(Operator):
         total = sum(self.weight(leg.name) for leg in cands.legs)
         shares = {leg.name: rrf_share(leg.rank, self.k, total, self.weight(leg.name))
                   for leg in cands.legs}
-        metrics = FusionMetrics(tuple(LegMetrics(h.batch.name, len(h), h.batch.window)
+        metrics = FusionMetrics(tuple(LegMetrics(h.batch.name, len(h), h.batch.window,
+                                                  h.batch.method, h.batch.why)
                                       for h in hits))
         return Output(cands.with_parts(shares), metrics)
 

@@ -115,8 +115,12 @@ def query_terms(spec: LegSpec) -> list[str]:
 @register_leg
 @dataclass(frozen=True, eq=False)
 class SemanticScan(LegScan):
-    """Exact cosine top-N over L2-normalised float32 vectors, for the spec's `vector` (from
-    `NEAR :v`, or the MATCHING `text` embedded at plan time)."""
+    """Cosine top-N over L2-normalised float32 vectors, for the spec's `vector` (from
+    `NEAR :v`, or the MATCHING `text` embedded at plan time). The index chooses the method
+    per statement (`recallql.index.semantic.choose`: exact for a small eligible set, ANN with
+    oversampling for a large one, exact again where a filtered ANN search under-fills), or
+    the spec's ``options["method"]`` forces it (``USING SEMANTIC (exact)``); every returned
+    cosine is exact. EXPLAIN shows ``method=`` and ``why=``."""
 
     name = "SemanticScan"
 
@@ -130,13 +134,17 @@ class SemanticScan(LegScan):
             props["text"] = spec.text if len(spec.text) <= 40 else spec.text[:39] + "…"
         if spec.filter is not None:
             props["filter"] = "pushed"
+        if "method" in spec.options:
+            props["method"] = spec.options["method"]
         return self.named(props)
 
     def search(self, ctx: LegContext) -> tuple[np.ndarray, np.ndarray]:
         if self.spec.vector is None:
             raise ValueError("the semantic leg has no query vector (plan it with db.plan())")
-        rowids, scores = ctx.snapshot.semantic_topn(
-            self.spec.vector, ctx.fetch_size(self.spec.window), ctx.mask(self.spec.filter))
+        rowids, scores, stats = ctx.snapshot.semantic_search(
+            self.spec.vector, ctx.fetch_size(self.spec.window), ctx.mask(self.spec.filter),
+            method=str(self.spec.options.get("method", "auto")))
+        ctx.notes[self.spec.name] = (stats.method, stats.why)
         return np.asarray(rowids, np.int64), np.asarray(scores, np.float64)
 
 
