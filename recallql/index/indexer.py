@@ -30,6 +30,10 @@ from typing import TYPE_CHECKING
 from recallql.index import checkpoint, graphs
 from recallql.index.errors import StoreError
 
+#: The builder starts once no write committed for this long (seconds), so a bulk ingest is
+#: not slowed by graph building on a machine with few cores; queries scan exactly meanwhile.
+QUIET_SECONDS = 0.25
+
 if TYPE_CHECKING:
     from recallql.index.snapshot import CollectionState
     from recallql.index.vectors import Segment
@@ -102,6 +106,8 @@ class GraphBuilder:
                                else state.files.directory.parent)
         while self._wake.wait(timeout=1.0) and not self._stop:
             self._wake.clear()
+            while self._wake.wait(timeout=QUIET_SECONDS) and not self._stop:
+                self._wake.clear()  # writes keep coming: let them have the CPU first
             try:
                 self.build_all(background=True)
             except (OSError, StoreError) as exc:  # e.g. disk full: queries scan exactly
