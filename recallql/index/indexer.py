@@ -22,6 +22,7 @@ import contextlib
 import functools
 import os
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -87,6 +88,7 @@ class GraphBuilder:
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
+        self._busy: set[tuple[int, str]] = set()  # (collection id, segment) being built
 
     def kick(self) -> None:
         """Make the thread look for segments without a graph (starting it if needed)."""
@@ -119,6 +121,13 @@ class GraphBuilder:
         column checkpoints that are due (`recallql.index.checkpoint`); returns how many graphs
         were published."""
         done = self._graphs()
+        if not background:  # wait for the thread's graph in progress, then finish the rest
+            while not self._stop:
+                with self._mutex:
+                    if not self._busy:
+                        break
+                time.sleep(0.01)
+            done += self._graphs()
         with self._mutex:
             due = [(s, *checkpoint.capture(s)) for s in self._states() if checkpoint_due(s)]
         for state, rows, parts in due:
@@ -133,22 +142,31 @@ class GraphBuilder:
             if work is None:
                 return done
             state, seg = work
-            tried.add((state.id, seg.file))
-            graph = graphs.build(seg.rowids, seg.vecs, stop=lambda: self._stop)
-            if graph is None:
-                return done
-            publish = functools.partial(self._publish, state, seg)
-            if state.files.write_graph(seg.file, graph, publish):
-                done += 1
+            key = (state.id, seg.file)
+            tried.add(key)
+            try:
+                graph = graphs.build(seg.rowids, seg.vecs, stop=lambda: self._stop)
+                if graph is None:
+                    return done
+                publish = functools.partial(self._publish, state, seg)
+                if state.files.write_graph(seg.file, graph, publish):
+                    done += 1
+                    with self._mutex:
+                        state.attach_graph(seg.file)
+            finally:
                 with self._mutex:
-                    state.attach_graph(seg.file)
+                    self._busy.discard(key)
         return done
 
     def _next(self, tried: set[tuple[int, str]]) -> tuple[CollectionState, Segment] | None:
+        """The next segment to build (not tried by this call, not being built by another
+        thread), marked busy."""
         with self._mutex:
             for state in self._states():
-                todo = [s for s in missing(state) if (state.id, s.file) not in tried]
+                todo = [s for s in missing(state)
+                        if (state.id, s.file) not in tried | self._busy]
                 if todo:
+                    self._busy.add((state.id, todo[0].file))
                     return state, todo[0]
         return None
 
