@@ -129,7 +129,9 @@ def test_explain_lists_every_leg(db):
     assert lines[3].startswith("    SemanticScan: metric=cosine dim=4")
     assert lines[4] == "    StarsScan: leg=stars field=stars window=100"
     assert explain.result.stats["legs"] == {
-        "lexical": {"rows": 4, "window": 100}, "semantic": {"rows": 5, "window": 100},
+        "lexical": {"rows": 4, "window": 100},
+        "semantic": {"rows": 5, "window": 100, "method": "exact",
+                     "why": "no segment has an ANN index (too few rows)"},
         "stars": {"rows": 4, "window": 100}}
 
 
