@@ -154,3 +154,16 @@ def test_a_segment_without_its_graph_yet_is_a_warning(tmp_path):
         assert {p.kind for p in report.problems} == {"no-ann-index"}
         rowids, _, stats = store.snapshot("docs").semantic_search(unit_rows(1, 2)[0], 5)
         assert stats.method == "exact" and "no segment has an ANN index" in stats.why
+
+
+def test_two_stores_in_one_process_build_graphs_without_colliding(tmp_path):
+    with open_store(tmp_path) as first:
+        fill(first)
+        with Store.open(tmp_path / "db") as second:  # its background builder runs too
+            second.background_graphs = True
+            second.snapshot("docs")
+            second.graph_builder.kick()
+            assert first.build_graphs() + second.graph_builder.build_all() >= 4
+        assert first.check().ok
+        building = tmp_path / "db" / "collections" / "docs" / "building"
+        assert not building.exists() or not list(building.iterdir())

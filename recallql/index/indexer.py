@@ -54,12 +54,12 @@ def checkpoint_due(state: CollectionState) -> bool:
 
 def clear_building(collection_dir: Path | None) -> None:
     """Remove temporary graph files that a builder of a process no longer running left in
-    ``building/`` (names end ``.<pid>.tmp``)."""
+    ``building/`` (names end ``.<pid>-<random>.tmp``)."""
     folder = None if collection_dir is None else collection_dir / "building"
     if folder is None or not folder.is_dir():
         return
     for leftover in folder.iterdir():
-        pid = leftover.suffixes[-2][1:] if len(leftover.suffixes) >= 2 else ""
+        pid = leftover.suffixes[-2][1:].split("-")[0] if len(leftover.suffixes) >= 2 else ""
         if not pid.isdigit() or not _alive(int(pid)):
             leftover.unlink(missing_ok=True)
 

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import math
 import os
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,7 +155,7 @@ class SegmentFiles:
                     self._graphs[name] = graph
                 return bool(wanted)
         building = self.directory.parent / "building"
-        tmp = building / f"{name}.{os.getpid()}.tmp"
+        tmp = building / f"{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"  # one per writer
         try:
             with storage_errors(tmp):
                 building.mkdir(parents=True, exist_ok=True)
