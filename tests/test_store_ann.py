@@ -167,3 +167,18 @@ def test_two_stores_in_one_process_build_graphs_without_colliding(tmp_path):
         assert first.check().ok
         building = tmp_path / "db" / "collections" / "docs" / "building"
         assert not building.exists() or not list(building.iterdir())
+
+
+def test_clear_building_keeps_temporaries_of_live_writers_only(tmp_path):
+    import os
+
+    from recallql.index.indexer import clear_building
+
+    folder = tmp_path / "building"
+    folder.mkdir()
+    mine = [f"b3.hnsw.{os.getpid()}-ab12.tmp", f"b4.hnsw.{os.getpid()}-cd34.tmp.tmp"]
+    dead = ["b5.hnsw.999999999-ef56.tmp", "leftover"]
+    for name in mine + dead:
+        (folder / name).write_bytes(b"x")
+    clear_building(tmp_path)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(mine)

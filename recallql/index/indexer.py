@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import threading
 import time
 import warnings
@@ -59,9 +60,14 @@ def clear_building(collection_dir: Path | None) -> None:
     if folder is None or not folder.is_dir():
         return
     for leftover in folder.iterdir():
-        pid = leftover.suffixes[-2][1:].split("-")[0] if len(leftover.suffixes) >= 2 else ""
-        if not pid.isdigit() or not _alive(int(pid)):
+        found = _TMP_PID.search(leftover.name)
+        if found is None or not _alive(int(found.group(1))):
             leftover.unlink(missing_ok=True)
+
+
+#: The writer's pid in a temporary graph file's name (``b12.hnsw.<pid>-<tag>.tmp``, also while
+#: `AnnGraph.save` writes it as ``... .tmp.tmp``).
+_TMP_PID = re.compile(r"\.(\d+)-[0-9a-f]+\.tmp")
 
 
 def _alive(pid: int) -> bool:
