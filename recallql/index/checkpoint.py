@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +95,8 @@ def write(state: CollectionState, rows: int, parts: dict[str, dict[str, object]]
     base = directory(state)
     if base is None:
         return False
-    final, tmp = base / f"{PREFIX}{rows}", base / f"{PREFIX}{rows}.{os.getpid()}.tmp"
+    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"  # one per writer, also within a process
+    final, tmp = base / f"{PREFIX}{rows}", base / f"{PREFIX}{rows}.{tag}.tmp"
     if final.exists():
         return False
     tmp.mkdir(parents=True, exist_ok=True)
@@ -107,8 +109,10 @@ def write(state: CollectionState, rows: int, parts: dict[str, dict[str, object]]
         fsync_dir(tmp)
         os.rename(tmp, final)
         fsync_dir(base)
-    except FileExistsError:
-        return False
+    except (FileExistsError, OSError) as exc:
+        if final.exists():  # another writer finished the same checkpoint first
+            return False
+        raise exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for old in base.iterdir():
