@@ -179,7 +179,8 @@ def _load(folder: Path, spec: dict[str, Any]) -> object:
     if "vocab" in spec:
         ends = np.load(folder / f"{spec['vocab']}.ends.npy").tolist()
         blob = np.load(folder / f"{spec['vocab']}.bytes.npy").tobytes()
-        return [blob[a:b].decode() for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+        starts = [0, *ends[:-1]] if ends else []
+        return [blob[a:b].decode() for a, b in zip(starts, ends, strict=True)]
     return np.load(folder / spec["array"])
 
 
