@@ -14,8 +14,8 @@ from recallql.index import snapshot as snapshot_module
 from recallql.index.filters import Cmp, Contains, IsNull
 from recallql.index.store import Store
 
-FIELDS = {"tenant": "str", "never": "str", "n": "int", "score": "float", "ok": "bool", "at": "timestamp",
-          "tags": "list[str]"}
+FIELDS = {"tenant": "str", "never": "str", "n": "int", "score": "float", "ok": "bool",
+          "at": "timestamp", "tags": "list[str]"}
 
 
 @pytest.fixture(autouse=True)

@@ -268,6 +268,11 @@ def evaluate(expr: object, lookup: ColumnLookup, size: int) -> tuple[np.ndarray,
 
 def filter_mask(expr: object, lookup: ColumnLookup, size: int) -> np.ndarray:
     """bool[size]: rows for which `expr` is definitely true."""
+    if isinstance(expr, Cmp | In) and (expr.op in ("=", "==") if isinstance(expr, Cmp)
+                                       else None not in expr.values):
+        column = lookup(expr.field)
+        if type(column) is StrColumn:  # postings hold present rows only: no presence pass
+            return _leaf(expr, column, size)
     return evaluate(expr, lookup, size)[0]
 
 

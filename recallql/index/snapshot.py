@@ -364,8 +364,16 @@ class CollectionSnapshot:
         `recallql.index.text`); None for an index of analyser 1, which cannot count them."""
         return self._state.text.counted_docs(self._searcher)
 
-    def _eligible(self, allowed: np.ndarray | None, *extra: np.ndarray) -> np.ndarray:
-        mask = self.live
+    @functools.cached_property
+    def _live_vectors(self) -> np.ndarray:
+        """bool[size]: live rows with a vector (computed once per snapshot; read-only)."""
+        mask = self.live & self.has_vector
+        mask.flags.writeable = False
+        return mask
+
+    def _eligible(self, allowed: np.ndarray | None, *extra: np.ndarray,
+                  base: np.ndarray | None = None) -> np.ndarray:
+        mask = self.live if base is None else base
         if allowed is not None:
             allowed = np.asarray(allowed)
             if allowed.dtype != bool or allowed.shape != (self.size,):
@@ -436,7 +444,7 @@ class CollectionSnapshot:
                 `method`.
         """
         query = normalise_query(vec, self.info.dim)
-        eligible = self._eligible(allowed, self.has_vector)
+        eligible = self._eligible(allowed, base=self._live_vectors)
         if self._span > self.size:  # AS OF: the segments also hold later rows
             eligible = np.concatenate([eligible, np.zeros(self._span - self.size, bool)])
         return semantic.search(self._segments, query, n, eligible, self.ids, method,
@@ -445,7 +453,7 @@ class CollectionSnapshot:
     def eligible_vectors(self, allowed: np.ndarray | None = None) -> int:
         """Live, allowed rows that have a vector: the count the semantic leg's method is
         chosen from (`recallql.index.semantic.choose`)."""
-        return int(np.count_nonzero(self._eligible(allowed, self.has_vector)))
+        return int(np.count_nonzero(self._eligible(allowed, base=self._live_vectors)))
 
     def has_vectors(self) -> bool:
         """True when some live row has a vector."""
