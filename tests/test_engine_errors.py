@@ -94,3 +94,18 @@ def test_signal_boost_names_must_be_policy_names(db):
         db.execute("SEARCH kb MATCHING 'x' WITH SIGNAL BOOST (rewrad = 0.5)")
     assert "did you mean 'reward'?" in str(err.value)
     assert db.execute("SEARCH kb MATCHING 'alpha' WITH SIGNAL BOOST (reward = 0.5)").ids() == ["a"]
+
+
+@pytest.mark.parametrize("stmt", [
+    "SEARCH kb USING LEXICAL NEAR :v",
+    "SEARCH kb MATCHING 'alpha' USING LEXICAL NEAR :v",
+    "RETRIEVE FROM kb MATCHING 'alpha' USING LEXICAL NEAR :v",
+])
+def test_near_with_using_lexical_is_an_error(db, stmt):
+    """NEAR feeds only the semantic leg: with USING LEXICAL it planned no leg at all (no
+    MATCHING: zero rows, no warning) or was dropped without a word."""
+    with pytest.raises(recallql.QuerySemanticError) as err:
+        db.execute(stmt, v=q(vec(1, 0, 0, 0)))
+    assert "USING LEXICAL runs no semantic leg" in str(err.value)
+    assert err.value.column == stmt.index("USING") + 1
+    assert "USING SEMANTIC" in (err.value.hint or "")
