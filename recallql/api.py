@@ -66,7 +66,7 @@ from recallql.index.timestamps import (
     parse_timestamp,  # noqa: F401  (the CLI's --param)
     to_epoch,
 )
-from recallql.sessions.input import SessionError
+from recallql.sessions.input import SessionError, many
 from recallql.sessions.lifecycle import Sessions
 from recallql.sessions.lineage import LineageReport
 from recallql.sessions.messages import COLLECTION as MESSAGES
@@ -413,8 +413,9 @@ class Database:
                 full, permissions, I/O; the file and cause are named, nothing was written).
             DatabaseLocked: another process's write held the lock for `lock_timeout`.
         """
-        return self.store.ingest(collection, items, self.embedder(collection),
-                                 replace_documents=replace_documents, key=key)
+        return self.store.ingest(collection, many(items, "items", IngestError),
+                                 self.embedder(collection), replace_documents=replace_documents,
+                                 key=key)
 
     def delete(self, collection: str, ids: Iterable[str | int] | None = None, *,
                doc_ids: Iterable[str | int] | None = None) -> DeleteReport:
