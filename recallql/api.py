@@ -257,6 +257,10 @@ def _warn_outdated(db: Database) -> None:
             "from the stored texts; nothing is lost)."), stacklevel=3)
 
 
+#: The flags of a message item that leaves them out (`Database.ingest` into ``messages``).
+MESSAGE_FLAGS = {"active": True, "compacted": False}
+
+
 class Database:
     """A recallql database. Use `connect`. A context manager (closes on exit).
 
@@ -393,7 +397,9 @@ class Database:
             collection: collection name.
             items: dicts with ``id`` (str or int), the text fields, ``created_at`` (datetime,
                 ISO-8601 str or epoch seconds; naive = UTC), ``entity``, ``doc_id``,
-                ``position``, ``vector`` (optional) and the declared fields.
+                ``position``, ``vector`` (optional) and the declared fields. An item of
+                ``messages`` without ``active`` / ``compacted`` gets True / False, as
+                `Messages.append` gives (left NULL, the row would never be searchable).
             replace_documents: for every ``doc_id`` in the batch (an item without one is its
                 own document), also delete the document's live chunks whose id is not in the
                 batch, in the same batch: re-ingesting a file that shrank from 100 chunks to 1
@@ -413,9 +419,12 @@ class Database:
                 full, permissions, I/O; the file and cause are named, nothing was written).
             DatabaseLocked: another process's write held the lock for `lock_timeout`.
         """
-        return self.store.ingest(collection, many(items, "items", IngestError),
-                                 self.embedder(collection), replace_documents=replace_documents,
-                                 key=key)
+        items = many(items, "items", IngestError)
+        if collection == MESSAGES:  # as db.messages.append: a flag left out is not 'rewound'
+            items = ({**MESSAGE_FLAGS, **item} if isinstance(item, Mapping) else item
+                     for item in items)
+        return self.store.ingest(collection, items, self.embedder(collection),
+                                 replace_documents=replace_documents, key=key)
 
     def delete(self, collection: str, ids: Iterable[str | int] | None = None, *,
                doc_ids: Iterable[str | int] | None = None) -> DeleteReport:
