@@ -253,7 +253,8 @@ def test_parse_command():
 
 def test_timing_takes_on_or_off_like_the_other_switches(repl):
     """``\\timing what`` turned timing on (``\\x maybe`` and ``\\pager maybe`` are errors)."""
-    repl.run_lines(["\\timing what\n", "\\timing on\n", "\\timing\n", "\\x maybe\n"])
+    for line in ("\\timing what", "\\timing on", "\\timing", "\\x maybe"):
+        repl.run_lines([line + "\n"])  # one script each: a script stops at its first error
     text = repl.output.getvalue()
     assert "\\timing takes on or off, not 'what'" in text
     assert text.index("timing is on") < text.index("timing is off")
