@@ -129,7 +129,7 @@ def create(
         if not sep or not key:
             raise typer.BadParameter(f"expected KEY=VALUE, got {entry!r}", param_hint="--meta")
         metadata[key] = infer(value)
-    with open_db(db, write=True) as database, handled():
+    with open_db(db, write=True, create=True) as database, handled():
         snap = database.sessions.create(session, agent, parent=parent, source=source,
                                         branched_from=branched_from,
                                         delegate_from=delegate_from, metadata=metadata,
