@@ -149,3 +149,7 @@ def test_import_hermes(tmp_path):
     assert "conv-tip" in {r["id"] for r in json.loads(listed.stdout)["records"]}
     missing = cli("import", "hermes", str(tmp_path / "nope.db"), "--db", str(tmp_path / "db"))
     assert missing.returncode == 1 and "no such file" in missing.stderr
+    # a directory (the recallql database itself, say) was reported as 'no such file'
+    folder = cli("import", "hermes", str(tmp_path / "db"), "--db", str(tmp_path / "db"))
+    assert folder.returncode == 1
+    assert f"{tmp_path / 'db'} is a directory, not a Hermes store" in folder.stderr

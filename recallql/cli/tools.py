@@ -180,6 +180,9 @@ def import_hermes(
     """
     from recallql.ui.render import cell, records_table
 
+    if store.is_dir():
+        raise fail(f"{store} is a directory, not a Hermes store: name its SQLite file (e.g. "
+                   "~/.hermes/state.db)")
     if not store.is_file():
         raise fail(f"{store}: no such file")
     with open_db(db, write=True, create=True, embedder=embedder) as database, handled():
