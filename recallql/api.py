@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import math
 import os
 import sqlite3
 import threading
@@ -226,11 +227,10 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
         AnalyzerOutdatedWarning: collections indexed by an older text analyser (they keep it
             until `Database.reindex` / ``recallql reindex``).
     """
-    seconds = retention.total_seconds() if isinstance(retention, timedelta) \
-        else float(retention) * 86400.0
-    if not (seconds >= 0 and lock_timeout >= 0):
-        raise StoreError(f"lock_timeout and retention must be non-negative, got "
-                         f"{lock_timeout!r} and {retention!r}")
+    seconds = _retention_seconds(retention)
+    if not (_is_number(lock_timeout) and lock_timeout >= 0):
+        raise StoreError(f"lock_timeout must be a non-negative number of seconds, got "
+                         f"{lock_timeout!r}")
     store = Store.open(path, readonly=readonly, lock_timeout=lock_timeout, retention=seconds,
                        clock=clock or time.time)
     try:
@@ -240,6 +240,28 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
         store.close()
         raise
     return db
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _retention_seconds(retention: object) -> float:
+    """`connect`'s retention (a timedelta, or days) in seconds.
+
+    Raises:
+        StoreError: not a timedelta or a number, negative, or NaN.
+    """
+    seconds = math.nan
+    if isinstance(retention, timedelta):
+        seconds = retention.total_seconds()
+    elif isinstance(retention, int | float) and not isinstance(retention, bool):
+        seconds = float(retention) * 86400.0 if abs(retention) < 1e300 else (
+            math.inf if retention > 0 else -math.inf)  # an int beyond float: forever
+    if not seconds >= 0:
+        raise StoreError("retention must be a non-negative timedelta or number of days, got "
+                         f"{retention!r}")
+    return seconds
 
 
 def _warn_outdated(db: Database) -> None:
