@@ -231,8 +231,8 @@ def _check_graph(segment: Path, seg: SegmentRow, rowids: np.ndarray, dim: int,
     if not path.exists():
         if graphs.wants_graph(seg.n):
             problems.append(Problem(str(segment), "warning", "no-ann-index", f"{seg.n} rows "
-                                    "without an ANN graph yet (scanned exactly; built in the "
-                                    "background after writes, or by `recallql optimize`)"))
+                                    "without an ANN graph yet (scanned exactly; a writer builds "
+                                    "it in the background after writes)"))
         return
     try:
         graphs.check_header(path, seg.n, dim)

@@ -12,8 +12,8 @@ immutable segment file, saved and fsynced outside the vector directory, and rena
 under the writer mutex only if the manifest still names the segment (a merge may have replaced
 it meanwhile). A graph holds exactly its segment's rowids; tombstones come from SQLite's live
 mask at query time. Killed before the rename: a temporary file in ``building/``, removed by the
-next builder. `build_all` does the same work synchronously (`Store.build_graphs`, ``recallql
-optimize``, benchmarks).
+next builder. `build_all` does the same work synchronously (`Store.build_graphs`,
+benchmarks).
 """
 
 from __future__ import annotations
