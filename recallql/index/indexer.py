@@ -35,6 +35,9 @@ from recallql.index.errors import StoreError
 #: The builder starts once no write committed for this long (seconds), so a bulk ingest is
 #: not slowed by graph building on a machine with few cores; queries scan exactly meanwhile.
 QUIET_SECONDS = 0.25
+#: ... but waits no longer than this (seconds) for a quiet moment: a writer that never pauses
+#: still gets its graphs.
+MAX_WAIT_SECONDS = 2.0
 
 if TYPE_CHECKING:
     from recallql.index.snapshot import CollectionState
@@ -114,7 +117,9 @@ class GraphBuilder:
                                else state.files.directory.parent)
         while self._wake.wait(timeout=1.0) and not self._stop:
             self._wake.clear()
-            while self._wake.wait(timeout=QUIET_SECONDS) and not self._stop:
+            deadline = time.monotonic() + MAX_WAIT_SECONDS
+            while (time.monotonic() < deadline and self._wake.wait(timeout=QUIET_SECONDS)
+                   and not self._stop):
                 self._wake.clear()  # writes keep coming: let them have the CPU first
             try:
                 self.build_all(background=True)
