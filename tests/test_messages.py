@@ -86,6 +86,7 @@ def test_group_by_document_under_for_session_lets_a_later_hit_serve(db):
     ids = session(db, "cur", msgs=(5, (2, False, True)))
     session(db, "other", msgs=(3,))
     result = db.execute("SEARCH messages MATCHING 'alpha' USING LEXICAL FOR SESSION 'cur' "
-                        "WITHOUT RECENCY GROUP BY DOCUMENT LIMIT 5")
+                        "WITHOUT RECENCY FUSE RRF (weights = (context = 0)) GROUP BY DOCUMENT "
+                        "LIMIT 5")
     assert [(r.session_id, r.message_id) for r in result.rows] == [
         ("other", 3), ("cur", ids["cur#1"])]

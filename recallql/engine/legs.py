@@ -68,7 +68,7 @@ class LegBatch:
         time_ns: the leg's wall time.
         neighbours: context legs: int64[m, 2], each row's nearest eligible candidates of the
             direct legs before and after it in its document (−1: none); rows ascending, scores
-            NaN and ranks 0 (a context leg matches nothing itself). None for other legs.
+            and ranks 0 (a context leg matches nothing itself). None for other legs.
     """
 
     name: str
@@ -253,7 +253,7 @@ def _context(spec: LegSpec, ctx: LegContext, found: np.ndarray) -> LegBatch:
     start = time.perf_counter_ns()
     rowids, links = _guarded(op.name, lambda: op.around(ctx, found))
     m = rowids.shape[0]
-    return LegBatch(spec.name, spec.kind, rowids, np.full(m, np.nan), np.zeros(m, np.int64),
+    return LegBatch(spec.name, spec.kind, rowids, np.zeros(m, np.float64), np.zeros(m, np.int64),
                     Strings(_str_gather(ctx.snapshot, "id"), rowids), spec.window,
                     time.perf_counter_ns() - start, links)
 
