@@ -125,7 +125,8 @@ def test_explain_lists_every_leg(db):
     explain = recallql.merge(plan, db.run_legs(plan), db)
     assert isinstance(explain, Explain)
     lines = explain.to_text().splitlines()
-    assert lines[1] == "  RrfFusion: k=60 window=100 legs=3 weights=(lexical=2, semantic=1, stars=0.5)"
+    assert lines[1] == ("  RrfFusion: k=60 window=100 legs=3 "
+                        "weights=(lexical=2, semantic=1, stars=0.5)")
     assert lines[2].startswith("    LexicalScan: fields=[title, body] terms=[backup]")
     assert lines[3].startswith("    SemanticScan: metric=cosine dim=4")
     assert lines[4] == "    StarsScan: leg=stars field=stars window=100"

@@ -109,7 +109,8 @@ def _weight(stmt: s.StatementBase, node: Any, what: str) -> float | None:
 def _check_total(stmt: s.Search | s.Retrieve, spec: QuerySpec) -> None:
     """Every contribution is at most its weight in size and relevance at most 1, so a score is
     finite whenever `1 + Σ|weights|` is (SPEC §4.6); refuse weights whose sum overflows."""
-    weights = [1.0, spec.context_weight, *(spec.session_boost or ()), *(w for _, w in spec.signal_weights or ())]
+    weights = [1.0, spec.context_weight, *(spec.session_boost or ()),
+               *(w for _, w in spec.signal_weights or ())]
     if spec.recency is not None:
         weights.append(spec.recency.weight)
     total = 0.0

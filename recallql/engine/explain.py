@@ -7,6 +7,8 @@ precision; the text rendering is `ReasonEntry.detail` and `recallql.engine.expla
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from recallql.engine.candidates import (
     Candidates,
     ContextDetail,
@@ -29,8 +31,9 @@ def rows_reasons(cands: Candidates) -> list[list[ReasonEntry]]:
     m = len(cands)
     if m == 0:
         return []
-    columns = [_context_reasons(cands, leg) if leg.kind is LegKind.CONTEXT
-               else _leg_reasons(cands, leg) for leg in cands.legs]
+    columns: list[Sequence[ReasonEntry | None]] = [
+        _context_reasons(cands, leg) if leg.kind is LegKind.CONTEXT
+        else _leg_reasons(cands, leg) for leg in cands.legs]
     if not cands.legs:
         columns.append([ReasonEntry(code=Reason.NO_RELEVANCE, contribution=0.0)] * m)
     columns += _session_reasons(cands)

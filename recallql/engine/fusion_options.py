@@ -168,7 +168,8 @@ def context_window(stmt: s.Search | s.Retrieve) -> tuple[int, int] | None:
                                 (clause.after, "after", DEFAULT_CONTEXT[1])):
         value = whole(stmt, node, what, default)
         if value > MAX_CONTEXT:
-            fail(stmt, node, f"{what} must be at most {MAX_CONTEXT}",
+            fail(stmt, node if isinstance(node, n.Node) else clause,
+                 f"{what} must be at most {MAX_CONTEXT}",
                  "WITH CONTEXT returns a few items around each hit, e.g. (before = 2, after = 2)")
         out.append(value)
     return out[0], out[1]

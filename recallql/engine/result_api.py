@@ -108,8 +108,8 @@ class ResultConversions:
         A row gives ``rank`` (1-based), ``id``, ``collection``, ``score``, then
         ``session_id`` / ``message_id`` / ``conversation_root`` when any row has one, its
         stored fields, ``reasons`` (``"CODE(detail) +contribution"`` strings) and, under
-        ``WITH CONTEXT``, ``context`` (the surrounding items as dicts with ``offset``). Timestamps are
-        aware UTC `datetime`s (see the module docstring).
+        ``WITH CONTEXT``, ``context`` (the surrounding items as dicts with ``offset``).
+        Timestamps are aware UTC `datetime`s (see the module docstring).
         """
         if self.records is not None:
             return [self._record_dict(record) for record in self.records]
