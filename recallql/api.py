@@ -13,6 +13,7 @@ collection, and exposes `sessions` and `messages`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import sqlite3
@@ -50,7 +51,7 @@ from recallql.index.errors import (
     SignalRejected,
     StoreError,
 )
-from recallql.index.integrity import CheckReport
+from recallql.index.integrity import CheckReport, Problem
 from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
 from recallql.index.reindex import ReindexReport
 from recallql.index.schema import (
@@ -61,13 +62,14 @@ from recallql.index.schema import (
     make_info,
 )
 from recallql.index.snapshot import CollectionSnapshot
-from recallql.index.store import META_FILE, Store
+from recallql.index.store import META_FILE, Store, check_directory
 from recallql.index.timestamps import (
     parse_timestamp,  # noqa: F401  (the CLI's --param)
     to_epoch,
 )
 from recallql.sessions.input import SessionError
 from recallql.sessions.lifecycle import Sessions
+from recallql.sessions.lineage import LineageReport
 from recallql.sessions.messages import COLLECTION as MESSAGES
 from recallql.sessions.messages import (
     SESSION_FIELDS,
@@ -91,6 +93,45 @@ __all__ = ["BUILTIN_FIELDS", "USER_ERRORS", "Database", "DeleteReport", "Embedde
 USER_ERRORS: tuple[type[BaseException], ...] = (
     QueryError, IngestError, SignalRejected, DatabaseLocked, StoreError, SessionError, FilterError,
     IdempotencyKeyReused, HermesFormatError, HermesStoreBusy, OSError)
+
+
+def lineage_problems(report: LineageReport, file: str) -> list[Problem]:
+    """The lineage section of a store check as problems: a stored root that disagrees with
+    the walk is an error (GROUP BY CONVERSATION reads the stored roots); sessions without a
+    stored root are a warning (statements walk lineage for them, within the budget)."""
+    problems = [Problem(file, "error", "lineage",
+                        f"session '{m.session_id}': stored conversation root {m.stored}, the "
+                        f"lineage walk gives {m.walked}")
+                for m in report.mismatches]
+    if report.unmaintained:
+        listed = ", ".join(f"'{s}'" for s in report.unmaintained[:5])
+        more = "" if len(report.unmaintained) <= 5 else f" and {len(report.unmaintained) - 5} more"
+        problems.append(Problem(file, "warning", "lineage", (
+            f"{len(report.unmaintained)} session(s) have no stored conversation root ({listed}"
+            f"{more}); open the database as a writer once to store them")))
+    return problems
+
+
+def check_database(path: str | os.PathLike) -> CheckReport:
+    """Check the database at `path` without refusing it for damage (``recallql check``):
+    the stores are checked read-only and unvalidated; when they agree, the sessions' stored
+    conversation roots are checked against the lineage walk too.
+
+    Returns:
+        The `CheckReport` (a store whose ``meta.sqlite`` cannot be opened gives a report
+        holding that one error).
+    """
+    report = check_directory(path)
+    if not report.ok:
+        return report
+    try:
+        with connect(path, readonly=True, embedder=None) as db:
+            lineage = db.sessions.verify_lineage()
+    except StoreError as exc:  # e.g. a store too old to read: the store check stands
+        return dataclasses.replace(report, problems=[*report.problems, Problem(
+            str(Path(path) / META_FILE), "warning", "lineage", f"lineage not checked: {exc}")])
+    return dataclasses.replace(report, problems=[
+        *report.problems, *lineage_problems(lineage, str(Path(path) / META_FILE))])
 
 
 def is_database(path: str | os.PathLike) -> bool:
@@ -447,13 +488,19 @@ class Database:
 
     def check(self) -> CheckReport:
         """Verify the database: SQLite integrity, the three stores' agreement on rowids and
-        batches, and vector finiteness. Damage is reported (`CheckReport.ok`,
-        `.problems`), never raised or repaired.
+        batches, vector finiteness, and every session's stored conversation root against a
+        walk of the lineage edges (`Sessions.verify_lineage`). Damage is reported
+        (`CheckReport.ok`, `.problems`), never raised or repaired.
 
         Raises:
             StoreError: the database is closed.
         """
-        return self.store.check()
+        report = self.store.check()
+        if not report.ok:  # the stores disagree: a lineage walk over them proves nothing
+            return report
+        meta = str(Path(self.path) / META_FILE) if self.path is not None else "meta.sqlite"
+        return dataclasses.replace(report, problems=[
+            *report.problems, *lineage_problems(self.sessions.verify_lineage(), meta)])
 
     def vacuum(self) -> list[int]:
         """Purge deleted and replaced rows now (their text-index documents and vectors), so

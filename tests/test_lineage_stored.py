@@ -181,6 +181,51 @@ def test_verify_names_a_stored_root_the_walk_disagrees_with(db):
     assert "tip: stored elsewhere, walk gives root" in report.to_text()
 
 
+def test_check_reports_a_stored_root_the_walk_disagrees_with(tmp_path):
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(16)) as db:
+        db.sessions.create("root", "a")
+        db.sessions.close("root", "compression")
+        db.sessions.create("tip", "a", parent="root")
+        assert db.check().ok and not db.check().problems
+        tamper(db, "tip", "elsewhere")
+        report = db.check()
+    assert not report.ok
+    assert [(p.severity, p.kind, p.detail) for p in report.problems] == [
+        ("error", "lineage", "session 'tip': stored conversation root elsewhere, the lineage "
+                             "walk gives root")]
+    assert report.problems[0].file == str(path / "meta.sqlite")
+    assert recallql.api.check_database(path).problems == report.problems
+
+
+def test_check_warns_of_sessions_without_a_stored_root(tmp_path):
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(16)) as db:
+        db.sessions.create("root", "a")
+        forget_roots(db)
+    report = recallql.api.check_database(path)  # read-only: nothing is healed
+    assert report.ok
+    assert [(p.severity, p.kind) for p in report.problems] == [("warning", "lineage")]
+    assert report.problems[0].detail.startswith("1 session(s) have no stored conversation "
+                                                "root ('root')")
+
+
+def test_recallql_check_exits_1_naming_the_session(tmp_path):
+    from typer.testing import CliRunner
+
+    from recallql.cli import app
+
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(16)) as db:
+        db.sessions.create("root", "a")
+        db.sessions.close("root", "compression")
+        db.sessions.create("tip", "a", parent="root")
+        tamper(db, "tip", "elsewhere")
+    result = CliRunner().invoke(app, ["check", "--db", str(path)])
+    assert result.exit_code == 1
+    assert "[lineage] session 'tip': stored conversation root elsewhere" in result.output
+
+
 def test_show_lineage_shows_the_stored_root_and_warns_on_disagreement(db):
     db.sessions.create("root", "a")
     db.sessions.close("root", "compression")

@@ -98,7 +98,8 @@ def _bar() -> Progress:
 
 def check(db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
     """Verify a database: SQLite integrity, the agreement of SQLite, the text index and the
-    vector segments on every row and batch, and vector finiteness. Reports what it finds and
+    vector segments on every row and batch, vector finiteness, and each session's stored
+    conversation root against a walk of the lineage edges. Reports what it finds and
     repairs nothing; works on a damaged database (which every other command refuses).
 
     Exit code 0 when the stores agree (warnings allowed: leftovers of an interrupted write,
@@ -109,12 +110,12 @@ def check(db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
       recallql check --db mem.db
       recallql check --db mem.db --json
     """
-    from recallql.index.store import check_directory
+    from recallql.api import check_database
 
     if not db.exists():
         raise fail(no_database(db))
     with handled():
-        report = check_directory(db)
+        report = check_database(db)
     if as_json:
         out.print(json.dumps({**asdict(report), "ok": report.ok}), markup=False,
                   soft_wrap=True)

@@ -41,7 +41,8 @@ class Problem:
         severity: ``error`` (damage: the store cannot be trusted) or ``warning`` (leftovers a
             writer cleans up, nothing lost).
         kind: a short tag: ``sqlite``, ``rows``, ``text``, ``vectors``, ``non-finite``,
-            ``uncommitted``, ``orphan``, ``unknown-collection``, ``missing``.
+            ``uncommitted``, ``orphan``, ``unknown-collection``, ``missing``, ``lineage`` (a
+            stored conversation root, checked by `recallql.api.check_database`).
         detail: what was found.
     """
 
