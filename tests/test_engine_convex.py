@@ -158,3 +158,15 @@ def test_canonical_text_round_trips():
     text = ("SEARCH kb MATCHING 'x' WITHOUT RECENCY WITH CONTEXT (before = 2, after = 1) "
             "FUSE CONVEX (alpha = 0.3, normalization = tmm, window = 50) LIMIT 5")
     assert recallql.parse(text).to_text() == text
+
+
+def test_explain_shows_the_window_a_refill_used():
+    """GROUP BY DOCUMENT with window 2: the two best chunks are one document, so the page
+    under-fills and the refill asks for 2 × 4 = 8; the fusion line shows the window it fused."""
+    db = make_db([doc(f"a#{i}", "alpha", "alpha " * (5 - i), vec(1, 0, 0, 0), doc_id="a",
+                      position=i) for i in range(3)]
+                 + [doc("b#0", "alpha", "alpha", vec(0, 1, 0, 0), doc_id="b", position=0)])
+    text = db.execute("EXPLAIN SEARCH kb MATCHING 'alpha' USING LEXICAL WITHOUT RECENCY "
+                      "FUSE CONVEX (window = 2) GROUP BY DOCUMENT LIMIT 2").to_text()
+    assert "ConvexFusion: normalization=minmax window=8 legs=1" in text
+    assert "LexicalScan: fields=[title, body] terms=[alpha] window=8" in text

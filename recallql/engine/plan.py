@@ -295,7 +295,9 @@ class QueryPlan(_Model):
     def with_window(self, window: int) -> QueryPlan:
         """The same plan with candidate window `window` for every leg (deeper refills)."""
         legs = tuple(leg.model_copy(update={"window": window}) for leg in self.legs)
-        return self.model_copy(update={"window": window, "legs": legs})
+        fusion = None if self.fusion is None else self.fusion.model_copy(
+            update={"window": window})
+        return self.model_copy(update={"window": window, "legs": legs, "fusion": fusion})
 
     def lexical_terms(self) -> tuple[str, ...]:
         """The distinct terms of the first lexical leg (EXPLAIN VERBOSE), or ()."""
