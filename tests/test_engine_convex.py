@@ -142,7 +142,7 @@ def test_with_context_returns_the_surrounding_items(kb):
 @pytest.mark.parametrize("clause, message", [
     ("FUSE RRF (alpha = 0.5)", "option 'alpha' is for FUSE CONVEX, not FUSE RRF"),
     ("FUSE CONVEX (k = 60)", "option 'k' is for FUSE RRF, not FUSE CONVEX"),
-    ("FUSE CONVEX (normalization = zscore)", "normalization must be minmax or tmm"),
+    ("FUSE CONVEX (normalization = zscore)", "normalization takes a name, minmax or tmm, not zsc"),
     ("FUSE CONVEX (alpha = 1.5)", "alpha must be between 0 and 1"),
     ("FUSE CONVEX (weights = (context = 2))", "the context weight must be at most 1"),
     ("FUSE CONVEX (alpha = 0.5, weights = (lexical = 1))", "give alpha or the"),
@@ -170,3 +170,8 @@ def test_explain_shows_the_window_a_refill_used():
                       "FUSE CONVEX (window = 2) GROUP BY DOCUMENT LIMIT 2").to_text()
     assert "ConvexFusion: normalization=minmax window=8 legs=1" in text
     assert "LexicalScan: fields=[title, body] terms=[alpha] window=8" in text
+
+
+def test_normalization_is_a_name_not_a_parameter(kb):
+    with pytest.raises(QueryError, match="normalization takes a name, minmax or tmm, not a par"):
+        kb.execute("SEARCH kb MATCHING 'alpha' FUSE CONVEX (normalization = :n)", n="tmm")

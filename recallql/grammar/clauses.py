@@ -222,8 +222,9 @@ class ClauseCollector:
         value = option.value
         name = value.name.lower() if isinstance(value, Identifier) else None
         if name not in ("minmax", "tmm"):
+            what = "a parameter" if type(value).__name__ == "Parameter" else value.to_text()
             raise self.builder.error(
-                "normalization must be minmax or tmm", value.span,
+                f"normalization takes a name, minmax or tmm, not {what}", value.span,
                 hint=did_you_mean(name or "", ["minmax", "tmm"], listing=False)
                 or "minmax: the window's lowest and highest score; tmm: theoretical minimum")
         ident = Identifier.model_construct(name=name, quoted=False, span=value.span)
