@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from recallql.engine.features import Features, empty_features
+from recallql.engine.features import Features, Strings, empty_features
 from recallql.engine.plan import LegKind
 
 #: Boost components, in the order they are summed after the legs (and listed by EXPLAIN).
@@ -91,14 +91,18 @@ class LineageDetail(Detail):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ContextDetail(Detail):
-    """The context leg's credit per row: the neighbour that gave it (its item id, "" for none),
-    which side it is on (−1 before, +1 after, 0 none), its fused relevance (NaN: none) and the
-    leg's weight."""
+    """The context leg's credit per row: the neighbour that gave it (its item id, lazy: read
+    only for the rows a result shows; meaningless where `side` is 0), which side it is on (−1
+    before, +1 after, 0 none), its fused relevance (NaN: none) and the leg's weight."""
 
-    neighbour: np.ndarray
+    neighbour: Strings
     side: np.ndarray
     relevance: np.ndarray
     weight: float
+
+    def take(self, index: np.ndarray) -> ContextDetail:
+        return ContextDetail(self.neighbour.take(index), self.side[index],
+                             self.relevance[index], self.weight)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -200,10 +200,10 @@ def _credit(cands: Candidates, batch: LegBatch, relevance: np.ndarray, weight: f
     part = np.zeros(m, dtype=np.float64)
     part[rows] = credit
     giver = np.where(side < 0, sides[0][1], sides[1][1])
-    neighbour = np.full(m, "", dtype=object)
     has = side != 0
-    if has.any():
-        neighbour[rows[has]] = cands.features.ids.take(giver[has]).tolist()
+    at = np.arange(m, dtype=np.int64)  # rows without a neighbour point at themselves (unread)
+    at[rows[has]] = giver[has]
+    neighbour = cands.features.ids.take(at)
     full_side, rel = np.zeros(m, np.int8), np.full(m, np.nan)
     full_side[rows] = side
     rel[rows[has]] = np.where(side[has] < 0, sides[0][0][has], sides[1][0][has])
