@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from recallql.engine.analyzer import QuerySpec
 from recallql.engine.models import Notice
@@ -162,10 +162,15 @@ def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool,
                 f"collection '{info.name}' has no embedder and no NEAR vector was given; ran "
                 "the lexical leg only")))
     if legs and spec.context_weight > 0.0:
-        legs.append(LegSpec(
-            name="context", kind=LegKind.CONTEXT, operator="ContextScan", window=n,
-            filter=spec.filter, options={"weight": spec.context_weight}))
+        legs.append(_context_leg(n, spec.filter, spec.context_weight))
     return tuple(legs)
+
+
+@functools.lru_cache(maxsize=256)
+def _context_leg(window: int, filter_expr: Any, weight: float) -> LegSpec:
+    """The context leg (immutable, so built once per window, filter and weight)."""
+    return LegSpec(name="context", kind=LegKind.CONTEXT, operator="ContextScan", window=window,
+                   filter=filter_expr, options={"weight": weight})
 
 
 def _fusion_node(qp: QueryPlan) -> Fusion:
