@@ -175,3 +175,17 @@ def test_explain_shows_the_window_a_refill_used():
 def test_normalization_is_a_name_not_a_parameter(kb):
     with pytest.raises(QueryError, match="normalization takes a name, minmax or tmm, not a par"):
         kb.execute("SEARCH kb MATCHING 'alpha' FUSE CONVEX (normalization = :n)", n="tmm")
+
+
+def test_with_context_in_json_output():
+    from recallql.ui.render import Catalog, json_data
+
+    db = make_db([doc("d#0", "intro", "before", vec(0, 1, 0, 0), doc_id="d", position=0,
+                      created_at="2025-01-02T03:04:05Z"),
+                  doc("d#1", "alpha", "alpha", vec(1, 0, 0, 0), doc_id="d", position=1)])
+    result = db.execute("SEARCH kb MATCHING 'alpha' USING LEXICAL WITH CONTEXT (before = 1) "
+                        "LIMIT 1")
+    (row,) = json_data(result, Catalog.of(db))["rows"]
+    assert row["id"] == "d#1"
+    assert [(c["offset"], c["id"]) for c in row["context"]] == [(-1, "d#0")]
+    assert row["context"][0]["fields"]["created_at"] == "2025-01-02T03:04:05.000000Z"
