@@ -35,10 +35,13 @@ def db(monkeypatch):
 
 
 def semantic_line(explain) -> dict:
-    node = explain.plan
-    while node.operator != "SemanticScan":
-        node = node.children[-1]
-    return node.properties
+    todo = [explain.plan]
+    while todo:
+        node = todo.pop()
+        if node.operator == "SemanticScan":
+            return node.properties
+        todo.extend(node.children)
+    raise AssertionError("no SemanticScan in the plan")
 
 
 QUERY = np.linspace(-1, 1, DIM).astype(np.float32)
@@ -77,8 +80,9 @@ def test_leg_batches_keep_the_method_through_json(db):
     plan = db.plan("SEARCH notes USING SEMANTIC NEAR :v LIMIT 5", v=QUERY)
     batches = db.run_legs(plan)
     back = LegBatches.from_json(batches.to_json())
-    assert [(b.method, b.why) for b in back.legs] == [
-        ("ann", "400 eligible rows > 50: ANN with oversampling")]
+    assert {b.name: (b.method, b.why) for b in back.legs}["semantic"] == (
+        "ann", "400 eligible rows > 50: ANN with oversampling")
+    assert [b.method for b in back.legs] == [b.method for b in batches.legs]
 
 
 def test_grammar_of_the_method():
