@@ -210,15 +210,7 @@ def _check_as_writer(path: Path, started_from: int) -> int:
         assert int((snap.live & snap.has_vector).sum()) == len(rows)
         db.store.recover()  # what every write does first for its collection
         for name in ("docs", "messages"):
-            state = db.store._state(name)
-            assert state.text.batches_after(db.store.committed_batch()) == 0
-            manifest = {s.file for s in db.store.meta.segments(state.id)}
-            folder = state.files.directory
-            manifest |= {graphs.graph_name(f) for f in manifest
-                         if (folder / graphs.graph_name(f)).exists()}
-            assert ({p.name for p in folder.iterdir()} if folder.exists() else set()) == manifest
-            building = folder.parent / "building"
-            assert not (building.exists() and list(building.iterdir()))
+            _check_files(db, name, graphs)
         assert not [p for p in db.check().problems if p.kind in ("uncommitted", "orphan")]
         if last and last % DELETE_EVERY == 0 and expected[last - 1] == survivors(
                 SEED, last - 1, False):
@@ -231,6 +223,21 @@ def _check_as_writer(path: Path, started_from: int) -> int:
         db.messages.extend(message_batch(last + 1))
         assert _check_messages(db, last + 1) == last + 1
         return last + 2
+
+
+def _check_files(db, name: str, graphs) -> None:
+    """The collection's files are what its manifest names (and their graphs), read under the
+    writer lock so that a waiting process's write cannot land in between."""
+    with db.store.writing():
+        state = db.store._state(name)
+        assert state.text.batches_after(db.store.committed_batch()) == 0
+        manifest = {s.file for s in db.store.meta.segments(state.id)}
+        folder = state.files.directory
+        manifest |= {graphs.graph_name(f) for f in manifest
+                     if (folder / graphs.graph_name(f)).exists()}
+        assert ({p.name for p in folder.iterdir()} if folder.exists() else set()) == manifest
+        building = folder.parent / "building"
+        assert not (building.exists() and list(building.iterdir()))
 
 
 def _check_messages(db, last: int, waiter: int = 0) -> int:
