@@ -1,0 +1,198 @@
+"""Scatter-gather over a shared collection: every shard runs the plan's legs on its share, the
+coordinator merges each leg globally and `recallql.merge` runs everything above the legs once.
+
+Per leg, the global candidates are the union of the shards' top N, ordered by (−score, item id)
+and cut at N, with ties sharing a rank (`competition_ranks`) — the list one database holding
+every row returns. Cosine needs nothing more. BM25 is re-scored with the global statistics
+(`recallql.cluster.bm25`); a shard whose unreturned rows could still score at least the N-th
+global score (`Bm25Stats.bound`) is asked again with twice its window, until none can.
+
+Rowids are re-keyed `shard << SHIFT | rowid` so candidates of all shards merge in one feature
+table (`concat_features`); `fetch_rows` sends each rowid back to its shard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import numpy as np
+
+from recallql.cluster.bm25 import Bm25Stats
+from recallql.cluster.shard import LexicalPart
+from recallql.engine.features import Features, Strings, concat_features
+from recallql.engine.legs import LegBatch, LegBatches, competition_ranks
+from recallql.engine.plan import LegKind, LegSpec, QueryPlan
+from recallql.sessions.lineage import SessionRow
+from recallql.sessions.models import SessionSnapshot, SessionState
+
+#: Bits of a shard-local rowid in a re-keyed rowid (2^40 rows per shard).
+SHIFT = 40
+#: Deeper lexical fetches stop at this window per shard (past it the leg is cut there).
+MAX_DEPTH = 1 << 20
+
+#: `scatter(method, shards, args)`: call `method` on each shard with its arguments, wait, and
+#: return the results in shard order (Ray actor calls in `recallql.cluster.client`).
+Scatter = Callable[[str, Sequence[int], Sequence[tuple[Any, ...]]], list[Any]]
+
+
+@dataclasses.dataclass
+class _ShardRun:
+    batches: LegBatches
+    lexical: dict[str, LexicalPart]
+    windows: dict[str, int]
+
+
+def gather_legs(plan: QueryPlan, scatter: Scatter, shards: Sequence[int]) -> LegBatches:
+    """The plan's leg batches over every shard's share, as one database would return them.
+
+    Raises:
+        whatever a shard's `run_legs` raises (QueryError, ExecutionError), re-raised by Ray.
+    """
+    start = time.perf_counter_ns()
+    runs = _run(plan, scatter, shards, {s: {leg.name: leg.window for leg in plan.legs}
+                                        for s in shards})
+    while True:
+        deeper = _deeper(plan, runs)
+        if not deeper:
+            break
+        again = _run(plan, scatter, list(deeper), deeper)
+        runs.update(again)
+    return _merged(plan, runs, time.perf_counter_ns() - start)
+
+
+def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
+         windows: dict[int, dict[str, int]]) -> dict[int, _ShardRun]:
+    plans = [_windowed(plan, windows[s]).model_dump_json() for s in shards]
+    out = scatter("legs", shards, [(p,) for p in plans])
+    return {s: _ShardRun(LegBatches.from_json(text), parts, windows[s])
+            for s, (text, parts) in zip(shards, out, strict=True)}
+
+
+def _windowed(plan: QueryPlan, windows: dict[str, int]) -> QueryPlan:
+    if all(windows[leg.name] == leg.window for leg in plan.legs):
+        return plan
+    legs = tuple(leg.model_copy(update={"window": windows[leg.name]}) for leg in plan.legs)
+    return plan.model_copy(update={"legs": legs})
+
+
+def _counts(spec: LegSpec) -> tuple[int, ...]:
+    return spec.term_counts or (1,) * len(spec.terms)
+
+
+def _global_stats(spec: LegSpec, runs: dict[int, _ShardRun]) -> Bm25Stats:
+    return Bm25Stats.total([run.lexical[spec.name].stats for run in runs.values()])
+
+
+def _rescored(spec: LegSpec, stats: Bm25Stats, part: LexicalPart) -> np.ndarray:
+    return stats.score(spec.terms, _counts(spec), part.tf, part.codes).astype(np.float64)
+
+
+def _deeper(plan: QueryPlan, runs: dict[int, _ShardRun]) -> dict[int, dict[str, int]]:
+    """Shards whose unreturned rows could enter a lexical leg's global top N, with the deeper
+    windows to ask them for."""
+    deeper: dict[int, dict[str, int]] = {}
+    for spec in plan.legs:
+        if spec.kind is not LegKind.LEXICAL:
+            continue
+        stats = _global_stats(spec, runs)
+        scores = np.sort(np.concatenate(
+            [_rescored(spec, stats, run.lexical[spec.name]) for run in runs.values()]))[::-1]
+        nth = scores[spec.window - 1] if scores.shape[0] >= spec.window else -np.inf
+        for s, run in runs.items():
+            part = run.lexical[spec.name]
+            if part.exhausted or run.windows[spec.name] >= MAX_DEPTH:
+                continue
+            local = Bm25Stats(part.stats.docs, part.stats.tokens, part.stats.doc_freq)
+            if stats.bound(local, spec.terms, _counts(spec)) * part.cut_score >= nth:
+                deeper.setdefault(s, dict(run.windows))[spec.name] = min(
+                    run.windows[spec.name] * 2, MAX_DEPTH)
+    return deeper
+
+
+def _merged(plan: QueryPlan, runs: dict[int, _ShardRun], elapsed: int) -> LegBatches:
+    shards = sorted(runs)
+    legs = []
+    for i, spec in enumerate(plan.legs):
+        stats = _global_stats(spec, runs) if spec.kind is LegKind.LEXICAL else None
+        rowids, scores, ids = [], [], []
+        for s in shards:
+            batch = runs[s].batches.legs[i]
+            rowids.append((s << SHIFT) | batch.rowids)
+            scores.append(batch.scores if stats is None
+                          else _rescored(spec, stats, runs[s].lexical[spec.name]))
+            ids.extend(batch.ids.tolist())
+        legs.append(_cut(spec, np.concatenate(rowids) if rowids else np.zeros(0, np.int64),
+                         np.concatenate(scores) if scores else np.zeros(0), ids, elapsed))
+    keep = np.unique(np.concatenate([leg.rowids for leg in legs])) if legs else None
+    features = concat_features([_rekeyed(s, runs[s].batches.features, keep) for s in shards])
+    return LegBatches(plan.collection, 0, sum(runs[s].batches.size for s in shards),
+                      tuple(legs), features,
+                      max((runs[s].batches.scan_ns for s in shards), default=0))
+
+
+def _cut(spec: LegSpec, rowids: np.ndarray, scores: np.ndarray, ids: list[str],
+         elapsed: int) -> LegBatch:
+    """A leg's global list: ordered by (−score, item id), cut at the window."""
+    order = sorted(range(len(ids)), key=lambda j: (-scores[j], ids[j]))[: spec.window]
+    pick = np.asarray(order, np.int64)
+    top = scores[pick] if pick.shape[0] else np.zeros(0)
+    return LegBatch(spec.name, spec.kind, rowids[pick] if pick.shape[0] else pick, top,
+                    competition_ranks(top), Strings.of([ids[j] for j in order]), spec.window,
+                    elapsed)
+
+
+def _rekeyed(shard: int, features: Features, keep: np.ndarray | None) -> Features:
+    """A shard's features with re-keyed rowids, only the rows in `keep` (None: all)."""
+    rowid = (shard << SHIFT) | features.rowid
+    if keep is not None:
+        index = np.flatnonzero(np.isin(rowid, keep))
+        features = features.take(index)
+        rowid = rowid[index]
+    return dataclasses.replace(features, rowid=rowid)
+
+
+class GatherSource:
+    """The `MergeSource` of a scatter-gather statement: rows from their shards, and the FOR
+    SESSION session from its owner's database (`session`: a callable reaching it)."""
+
+    def __init__(self, scatter: Scatter, shards: Sequence[int],
+                 session: Callable[[str, str, tuple[Any, ...]], Any] | None = None) -> None:
+        self._scatter = scatter
+        self._shards = list(shards)
+        self._session = session
+
+    def session_state(self, session_id: str, now_ts: float
+                      ) -> tuple[SessionState, SessionSnapshot] | None:
+        if self._session is None:
+            return None
+        out: tuple[SessionState, SessionSnapshot] | None = self._session(
+            session_id, "session_state", (session_id, now_ts))
+        return out
+
+    def entity_sums(self, entities: list[str], names: list[str], now_ts: float
+                    ) -> dict[str, dict[str, float]]:
+        return {}
+
+    def lineage_rows(self) -> AbstractContextManager[Callable[[str], SessionRow | None]]:
+        return nullcontext(lambda _session_id: None)
+
+    def fetch_rows(self, collection: str, rowids: np.ndarray, batch: int
+                   ) -> list[dict[str, Any]]:
+        shard_of = rowids >> SHIFT
+        local = rowids & ((1 << SHIFT) - 1)
+        wanted = sorted(set(shard_of.tolist()))
+        found = self._scatter("fetch", wanted,
+                              [(collection, local[shard_of == s].tolist()) for s in wanted])
+        queues = {s: iter(rows) for s, rows in zip(wanted, found, strict=True)}
+        return [next(queues[s]) for s in shard_of.tolist()]
+
+    def bm25_explanation(self, collection: str, terms: list[str], rowid: int, batch: int
+                         ) -> str:
+        shard, local = rowid >> SHIFT, rowid & ((1 << SHIFT) - 1)
+        text: str = self._scatter("bm25_explanation", [shard],
+                                  [(collection, terms, local)])[0]
+        return f"(shard {shard}, with that shard's statistics) {text}"
