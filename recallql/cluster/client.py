@@ -16,12 +16,12 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from recallql.cluster.gather import GatherSource, gather_legs
 from recallql.cluster.placement import CollectionDef, Placement, item_shard
-from recallql.cluster.runtime import READ_RETRIES, ClusterError, shard_actor, start
+from recallql.cluster.runtime import ClusterError, start
+from recallql.cluster.transport import InProcess, RayShards, Transport
 from recallql.engine.models import Explain, Result
 from recallql.engine.plan import ExplainSpec, QueryPlan
 from recallql.engine.refill import run_statement
@@ -56,7 +56,8 @@ class ClusterWriteReport:
 def connect(address: str | None = None, shards: int = 4, path: str | Path | None = None, *,
             embedder: object = "default", routing_field: str = "agent_id",
             clock: Callable[[], float] | None = None, num_cpus: int | None = None,
-            object_store_mb: int = 200, isolated: bool = True) -> Cluster:
+            object_store_mb: int = 200, isolated: bool = True,
+            in_process: bool = False) -> Cluster:
     """Open a recallql cluster: shard actors on Ray, each the only writer of its databases.
 
     Args:
@@ -71,8 +72,10 @@ def connect(address: str | None = None, shards: int = 4, path: str | Path | None
         routing_field: the declared field whose ``= value`` in a WHERE names the tenant.
         clock: "now" in epoch seconds UTC for every shard (tests pin it; picklable).
         num_cpus, object_store_mb: the local Ray instance's CPUs and object store (MB).
-        isolated: refuse to start Ray when an interface other than loopback is up (Ray's
-            servers listen on every interface; run under ``unshare -n``).
+        isolated: refuse to start Ray when the network namespace has an interface other than
+            loopback (Ray's servers listen on every interface; run under ``unshare -n``).
+        in_process: no Ray: the shards are objects in this process, called one after another
+            (the same routing and scatter-gather; for tests and development).
 
     Raises:
         ClusterError: Ray is missing, the process is not isolated, or a shard is not running.
@@ -84,12 +87,16 @@ def connect(address: str | None = None, shards: int = 4, path: str | Path | None
     root.mkdir(parents=True, exist_ok=True)
     placement = Placement(root)
     count = placement.shards() if address is not None else placement.ensure_shards(shards)
-    ray = start(num_cpus=num_cpus, object_store_mb=object_store_mb, isolated=isolated,
-                address=address)
-    actors = [shard_actor(ray, root, i, embedder, clock, create=address is None)
-              for i in range(count)]
-    cluster = Cluster(ray, root, placement, actors, routing_field,
-                      owns=(address is None, owned), spawn=(embedder, clock))
+    transport: Transport
+    if in_process:
+        transport = InProcess(root, embedder, clock)
+    else:
+        transport = RayShards(start(num_cpus=num_cpus, object_store_mb=object_store_mb,
+                                    isolated=isolated, address=address),
+                              root, embedder, clock, owner=address is None)
+    for i in range(count):
+        transport.add(i)
+    cluster = Cluster(transport, root, placement, routing_field, owns_dir=owned)
     cluster.wait_ready()
     return cluster
 
@@ -101,16 +108,13 @@ class Cluster:
         root: the cluster directory; sessions, messages: the routed session and message API.
     """
 
-    def __init__(self, ray: ModuleType, root: Path, placement: Placement, actors: list[Any],
-                 routing_field: str, *, owns: tuple[bool, bool],
-                 spawn: tuple[object, Any]) -> None:
-        self._ray = ray
+    def __init__(self, transport: Transport, root: Path, placement: Placement,
+                 routing_field: str, *, owns_dir: bool) -> None:
+        self.transport = transport
         self.root = root
         self._placement = placement
-        self._actors = actors
         self._routing = routing_field
-        self._owns_ray, self._owns_dir = owns
-        self._spawn = spawn
+        self._owns_dir = owns_dir
         self.sessions = ClusterSessions(self)
         self.messages = ClusterMessages(self)
 
@@ -119,33 +123,18 @@ class Cluster:
     @property
     def shards(self) -> int:
         """Number of shards."""
-        return len(self._actors)
+        return self.transport.count
 
     def actor(self, index: int) -> Any:
-        """The Ray actor handle of shard `index` (operations: ``ray.kill(handle,
-        no_restart=False)`` restarts it)."""
-        return self._actors[index]
-
-    def _get(self, refs: Any) -> Any:
-        exc = self._ray.exceptions
-        try:
-            return self._ray.get(refs)
-        except exc.RayTaskError as err:
-            cause = err.cause
-            raise (cause if isinstance(cause, BaseException) else ClusterError(str(err))
-                   ) from None
-        except exc.RayActorError as err:
-            raise ClusterError(f"a shard died during the call and Ray is restarting it; "
-                               f"retry (writes are all-or-nothing per shard): {err}") from None
+        """Shard `index`: its Ray actor handle (``ray.kill(handle, no_restart=False)`` restarts
+        it), or the `Shard` object in process."""
+        return self.transport.handle(index)
 
     def scatter(self, method: str, shards: Sequence[int], args: Sequence[tuple[Any, ...]],
                 *, write: bool = False) -> list[Any]:
         """Call `method` on shards with their arguments and wait for every result (reads are
         retried across an actor restart, writes are not)."""
-        retries = 0 if write else READ_RETRIES
-        refs = [getattr(self._actors[s], method).options(max_task_retries=retries).remote(*a)
-                for s, a in zip(shards, args, strict=True)]
-        return list(self._get(refs))
+        return self.transport.scatter(method, shards, args, write=write)
 
     def wait_ready(self) -> list[int]:
         """Wait until every shard answers; returns their process ids."""
@@ -367,9 +356,7 @@ class Cluster:
         the others (existing tenants and shared items stay where they are). Returns its index.
         """
         index = self._placement.ensure_shards(self.shards + 1) - 1
-        embedder, clock = self._spawn
-        self._actors.append(shard_actor(self._ray, self.root, index, embedder, clock,
-                                        create=True))
+        self.transport.add(index)
         self.wait_ready()
         return index
 
@@ -380,13 +367,7 @@ class Cluster:
     def close(self) -> None:
         """Close the shards' databases; stop the Ray instance this connection started (and
         remove a temporary cluster directory)."""
-        if self._owns_ray:
-            try:
-                self.scatter("close", range(self.shards), [()] * self.shards)
-            finally:
-                for actor in self._actors:
-                    self._ray.kill(actor, no_restart=True)
-                self._ray.shutdown()
+        self.transport.close()
         self._placement.close()
         if self._owns_dir:
             shutil.rmtree(self.root, ignore_errors=True)

@@ -9,14 +9,9 @@ outside a private network namespace that has only loopback, unless told otherwis
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
-from pathlib import Path
 from types import ModuleType
-from typing import Any
-
-from recallql.cluster.shard import Shard
 
 #: Ray namespace of recallql clusters (actor names are per cluster directory inside it).
 NAMESPACE = "recallql"
@@ -58,10 +53,10 @@ def check_isolated() -> None:
     found = network_interfaces()
     if found:
         raise ClusterError(
-            f"refusing to start Ray: its servers listen on every interface, and this process's "
-            f"network namespace has {', '.join(found)}. Run inside a private network namespace with only "
-            f"loopback: {UNSHARE} <command> (or pass isolated=False / --no-isolation on a "
-            "network you trust)")
+            f"refusing to start Ray: its servers listen on every interface, and this "
+            f"process's network namespace has {', '.join(found)}. Run inside a private network "
+            f"namespace with only loopback: {UNSHARE} <command> (or pass isolated=False / "
+            "--no-isolation on a network you trust)")
 
 
 def start(*, num_cpus: int | None, object_store_mb: int, isolated: bool,
@@ -79,29 +74,3 @@ def start(*, num_cpus: int | None, object_store_mb: int, isolated: bool,
              _node_ip_address="127.0.0.1", object_store_memory=object_store_mb << 20,
              namespace=NAMESPACE, log_to_driver=False)
     return ray
-
-
-def actor_name(root: Path, index: int) -> str:
-    """The Ray name of shard `index` of the cluster at `root` (unique per directory)."""
-    digest = hashlib.blake2b(str(root.resolve()).encode(), digest_size=6).hexdigest()
-    return f"recallql-{digest}-shard-{index}"
-
-
-def shard_actor(ray: ModuleType, root: Path, index: int, embedder: object,
-                clock: Any, *, create: bool) -> Any:
-    """The actor of shard `index`: the running one of that name, or (with `create`) a new one
-    that Ray restarts whenever it dies.
-
-    Raises:
-        ClusterError: no such actor and not `create`.
-    """
-    name = actor_name(root, index)
-    try:
-        return ray.get_actor(name, namespace=NAMESPACE)
-    except ValueError:
-        if not create:
-            raise ClusterError(f"no shard {index} is running for the cluster {root} "
-                               "(start it with `recallql cluster serve`)") from None
-    remote = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0)(Shard)
-    return remote.options(name=name, namespace=NAMESPACE, get_if_exists=True).remote(
-        str(root), index, embedder, clock)

@@ -29,6 +29,8 @@ from recallql.cluster.bm25 import ShardStats, fieldnorm_code
 from recallql.cluster.placement import CollectionDef, Placement
 from recallql.engine.legs import LegBatches
 from recallql.engine.plan import LegKind, QueryPlan
+from recallql.index.embedders import by_name
+from recallql.index.errors import StoreError
 from recallql.index.snapshot import CollectionSnapshot
 
 #: Rows whose term frequencies a shard keeps (rows never change once written).
@@ -254,9 +256,12 @@ def _create(db: Database, coll: CollectionDef, default: object) -> None:
     """Create (or check) a recorded collection in `db`; ``"default"`` means the shard's
     embedder."""
     spec = dict(coll.definition)
-    embedder = spec.pop("embedder", "default")
-    db.create_collection(coll.name, embedder=default if embedder == "default" else embedder,
-                         **spec)
+    name = spec.pop("embedder", "default")
+    embedder = default if name == "default" else by_name(name)
+    if name not in (None, "default") and embedder is None:
+        raise StoreError(f"collection {coll.name!r}: unknown embedder {name!r} (use "
+                         "'default', None, or a built-in embedder's name)")
+    db.create_collection(coll.name, embedder=embedder, **spec)
 
 
 def batches_of(text: str) -> LegBatches:
