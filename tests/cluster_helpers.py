@@ -48,12 +48,13 @@ def cacm_queries(shared: Path) -> dict[str, str]:
     return corpora.load_cacm_queries(cacm_root(shared))
 
 
-def single_database(path: Path, docs: list[dict[str, Any]]) -> recallql.Database:
-    """One database holding `docs` in collection `cacm` (the reference)."""
+def single_database(path: Path, docs: list[dict[str, Any]], name: str = "cacm"
+                    ) -> recallql.Database:
+    """One database holding `docs` in collection `name` (the reference)."""
     db = recallql.connect(path, embedder=None, clock=CLOCK)
-    db.create_collection("cacm", text_fields=("title", "body"), fields=FIELDS,
+    db.create_collection(name, text_fields=("title", "body"), fields=FIELDS,
                          embedder=HashEmbedder(64))
-    db.ingest("cacm", docs)
+    db.ingest(name, docs)
     return db
 
 
