@@ -1,6 +1,6 @@
 """One entry point for every benchmark (issue 8; SPEC §9).
 
-    python -m benchmarks [quality|locomo|latency|sessions|lineage|ingest|parse|all]
+    python -m benchmarks [quality|locomo|latency|sessions|lineage|ingest|parse|writes|all]
                          [--write-results]
 
 Sections:
@@ -17,13 +17,17 @@ Sections:
 - ``lineage``: `benchmarks.bench_lineage` (10k-deep chain) and `benchmarks.bench_conversations`
   (GROUP BY CONVERSATION overhead).
 - ``ingest``: `benchmarks.bench_ingest` (chunks/s without and with the default embedder, RSS).
-- ``parse``: `benchmarks.bench_parse` (cold/cached parse, bind) and the cached parse+plan path.
+- ``parse``: `benchmarks.bench_parse` (cold/cached parse, bind, over-limit rejections) and the
+  cached parse+plan path.
+- ``writes``: `benchmarks.bench_writes` (durable small writes/s, 1 and 3 processes, one item per
+  call and bulk calls).
 
 Nothing is installed at run time: the peers are the ``bench`` extra (``pip install -e
 .[dev,bench]``). Vectors come from the cache of `benchmarks.vectors_cache` (computed on the
 first run: tens of minutes of CPU for the 100k chunks; warm it with
 ``nice -n 10 python -m benchmarks.vectors_cache``). ``--write-results`` rewrites
-``benchmarks/RESULTS.md`` with the machine description and every section run.
+``benchmarks/RESULTS.md`` with the machine description and every section run (a single section
+replaces its own block and keeps the others).
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from benchmarks import machine, targets
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 FINDINGS = Path(__file__).with_name("FINDINGS.md")
-ORDER = ("parse", "ingest", "lineage", "sessions", "quality", "locomo", "latency")
+ORDER = ("parse", "ingest", "writes", "lineage", "sessions", "quality", "locomo", "latency")
 
 
 def _script(module: str, argv: tuple[str, ...] = ()) -> str | None:
@@ -94,11 +98,19 @@ def ingest_section(args: argparse.Namespace) -> str:
                                 "embedding; RSS ≤ 1.3×)", argv)])
 
 
+def writes_section(args: argparse.Namespace) -> str:
+    """bench_writes: small durable writes from 1 and 3 processes."""
+    return _scripts("Small writes", [("bench_writes", "Small writes/s (target ≥ 200/s from 3 "
+                                      "processes with bulk calls)", ())])
+
+
 def lineage_section(args: argparse.Namespace) -> str:
     """Lineage depth and conversation grouping scripts."""
     return _scripts("Lineage and conversations", [
-        ("bench_lineage", "10k-deep lineage (target ≤ 50 ms)", ()),
-        ("bench_conversations", "GROUP BY CONVERSATION overhead", ()),
+        ("bench_lineage", "10k-deep lineage (target ≤ 50 ms) and root maintenance (chain "
+         "update ≤ 100 ms)", ()),
+        ("bench_conversations", "GROUP BY CONVERSATION overhead (target ≤ 1.1× at LIMIT 10 and "
+         "100)", ()),
     ])
 
 
@@ -133,10 +145,44 @@ def latency_section(args: argparse.Namespace) -> str:
 
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], str]] = {
-    "parse": parse_section, "ingest": ingest_section, "lineage": lineage_section,
-    "sessions": sessions_section, "quality": quality_section, "locomo": locomo_section,
-    "latency": latency_section,
+    "parse": parse_section, "ingest": ingest_section, "writes": writes_section,
+    "lineage": lineage_section, "sessions": sessions_section, "quality": quality_section,
+    "locomo": locomo_section, "latency": latency_section,
 }
+
+
+def merge_results(block: str) -> None:
+    """Replace one section's block of RESULTS.md (its ``## Title`` up to the next section),
+    or append it; the targets table gets this run's rows for that section."""
+    text = RESULTS.read_text(encoding="utf-8") if RESULTS.is_file() else ""
+    title = block.splitlines()[0]
+    start = text.find(f"\n{title}\n")
+    if start < 0:
+        text = text.rstrip() + "\n\n" + block
+    else:
+        end = text.find("\n## ", start + len(title) + 2)
+        text = text[:start + 1] + block.rstrip() + "\n" + (text[end:] if end >= 0 else "")
+    RESULTS.write_text(_merge_targets(text).rstrip() + "\n", encoding="utf-8")
+
+
+def _merge_targets(text: str) -> str:
+    """`text` with this run's target rows replacing the rows of the same targets."""
+    marker = "## Targets in this run\n\n"
+    at = text.find(marker)
+    if at < 0:
+        return text
+    start = at + len(marker)
+    end = text.find("\n\n", start)
+    lines = text[start:end].splitlines()
+    head, body = lines[:1], lines[1:]
+    new = targets.summary().splitlines()[2:]
+
+    def name(row: str) -> str:
+        return row.split("|")[1].strip()
+
+    names = {name(r) for r in new}
+    rows = [*head, *[r for r in body if r.startswith("|---") or name(r) not in names], *new]
+    return text[:start] + "\n".join(rows) + text[end:]
 
 
 def write_results(blocks: list[str], machine_text: str) -> None:
@@ -173,7 +219,10 @@ def main(argv: list[str] | None = None) -> None:
         print("\n" + block, flush=True)
         blocks.append(block)
     print("\n## Targets in this run\n\n" + targets.summary())
-    if args.write_results:
+    if args.write_results and len(names) == 1:
+        merge_results(blocks[0])
+        print(f"updated the {names[0]} section of {RESULTS}")
+    elif args.write_results:
         write_results(blocks, machine_text)
         print(f"wrote {RESULTS}")
 

@@ -11,7 +11,13 @@ Two fetch backends, same resolver:
 
 Each figure is the median of several fresh resolvers (a fresh resolver = an empty memo and row
 cache, as for a new statement). Also reports a warm re-resolve (memo hit) and a full
-``chain()`` walk. Run: ``python benchmarks/bench_lineage.py [depth]``.
+``chain()`` walk.
+
+Write-time roots (issue 14; statements read them instead of walking): on a recallql database on
+disk holding the chain, the cost of keeping roots — per session create (``db.sessions.create``
+continuing the chain, end to end, and the `roots.refresh` share of it) and per chain update
+(the top session's end reason toggled, so all ``depth`` roots below it change in one batch;
+target ≤ 100 ms). Run: ``python benchmarks/bench_lineage.py [depth]``.
 """
 
 from __future__ import annotations
@@ -133,6 +139,76 @@ def bench_engine(path: Path, rows: list[SessionRow], depth: int) -> None:
               "db.sessions.fetcher, one read transaction)")
 
 
+def bench_roots(path: Path, depth: int) -> None:
+    """Root maintenance on a recallql database on disk (WAL, synchronous=FULL)."""
+    import recallql
+    from recallql.index.embedders import HashEmbedder
+    from recallql.sessions import roots
+
+    with recallql.connect(path, embedder=HashEmbedder(16)) as db:
+        with db.store.transaction() as conn:
+            conn.execute("INSERT INTO sessions (id, agent_id, status, end_reason, started_at) "
+                         "VALUES ('top', 'bench', 'closed', 'compression', 0)")
+            conn.executemany(
+                "INSERT INTO sessions (id, agent_id, status, parent_session_id, end_reason, "
+                "started_at) VALUES (?, 'bench', 'closed', ?, 'compression', ?)",
+                [(f"s{i}", "top" if i == 0 else f"s{i - 1}", i) for i in range(depth)])
+            roots.refresh(conn, ["top"])
+        create_ms = _creates(db, depth)
+        refresh_us = _refresh_one(db, roots, f"s{depth + REPEATS - 1}") * 1000.0
+        update_ms, refresh_ms = _updates(db, roots, depth)
+        assert db.sessions.verify_lineage().ok
+    print(f"{'roots':10s} create (continuing a {depth}-deep chain) {create_ms * 1000:7.0f} µs "
+          f"end to end, of which roots.refresh {refresh_us:5.0f} µs")
+    print(f"{'roots':10s} root update depth={depth}  {update_ms:8.2f} ms for {depth:,} roots in "
+          f"one batch, committed (target ≤ 100 ms); roots.refresh alone {refresh_ms:.2f} ms; "
+          f"the query-time walk of the same chain (dict, above) is what it replaces")
+
+
+def _updates(db, roots, depth: int) -> tuple[float, float]:
+    """Median ms of a chain update (the top's end reason toggled; every root below changes):
+    the whole committed transaction, and the `roots.refresh` call in it."""
+    whole, inner = [], []
+    for k in range(REPEATS):
+        start = time.perf_counter()
+        with db.store.transaction() as conn:
+            conn.execute("UPDATE sessions SET end_reason = ? WHERE id = 'top'",
+                         ("new_session" if k % 2 == 0 else "compression",))
+            begin = time.perf_counter()
+            changed = roots.refresh(conn, ["top"]).changed
+            inner.append((time.perf_counter() - begin) * 1000.0)
+        whole.append((time.perf_counter() - start) * 1000.0)
+        assert changed >= depth, changed
+    return statistics.median(whole), statistics.median(inner)
+
+
+def _creates(db, depth: int) -> float:
+    """Median ms of `db.sessions.create` of a session continuing the chain (its parent, the
+    previous tip, is closed by compression first, outside the timing)."""
+    samples = []
+    for k in range(REPEATS):
+        parent, sid = f"s{depth + k - 1}", f"s{depth + k}"
+        if k:
+            db.sessions.close(parent, "compression", at=depth + k)
+        start = time.perf_counter()
+        db.sessions.create(sid, "bench", parent=parent, started_at=depth + k)
+        samples.append((time.perf_counter() - start) * 1000.0)
+    return statistics.median(samples)
+
+
+def _refresh_one(db, roots, sid: str) -> float:
+    """Median ms of the `roots.refresh` call alone (no commit) for one session with no
+    children whose parent's root is stored."""
+    samples = []
+    for _ in range(REPEATS):
+        with db.store.transaction() as conn:
+            conn.execute("UPDATE sessions SET lineage_status = NULL WHERE id = ?", (sid,))
+            start = time.perf_counter()
+            roots.refresh(conn, [sid])
+            samples.append((time.perf_counter() - start) * 1000.0)
+    return statistics.median(samples)
+
+
 def main(depth: int = 10_000) -> None:
     rows = chain_rows(depth)
     by_id = {r.id: r for r in rows}
@@ -147,6 +223,7 @@ def main(depth: int = 10_000) -> None:
         finally:
             conn.close()
         bench_engine(Path(tmp) / "db", rows, depth)
+        bench_roots(Path(tmp) / "roots-db", depth)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ Run from the repository root::
 
 Prints the one-off grammar load, the cold parse (cache cleared before every call), the cached
 parse and the bind time, each the median over many iterations, against the targets
-(cached <= 50 us, cold <= 1 ms).
+(cached <= 50 us, cold <= 1 ms); then the time to reject each kind of over-limit input
+(`recallql.grammar.limits`: size, nesting, IN list, tokens), target < 1 s each (SPEC §3.2).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from recallql.grammar import bind, clear_cache, parse  # noqa: E402
+from recallql.grammar.errors import QuerySyntaxError  # noqa: E402
 from recallql.grammar.parser import lark_parser  # noqa: E402
 
 TYPICAL = (
@@ -28,6 +30,15 @@ TYPICAL = (
     "WITH RECENCY (weight = 0.01, half_life = 30 DAYS) LIMIT 10"
 )
 TARGETS_US = {"cold parse": 1000.0, "cached parse": 50.0}
+REJECT_TARGET_S = 1.0
+_WHERE = "SEARCH docs MATCHING 'x' WHERE "
+OVER_LIMIT = {  # the inputs of issue 13 (each took 2-23 s to reject before the limits)
+    "100,000 nested parentheses": _WHERE + "(" * 100_000 + "a = 1" + ")" * 100_000,
+    "100,000 NOTs": _WHERE + "NOT " * 100_000 + "a = 1",
+    "100,000-literal IN list": _WHERE + "a IN (" + ", ".join(map(str, range(100_000))) + ")",
+    "100,000-term OR chain": _WHERE + " OR ".join(["a = 1"] * 100_000),
+    "2 MiB statement": "SEARCH docs MATCHING '" + "a " * (1 << 20) + "'",
+}
 
 
 def median_us(run: Callable[[], object], iterations: int, batch: int = 1) -> float:
@@ -66,6 +77,22 @@ def main() -> None:
             "ok" if value <= target else "MISSED"
         )
         print(f"{name:>13}: {value:9.2f} us (median){verdict}")
+    print(f"over-limit input, rejected before parsing (target < {REJECT_TARGET_S:g} s each):")
+    for name, text in OVER_LIMIT.items():
+        seconds = reject_seconds(text)
+        verdict = "ok" if seconds < REJECT_TARGET_S else "MISSED"
+        print(f"  {name:>27}: {seconds * 1000:8.2f} ms  {verdict}")
+
+
+def reject_seconds(text: str) -> float:
+    """Seconds `parse` takes to refuse `text` with a QuerySyntaxError (cache cleared)."""
+    clear_cache()
+    start = time.perf_counter()
+    try:
+        parse(text)
+    except QuerySyntaxError:
+        return time.perf_counter() - start
+    raise AssertionError(f"accepted: {text[:60]}...")
 
 
 if __name__ == "__main__":

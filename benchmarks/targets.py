@@ -42,8 +42,8 @@ def _number(pattern: str, text: str) -> float | None:
 
 
 def from_script_output(module: str, text: str | None) -> None:
-    """Record the targets printed by `bench_ingest`, `bench_sessions` and `bench_lineage`
-    (others: ignored)."""
+    """Record the targets printed by `bench_ingest`, `bench_sessions`, `bench_parse`,
+    `bench_writes`, `bench_lineage` and `bench_conversations` (others: ignored)."""
     if module == "bench_ingest":
         rate = _number(r"vectors supplied: .*= ([\d,]+) chunks/s", text or "")
         _record_figure("ingest without embedding ≥ 20,000 chunks/s", rate, 20_000, True,
@@ -56,12 +56,28 @@ def from_script_output(module: str, text: str | None) -> None:
             extra = _number(rf"{kind}\s+wall .*overhead\s+\+?(-?[\d.]+) ms", text or "")
             _record_figure(f"session-boost overhead over 1k candidates ≤ 1 ms ({kind.upper()})",
                            extra, 1.0, False, "{:.2f} ms")
+    elif module == "bench_parse":
+        times = [float(t) for t in re.findall(r":\s+([\d.]+) ms\s+(?:ok|MISSED)", text or "")]
+        _record_figure("over-limit statements rejected < 1 s (slowest kind)",
+                       max(times) / 1000 if times else None, 1.0, False, "{:.3f} s")
+    elif module == "bench_writes":
+        rate = _number(r"3 processes with bulk calls \(extend\): ([\d,.]+) writes/s", text or "")
+        _record_figure("small writes ≥ 200/s from 3 processes with bulk calls", rate, 200, True,
+                       "{:,.0f} writes/s")
     elif module == "bench_lineage":
         cold = _number(r"dict\s+depth=\d+\s+resolve cold=\s*([\d.]+) ms", text or "")
         _record_figure("10k-deep lineage ≤ 50 ms (dict fetch)", cold, 50, False, "{:.1f} ms")
         txn = _number(r"sqlite-txn\s+depth=\d+\s+resolve cold=\s*([\d.]+) ms", text or "")
         _record_figure("10k-deep lineage ≤ 50 ms (SQLite, one read transaction)", txn, 50,
                        False, "{:.1f} ms")
+        update = _number(r"root update depth=\d+\s+([\d.]+) ms", text or "")
+        _record_figure("10k-deep chain: stored roots updated in one batch ≤ 100 ms", update, 100,
+                       False, "{:.1f} ms")
+    elif module == "bench_conversations":
+        for limit in (10, 100):
+            ratio = _number(rf"(?m)^\s+LIMIT {limit}: .*?\(([\d.]+)x", text or "")
+            _record_figure(f"GROUP BY CONVERSATION p50 ≤ 1.1× ungrouped (LIMIT {limit}, 10k-deep "
+                           "chain)", ratio, 1.1, False, "{:.2f}×")
 
 
 def _record_figure(target: str, value: float | None, bound: float, at_least: bool,

@@ -64,8 +64,15 @@ def main() -> None:
     run(db, "a datetime parameter", SINCE, text="backup",
         since=datetime(2024, 1, 1, tzinfo=UTC))
     run(db, "positional parameters", POSITIONAL, "restore snapshot", 1)
-    run(db, "AS OF pins 'now' (reproducible recency)", PINNED, text="backup",
-        now=datetime(2025, 1, 31, tzinfo=UTC))
+    # AS OF answers from the database as committed then, with "now" = then for recency: the
+    # same statement gives the same answer after later writes.
+    pinned = datetime.now(tz=UTC)
+    run(db, "AS OF pins the database and 'now' (reproducible)", PINNED, text="backup",
+        now=pinned)
+    db.ingest("docs", [{"id": "backup-3", "title": "Backup policy v2",
+                        "body": "New backup retention policy.", "created_at": pinned}])
+    run(db, "... the same after a newer backup document was ingested", PINNED, text="backup",
+        now=pinned)
 
     # A vector is only ever a parameter: here the embedding of a sentence.
     vector = db.embedder("docs")(["Restore the latest snapshot"])[0]

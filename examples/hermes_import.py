@@ -59,6 +59,17 @@ def main(store: Path, directory: Path) -> None:
                   f"conversation={row.conversation_root}  {row.fields['content'][:50]!r}")
         for notice in result.warnings:
             print(f"   warning {notice.code.value}: {notice.message}")
+        # Hermes' own search hides subagent and tool sessions and tool rows: the same view
+        print("-- the Hermes-equivalent view: WHERE source NOT IN ('subagent', 'tool') AND "
+              "role != 'tool'")
+        hermes_view = db.execute(
+            "SEARCH messages MATCHING :q WHERE source NOT IN ('subagent', 'tool') "
+            "AND role != 'tool' GROUP BY CONVERSATION LIMIT 5", q="vector databases tool output")
+        for row in hermes_view:
+            print(f"   {row.id:<22} session={row.session_id:<14} source={row.fields['source']:<8}"
+                  f" role={row.fields['role']:<9} {row.fields['content'][:40]!r}")
+        check = db.sessions.verify_lineage()  # stored roots against the walk
+        print("--", check.to_text().splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "SignalRejected": "recallql.index.errors",
     "DatabaseLocked": "recallql.index.errors",
     "StoreError": "recallql.index.errors",
+    "IdempotencyKeyReused": "recallql.index.errors",
     # sessions
     "SessionError": "recallql.sessions",
     "SessionNotFound": "recallql.sessions",
@@ -54,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "IngestReport": "recallql.index.batch",
     "DeleteReport": "recallql.index.batch",
     "SweepReport": "recallql.sessions.sweep",
+    "CheckReport": "recallql.index.checks",
     "ImportReport": "recallql.importers.hermes",
 }
 

@@ -13,6 +13,7 @@ collection, and exposes `sessions` and `messages`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import sqlite3
@@ -22,6 +23,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,22 +45,41 @@ from recallql.index.errors import (
     AnalyzerOutdatedWarning,
     DatabaseLocked,
     FilterError,
+    IdempotencyKeyReused,
     IngestError,
     SignalRejected,
     StoreError,
 )
+from recallql.index.integrity import CheckReport, Problem
+from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
 from recallql.index.reindex import ReindexReport
-from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo, FieldType, make_info
+from recallql.index.schema import (
+    BUILTIN_COLLECTIONS,
+    CollectionInfo,
+    FieldType,
+    check_same,
+    make_info,
+)
 from recallql.index.snapshot import CollectionSnapshot
-from recallql.index.store import META_FILE, Store, check_same
-from recallql.index.timestamps import parse_timestamp  # noqa: F401  (the CLI's --param)
+from recallql.index.store import META_FILE, Store, check_directory
+from recallql.index.timestamps import (
+    parse_timestamp,  # noqa: F401  (the CLI's --param)
+    to_epoch,
+)
 from recallql.sessions.input import SessionError
 from recallql.sessions.lifecycle import Sessions
-from recallql.sessions.lineage import SessionRow
+from recallql.sessions.lineage import LineageReport
 from recallql.sessions.messages import COLLECTION as MESSAGES
-from recallql.sessions.messages import Messages, session_item_ids
+from recallql.sessions.messages import (
+    SESSION_FIELDS,
+    Messages,
+    message_activity,
+    session_fields_filler,
+    session_item_ids,
+)
 from recallql.sessions.models import SessionSnapshot, SessionState
 from recallql.sessions.signals import SignalPolicy
+from recallql.sessions.stored import RootResolver
 
 if TYPE_CHECKING:
     from recallql.importers.hermes import ImportReport
@@ -70,7 +91,46 @@ __all__ = ["BUILTIN_FIELDS", "USER_ERRORS", "Database", "DeleteReport", "Embedde
 #: Exceptions that are the user's or the data's fault (a message, no traceback, exit 1 in the CLI).
 USER_ERRORS: tuple[type[BaseException], ...] = (
     QueryError, IngestError, SignalRejected, DatabaseLocked, StoreError, SessionError, FilterError,
-    HermesFormatError, HermesStoreBusy, OSError)
+    IdempotencyKeyReused, HermesFormatError, HermesStoreBusy, OSError)
+
+
+def lineage_problems(report: LineageReport, file: str) -> list[Problem]:
+    """The lineage section of a store check as problems: a stored root that disagrees with
+    the walk is an error (GROUP BY CONVERSATION reads the stored roots); sessions without a
+    stored root are a warning (statements walk lineage for them, within the budget)."""
+    problems = [Problem(file, "error", "lineage",
+                        f"session '{m.session_id}': stored conversation root {m.stored}, the "
+                        f"lineage walk gives {m.walked}")
+                for m in report.mismatches]
+    if report.unmaintained:
+        listed = ", ".join(f"'{s}'" for s in report.unmaintained[:5])
+        more = "" if len(report.unmaintained) <= 5 else f" and {len(report.unmaintained) - 5} more"
+        problems.append(Problem(file, "warning", "lineage", (
+            f"{len(report.unmaintained)} session(s) have no stored conversation root ({listed}"
+            f"{more}); open the database as a writer once to store them")))
+    return problems
+
+
+def check_database(path: str | os.PathLike) -> CheckReport:
+    """Check the database at `path` without refusing it for damage (``recallql check``):
+    the stores are checked read-only and unvalidated; when they agree, the sessions' stored
+    conversation roots are checked against the lineage walk too.
+
+    Returns:
+        The `CheckReport` (a store whose ``meta.sqlite`` cannot be opened gives a report
+        holding that one error).
+    """
+    report = check_directory(path)
+    if not report.ok:
+        return report
+    try:
+        with connect(path, readonly=True, embedder=None) as db:
+            lineage = db.sessions.verify_lineage()
+    except StoreError as exc:  # e.g. a store too old to read: the store check stands
+        return dataclasses.replace(report, problems=[*report.problems, Problem(
+            str(Path(path) / META_FILE), "warning", "lineage", f"lineage not checked: {exc}")])
+    return dataclasses.replace(report, problems=[
+        *report.problems, *lineage_problems(lineage, str(Path(path) / META_FILE))])
 
 
 def is_database(path: str | os.PathLike) -> bool:
@@ -115,10 +175,24 @@ class _SessionStore:
         ids = session_item_ids(self._store.snapshot(MESSAGES), session_ids)
         return self._store.delete(MESSAGES, ids, extra_sql=extra_sql).deleted
 
+    def message_activity(self) -> dict[str, tuple[float | None, int]]:
+        if MESSAGES not in {c.name for c in self._store.collections()}:
+            return {}
+        return message_activity(self._store.snapshot(MESSAGES))
+
+
+def _older_builtin(stored: CollectionInfo, wanted: CollectionInfo) -> bool:
+    """Whether `stored` is a built-in collection as an earlier version wrote it: the same text
+    fields, a subset of today's fields (a reader cannot upgrade it; a writer does on open)."""
+    return (stored.text_fields == wanted.text_fields
+            and all(wanted.fields.get(k) == v for k, v in stored.fields.items()))
+
 
 def connect(path: str | os.PathLike | None = None, *, embedder: object = "default",
             readonly: bool = False, signal_policy: SignalPolicy | None = None,
-            clock: Callable[[], float] | None = None) -> Database:
+            clock: Callable[[], float] | None = None,
+            lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+            retention: timedelta | float = timedelta(days=7)) -> Database:
     """Open or create a database.
 
     Args:
@@ -133,19 +207,32 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
             batch; any number of readers alongside one writer).
         signal_policy: allowed signal names, value bounds and half-lives (default: `reward` in
             [-1, 1], half-life 7 days).
-        clock: "now" in epoch seconds UTC for statements and session writes (default
-            `time.time`; tests pin it).
+        clock: "now" in epoch seconds UTC for statements, session writes and the commit time
+            of batches (default `time.time`; tests pin it).
+        lock_timeout: seconds a write waits while another process writes (the writer lock
+            is held for each write, not for the connection), like SQLite's busy timeout;
+            then `DatabaseLocked` names the holder's pid. Default 5.
+        retention: how long deleted and replaced rows stay visible to ``AS OF`` (a timedelta
+            or days; default 7 days); `vacuum` purges them at once.
 
     Raises:
-        DatabaseLocked: another writer has the database open.
-        StoreError: not a recallql database, an embedder that does not match, or a text index
-            of an analyser version this recallql does not know.
+        DatabaseLocked: creating the database, or migrating one written by an earlier
+            version, waited `lock_timeout` for another writer.
+        StoreError: not a recallql database, a missing or damaged file (named; nothing is
+            changed), an embedder that does not match, or a text index of an analyser version
+            this recallql does not know.
 
     Warns:
         AnalyzerOutdatedWarning: collections indexed by an older text analyser (they keep it
             until `Database.reindex` / ``recallql reindex``).
     """
-    store = Store.open(path, readonly=readonly)
+    seconds = retention.total_seconds() if isinstance(retention, timedelta) \
+        else float(retention) * 86400.0
+    if not (seconds >= 0 and lock_timeout >= 0):
+        raise StoreError(f"lock_timeout and retention must be non-negative, got "
+                         f"{lock_timeout!r} and {retention!r}")
+    store = Store.open(path, readonly=readonly, lock_timeout=lock_timeout, retention=seconds,
+                       clock=clock or time.time)
     try:
         db = Database(store, embedder, signal_policy=signal_policy, clock=clock)
         _warn_outdated(db)
@@ -183,6 +270,9 @@ class Database:
         self.store = store
         clock = clock or time.time
         self.sessions = Sessions(_SessionStore(store), signal_policy, clock)
+        self.sessions.prepare(writable=not store.readonly)
+        if not store.readonly:
+            self._upgrade_messages()
         self.messages = Messages(self, clock)
         self._engine = QueryEngine(self, clock)
         self._pool: ThreadPoolExecutor | None = None
@@ -194,6 +284,20 @@ class Database:
                 continue
             dim = None if resolved is not None else emb.MINILM_DIM
             self._open_collection(name, text_fields, fields, dim, resolved, builtin=True)
+
+    def _upgrade_messages(self) -> None:
+        """Give the `messages` collection of a store an earlier version wrote the fields
+        messages now carry from their session (`source`, `agent_id`), filled in from the
+        sessions table (one transaction)."""
+        row = self.store.meta.collection(MESSAGES)
+        if row is None:
+            return
+        wanted = BUILTIN_COLLECTIONS[MESSAGES][1]
+        missing = {k: wanted[k] for k in SESSION_FIELDS if k not in row.info.fields}
+        if missing:
+            with self.read_transaction() as conn:
+                fill = session_fields_filler(conn)
+            self.store.add_fields(MESSAGES, missing, fill)
 
     @property
     def path(self) -> str | None:
@@ -221,8 +325,10 @@ class Database:
                 raise StoreError(f"the database {self.path} is open read-only; cannot create "
                                  f"collection {name!r}")
             info = existing.info
-            check_same(info, make_info(name, text_fields, fields, dim,
-                                       embedder.name if embedder is not None else None))
+            wanted = make_info(name, text_fields, fields, dim,
+                               embedder.name if embedder is not None else None)
+            if not (builtin and _older_builtin(info, wanted)):
+                check_same(info, wanted)
         else:
             info = self.store.create_collection(name, text_fields, fields, dim,
                                                 embedder.name if embedder is not None else None)
@@ -276,7 +382,7 @@ class Database:
         return self._embedders[collection]
 
     def ingest(self, collection: str, items: Iterable[Mapping[str, object]], *,
-               replace_documents: bool = False) -> IngestReport:
+               replace_documents: bool = False, key: str | None = None) -> IngestReport:
         """Add or replace items, as one all-or-nothing batch.
 
         An item identical to its live version (same text fields, declared fields,
@@ -292,16 +398,23 @@ class Database:
                 own document), also delete the document's live chunks whose id is not in the
                 batch, in the same batch: re-ingesting a file that shrank from 100 chunks to 1
                 leaves 1 (`removed`).
+            key: an idempotency key (≤ 256 characters): a retry with the same key and items
+                writes nothing and returns the first call's report; stored durably with the
+                batch.
 
         Returns:
             The `IngestReport` (added, replaced, unchanged, removed, embedded).
 
         Raises:
-            IngestError: an invalid item (names the item and field); nothing was written.
-            StoreError: unknown collection, read-only database.
+            IngestError: an invalid item (names the item and field) or key; nothing was
+                written.
+            IdempotencyKeyReused: `key` was used before for other items.
+            StoreError: unknown collection, read-only database, or a storage failure (disk
+                full, permissions, I/O; the file and cause are named, nothing was written).
+            DatabaseLocked: another process's write held the lock for `lock_timeout`.
         """
         return self.store.ingest(collection, items, self.embedder(collection),
-                                 replace_documents=replace_documents)
+                                 replace_documents=replace_documents, key=key)
 
     def delete(self, collection: str, ids: Iterable[str | int] | None = None, *,
                doc_ids: Iterable[str | int] | None = None) -> DeleteReport:
@@ -365,9 +478,43 @@ class Database:
         """All collections."""
         return self.store.collections()
 
-    def snapshot(self, collection: str) -> CollectionSnapshot:
-        """The collection's snapshot at the last committed batch (see `Store.snapshot`)."""
-        return self.store.snapshot(collection)
+    def snapshot(self, collection: str, as_of: datetime | float | None = None
+                 ) -> CollectionSnapshot:
+        """The collection's snapshot at the last committed batch, or as committed at `as_of`
+        (a datetime, naive = UTC, or epoch seconds; see `Store.snapshot`)."""
+        at = as_of if as_of is None or isinstance(as_of, int | float) else to_epoch(as_of)
+        return self.store.snapshot(collection, as_of=at)
+
+    def check(self) -> CheckReport:
+        """Verify the database: SQLite integrity, the three stores' agreement on rowids and
+        batches, vector finiteness, and every session's stored conversation root against a
+        walk of the lineage edges (`Sessions.verify_lineage`). Damage is reported
+        (`CheckReport.ok`, `.problems`), never raised or repaired.
+
+        Raises:
+            StoreError: the database is closed.
+        """
+        report = self.store.check()
+        if not report.ok:  # the stores disagree: a lineage walk over them proves nothing
+            return report
+        meta = str(Path(self.path) / META_FILE) if self.path is not None else "meta.sqlite"
+        return dataclasses.replace(report, problems=[
+            *report.problems, *lineage_problems(self.sessions.verify_lineage(), meta)])
+
+    def vacuum(self) -> list[int]:
+        """Purge deleted and replaced rows now (their text-index documents and vectors), so
+        they take no more space or search time; ``AS OF`` an earlier time then no longer
+        shows them (it says so). Otherwise they are purged once older than the retention
+        window.
+
+        Returns:
+            The batch numbers written.
+
+        Raises:
+            StoreError: read-only database, or a storage failure.
+            DatabaseLocked: another process's write held the lock for `lock_timeout`.
+        """
+        return self.store.vacuum()
 
     # -- statements ------------------------------------------------------------------------------
 
@@ -468,10 +615,11 @@ class Database:
         return self.sessions.entity_sums(entities, names, now_ts)
 
     @contextlib.contextmanager
-    def lineage_rows(self) -> Iterator[Callable[[str], SessionRow | None]]:
-        """Session rows for one statement's lineage walk, in one read transaction."""
+    def lineage_resolver(self, budget: int) -> Iterator[RootResolver]:
+        """One statement's conversation-root resolver (stored roots, or a lineage walk of at
+        most `budget` session rows on an older store), in one read transaction."""
         with self.read_transaction() as conn:
-            yield self.sessions.fetcher(conn)
+            yield self.sessions.resolver(conn, budget)
 
     def fetch_rows(self, collection: str, rowids: np.ndarray, batch: int
                    ) -> list[dict[str, Any]]:

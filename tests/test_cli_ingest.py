@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner
@@ -274,10 +275,11 @@ def test_usage_and_unknown_collection(tmp_path, args, code, message):
 
 def test_locked_database_is_a_clean_error(tmp_path):
     (tmp_path / "a.jsonl").write_text('{"id": "a"}\n')
-    with recallql.connect(tmp_path / "db", embedder=HashEmbedder()):
-        result = _ingest(str(tmp_path / "a.jsonl"), "--db", str(tmp_path / "db"),
-                         "--embedder", "hash")
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder()) as db, db.store.writing():
+        result = runner.invoke(app, ["--wait", "0.1", "ingest", str(tmp_path / "a.jsonl"),
+                                     "--db", str(tmp_path / "db"), "--embedder", "hash"])
     assert result.exit_code == 1 and "locked by another writer" in result.stderr
+    assert f"this process ({os.getpid()}" in result.stderr and "waited 0.1 s" in result.stderr
     assert "wait for the other writer" in result.stderr and "`recallql query`" in result.stderr
     assert "readonly=True" not in result.stderr
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -122,10 +123,11 @@ def test_locked_database_is_a_clean_error(db):
     import recallql
     from recallql.index.embedders import HashEmbedder
 
-    with recallql.connect(db, embedder=HashEmbedder()):
-        done = cli("sessions", "create", "s-9", "--agent", "a", "--db", str(db))
+    with recallql.connect(db, embedder=HashEmbedder()) as held, held.store.writing():
+        done = cli("sessions", "create", "s-9", "--agent", "a", "--db", str(db), "--wait", "0.2")
         reader = cli("sessions", "list", "--db", str(db))
     assert done.returncode == 1 and "locked by another writer" in done.stderr
+    assert f"process {os.getpid()}" in done.stderr and "waited 0.2 s" in done.stderr
     assert "wait for the other writer" in done.stderr and "readonly=True" not in done.stderr
     assert reader.returncode == 0  # readers never wait for the writer
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from session_rows import forget_roots
 from test_conversations_support import T0, connect, query, rows, run, session, text
 
 from recallql import QuerySemanticError
@@ -144,10 +145,11 @@ def test_explain_shows_lineage_reasons_and_stats(db):
     assert {k: v for k, v in stats.items() if k != "lineage"} == {
         "candidates": 5, "scanned": 3, "sessions": 3, "kept": 2, "unresolved_dropped": 1,
         "live_hidden": 0, "budget_hit": False}
-    lineage = stats["lineage"]
-    assert (lineage["fetches"], lineage["memo_hits"], lineage["max_depth"]) == (4, 0, 1)
+    lineage = stats["lineage"]  # three stored roots read, no walk
+    assert (lineage["stored"], lineage["fetches"], lineage["max_depth"]) == (3, 0, 1)
     for part in ("conversation.candidates=5", "conversation.sessions=3",
-                 "conversation.lineage.fetches=4", "conversation.budget_hit=False"):
+                 "conversation.lineage.stored=3", "conversation.lineage.fetches=0",
+                 "conversation.budget_hit=False"):
         assert part in text
     reasons = explain.rows[0].reasons
     assert (reasons[-1].code, reasons[-1].detail) == (Reason.LINEAGE, "root=root, anchor=mid")
@@ -166,7 +168,7 @@ def test_explain_json_carries_the_same_content(db):
     assert payload["result"]["stats"]["conversation"]["unresolved_dropped"] == 1
 
 
-# -- budget truncation ---------------------------------------------------------------------------
+# -- budget truncation (only where a walk remains: sessions without a stored root) ----------------
 
 
 def three_conversations(db):
@@ -184,6 +186,7 @@ def three_conversations(db):
 ])
 def test_budget_exhaustion_returns_a_safe_ranked_prefix(db, budget, expected, truncated):
     three_conversations(db)
+    forget_roots(db)
     result = run(db, budget=budget)
     assert [r.conversation_root for r in result.rows] == expected
     assert result.truncated is truncated
@@ -193,8 +196,18 @@ def test_budget_exhaustion_returns_a_safe_ranked_prefix(db, budget, expected, tr
     assert lineage["budget_exhausted"] is truncated
 
 
+def test_stored_roots_need_no_budget(db):
+    three_conversations(db)
+    result = run(db, budget=1)  # no walk: the budget is never spent
+    assert [r.conversation_root for r in result.rows] == ["a", "b0", "c"]
+    assert result.truncated is False and result.warnings == []
+    lineage = result.stats["conversation"]["lineage"]
+    assert (lineage["stored"], lineage["fetches"], lineage["budget_exhausted"]) == (3, 0, False)
+
+
 def test_budget_warning_says_how_to_raise_it(db):
     three_conversations(db)
+    forget_roots(db)
     (notice,) = run(db, budget=6).warnings
     assert notice.message == ("lineage budget of 6 session-row fetches ran out; the result is a "
                               "safe ranked prefix (raise it with GROUP BY CONVERSATION "
@@ -265,16 +278,33 @@ def test_show_lineage_prints_each_edge_verdict(db, sid, expected):
     session(db, "cb", "ca", end="compression")
     result = db.execute("SHOW LINEAGE :s", s=sid)
     assert result.columns == ["depth", "session_id", "parent_session_id", "source", "end_reason",
-                              "edge", "conversation_root"]
+                              "edge", "conversation_root", "stored_root"]
     got = [(r["session_id"], r["parent_session_id"], r["edge"], r["conversation_root"])
            for r in result.records]
     assert got == expected
+    assert [r["stored_root"] for r in result.records] == [r[3] for r in expected]
+    assert result.warnings == []  # every stored root agrees with the walk
     assert [r["depth"] for r in result.records] == list(range(len(expected)))
 
 
 def test_show_lineage_of_an_unknown_session_is_a_clear_error(db):
     with pytest.raises(QuerySemanticError, match="no session 'nobody'"):
         db.execute("SHOW LINEAGE 'nobody'")
+
+
+def test_a_long_run_of_tied_scores_does_not_end_the_walk(db):
+    """1,100 hits of one conversation tie at one score: a deeper head whose cut falls in the same
+    run adds no row, and the walk must go on to the hit of the second conversation below it."""
+    db.sessions.create("big", "agent-1")
+    db.sessions.create("small", "agent-1")
+    items = [message_item("big", i + 1, i + 1, "user", text(5 if i < 10 else 3), T0, True,
+                          False) for i in range(1110)]
+    items.append(message_item("small", 1111, 1, "user", text(1), T0, True, False))
+    db.ingest("messages", items)
+    result = db.execute("SEARCH messages MATCHING 'alpha' USING LEXICAL WITHOUT RECENCY "
+                        "FUSE RRF (k = 60, window = 1200) GROUP BY CONVERSATION LIMIT 2")
+    assert rows(result) == [("big", "big"), ("small", "small")]
+    assert result.stats["conversation"]["scanned"] == 1111
 
 
 def test_the_walk_orders_deeper_heads_as_it_goes(db):

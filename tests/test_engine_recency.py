@@ -4,6 +4,7 @@ that actually answers keeps its rank."""
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 import pytest
 from engine_helpers import DAY, NOW, doc, left_sum, make_db, q, reason, vec
@@ -171,7 +172,10 @@ def test_recency_on_a_declared_timestamp_field():
 
 
 def test_as_of_pins_now():
-    db = make_db([doc("d", "alpha", "alpha", vec(1, 0, 0, 0), created_at="2025-01-01")])
+    """AS OF is "now" for recency (and the row must have been committed by then: the clock,
+    which stamps commits, is a day after its date)."""
+    db = make_db([doc("d", "alpha", "alpha", vec(1, 0, 0, 0), created_at="2025-01-01")],
+                 clock=datetime(2025, 1, 2, tzinfo=UTC).timestamp())
     stmt = ("SEARCH kb MATCHING 'alpha' NEAR :v WITH RECENCY (weight = 0.1, half_life = 365 DAYS)"
             " AS OF TIMESTAMP '2026-01-01T00:00:00Z'")
     row = db.execute(stmt, v=q(vec(1, 0, 0, 0))).rows[0]

@@ -68,7 +68,8 @@ def test_session_rows_and_markers(store, expected):
     keys = ("id", "parent_session_id", "source", "end_reason", "branched_from",
             "delegate_from", "archived")
     assert tuple(s[k] for k in keys) == expected
-    assert set(s) == set(keys) | {"started_at", "ended_at", "title", "model"}
+    assert set(s) == set(keys) | {"started_at", "ended_at", "title", "model",
+                                     "markers_unreadable"}
 
 
 def test_session_times_and_display_fields(store):

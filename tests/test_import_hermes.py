@@ -51,6 +51,7 @@ def test_report_counts_everything(db, store):
         "skipped": {"empty_content": 2, "malformed_model_config": 1,
                     "undecodable_json_content": 1},
         "missing_parents": ["gone-session"], "unresolved": {"cycle": 2, "missing_parent": 1},
+        "roots_updated": 17,
         "batches": 1, "missing_columns": [],
     }
     assert report.to_text().splitlines()[1:3] == [

@@ -250,7 +250,7 @@ def test_path_compression_tip_then_mid_costs_nothing():
     stats = resolver.stats.describe()
     assert stats == {"budget": 2000, "fetches": 4, "absent": 0, "chain_fetches": 0,
                      "memo_hits": 4, "resolved": 5, "unresolved": {},
-                     "budget_exhausted": False, "max_depth": 2}
+                     "budget_exhausted": False, "max_depth": 2, "stored": 0}
 
 
 def test_every_session_of_a_deep_chain_is_memoised():

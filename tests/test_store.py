@@ -96,10 +96,28 @@ def test_replacing_an_id_tombstones_the_old_row(index_db, index_docs):
     assert _lexical(index_db, "credentials")[0] == []
     ids, _ = _semantic(index_db, index_db.embedder("docs")(["Rotate credentials"])[0], 10)
     assert ids.count("creds") == 1 and len(ids) == 5
-    # the tombstoned document is purged from tantivy with the next batch
+    # the tombstoned document stays in tantivy for AS OF (the retention window) ...
     index_db.ingest("docs", [{"id": "later", "title": "later"}])
-    searcher = index_db.store._state("docs").text.searcher()
-    assert searcher.num_docs == 6
+    index_db.ingest("docs", [{"id": "later2", "title": "later"}])
+    assert index_db.store._state("docs").text.searcher().num_docs == 8
+    # ... until vacuum purges it (and its vector)
+    index_db.vacuum()
+    assert index_db.store._state("docs").text.searcher().num_docs == 7
+    assert sum(len(s.rowids) for s in index_db.store._state("docs").segments) == 7
+
+
+def test_without_retention_a_tombstoned_document_is_purged_two_batches_later(
+        tmp_path, index_embedder, index_docs):
+    """The purge lags one batch: batch S+1 records the horizon S, batch S+2 deletes the
+    documents tombstoned up to S (so a reader of S+1's predecessor never loses a row)."""
+    with recallql.connect(tmp_path / "db", embedder=index_embedder, retention=0) as db:
+        db.ingest("docs", index_docs)
+        db.ingest("docs", [{"id": "creds", "title": "Rotate secrets quarterly"}])  # batch 2
+        text = db.store._state("docs").text
+        db.ingest("docs", [{"id": "later", "title": "later"}])  # records horizon 2
+        assert text.searcher().num_docs == 7
+        db.ingest("docs", [{"id": "later2", "title": "later"}])  # purges rows dead at <= 2
+        assert text.searcher().num_docs == 7
 
 
 def test_snapshot_is_stable_and_refreshes_after_commit(index_db, index_docs):
@@ -407,3 +425,51 @@ def test_merges_of_interleaved_segments_with_tombstones_keep_rowids(tmp_path):
             rows, cos = snap.semantic_topn(vec, 1)
             assert snap.ids[rows[0]] == item_id and cos[0] == pytest.approx(1.0)
         assert snap.semantic_topn(expected["b1-0"], 10**6)[0].size == len(expected) + 2
+
+
+def test_a_store_of_the_previous_format_is_read_and_migrated(tmp_path, index_embedder):
+    """A store written before AS OF retention and idempotency keys (no `collections.horizon`,
+    no `request_keys`, no `batches_time`) is read as it is, and migrated by its first writer."""
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=index_embedder) as db:
+        db.ingest("docs", [{"id": "a", "title": "alpha"}, {"id": "b", "title": "alpha"}])
+        db.delete("docs", ["a"])
+    with sqlite3.connect(path / "meta.sqlite") as conn:
+        conn.execute("ALTER TABLE collections DROP COLUMN horizon")
+        conn.execute("DROP TABLE request_keys")
+        conn.execute("DROP INDEX batches_time")
+    conn.close()
+    reader = recallql.connect(path, embedder=index_embedder, readonly=True)
+    assert reader.execute("SEARCH docs MATCHING 'alpha'").ids() == ["b"]
+    with recallql.connect(path, embedder=index_embedder) as db:
+        db.ingest("docs", [{"id": "c", "title": "alpha"}], key="k")
+        assert db.check().ok
+        names = {n for (n,) in db.store.meta.read.execute("SELECT name FROM sqlite_master")}
+        assert {"request_keys", "batches_time"} <= names
+    assert reader.execute("SEARCH docs MATCHING 'alpha'").ids() == ["b", "c"]
+    reader.close()
+
+
+def test_leftovers_of_an_unfinished_batch_are_removed_even_after_its_number_was_reused(
+        tmp_path, index_embedder):
+    """Batch numbers are global: after a writer died between its tantivy commit and its SQLite
+    commit in `docs`, another process may commit a `messages` batch with the same number. The
+    dead batch's documents are then not "after the committed batch" any more; recovery still
+    removes them (they are of rowids SQLite does not have), so the next row of `docs` does not
+    inherit a ghost document."""
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=index_embedder) as db:
+        db.ingest("docs", [{"id": "a", "title": "alpha"}])
+        db.sessions.create("s", "agent")
+        committed = db.store.committed_batch()
+        with db.store.writing():  # what the dead writer left: tantivy only
+            text = db.store._state("docs").text
+            text.add([1], committed + 1, ["ghost words"])
+            text.commit()
+    with recallql.connect(path, embedder=index_embedder) as db:
+        db.messages.append("s", "user", "another collection takes the batch number")
+        assert db.store.committed_batch() == committed + 1
+        db.ingest("docs", [{"id": "b", "title": "beta"}])  # rowid 1
+        assert db.execute("SEARCH docs MATCHING 'ghost' USING LEXICAL").ids() == []
+        assert db.execute("SEARCH docs MATCHING 'beta' USING LEXICAL").ids() == ["b"]
+        assert db.check().ok and db.check().problems == []

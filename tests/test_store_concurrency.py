@@ -15,7 +15,6 @@ import threading
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 import recallql
 from recallql.index.embedders import HashEmbedder
@@ -29,13 +28,15 @@ def _run(*args: str, stdin=None) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
-def _helper_writer(path: str) -> None:
+def _helper_writer(path: str, timeout: str = "5") -> None:
+    db = recallql.connect(path, embedder=HashEmbedder(16), lock_timeout=float(timeout))
+    print("opened", flush=True)
     try:
-        recallql.connect(path, embedder=HashEmbedder(16))
+        db.ingest("docs", [{"id": f"w{os.getpid()}", "title": "token from the helper"}])
     except recallql.DatabaseLocked as exc:
-        print(f"DatabaseLocked: {exc}")
+        print(f"DatabaseLocked: {exc} pid={exc.pid}", flush=True)
         return
-    print("opened")
+    print("written", flush=True)
 
 
 def _helper_reader(path: str) -> None:
@@ -53,18 +54,34 @@ def _helper_reader(path: str) -> None:
                           "sem": sorted(snap.ids[r] for r in sem)}), flush=True)
 
 
-def test_second_writer_is_refused(tmp_path):
+def test_writers_of_two_processes_take_turns(tmp_path):
+    """Each write takes the lock for its own duration: a second process opens the database for
+    writing while the first has it open, and writes as soon as the first one's write ends."""
     path = tmp_path / "db"
-    with recallql.connect(path, embedder=HashEmbedder(16)):
+    with recallql.connect(path, embedder=HashEmbedder(16)) as db:
+        db.ingest("docs", [{"id": "a", "title": "token"}])
         proc = _run("writer", str(path))
         out, err = proc.communicate(timeout=60)
+        assert (proc.returncode, out) == (0, "opened\nwritten\n"), err
+        assert sorted(db.snapshot("docs").ids) == ["a", f"w{proc.pid}"]
+
+
+def test_a_write_waits_for_the_lock_then_names_its_holder(tmp_path):
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(16)) as db:
+        with db.store.writing():  # a long write of this process
+            proc = _run("writer", str(path), "0.3")
+            out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
-        assert out.startswith("DatabaseLocked: the database ") and str(path) in out
-        assert "read-only" in out
-        with pytest.raises(recallql.DatabaseLocked, match="locked by another writer"):
-            recallql.connect(path, embedder=HashEmbedder(16))
-    proc = _run("writer", str(path))  # released on close
-    assert proc.communicate(timeout=60)[0] == "opened\n"
+        assert out.startswith("opened\nDatabaseLocked: the database ") and str(path) in out
+        assert f"process {os.getpid()}" in out and f"pid={os.getpid()}" in out
+        assert "waited 0.3 s" in out
+        with db.store.writing():  # released within the wait: the helper writes
+            proc = _run("writer", str(path), "30")
+            assert proc.stdout.readline() == "opened\n"
+        out, err = proc.communicate(timeout=60)
+        assert out == "written\n", err
+        assert f"w{proc.pid}" in list(db.snapshot("docs").ids)
 
 
 def test_reader_process_sees_committed_batches_only(tmp_path):
@@ -106,4 +123,4 @@ def test_reader_process_sees_committed_batches_only(tmp_path):
 
 
 if __name__ == "__main__":
-    {"writer": _helper_writer, "reader": _helper_reader}[sys.argv[1]](sys.argv[2])
+    {"writer": _helper_writer, "reader": _helper_reader}[sys.argv[1]](*sys.argv[2:])

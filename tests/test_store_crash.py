@@ -4,9 +4,14 @@ results and vectors, and the next writer can ingest again.
 
 The writer's logical steps: ingest batch ``k`` (fresh items, the re-ingested 'shared' item and the
 unchanged 'constant' item), and after every batch ``k`` divisible by `DELETE_EVERY` one delete
-batch that removes most of batch ``k-1`` (by id and by doc_id). A delete is all-or-nothing too.
+batch that removes most of batch ``k-1`` (by id and by doc_id), then `db.messages.extend` of
+batch ``k``'s messages (one batch of `MESSAGES` messages). A delete and an extend are
+all-or-nothing too. A second trial kills writers while another process keeps writing messages,
+waiting for the lock each time (`lock_timeout`): it must never fail, and must recover what the
+killed writer left.
 
-Run as a script, this module is the writer: ``python test_store_crash.py DB START SEED [POINT N]``.
+Run as a script, this module is the writer: ``python test_store_crash.py DB START SEED [POINT N]``
+(or ``python test_store_crash.py waiter DB N`` for the process that waits for the lock).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ SEED = 20240601
 
 
 DELETE_EVERY = 3
+MESSAGES = 3
+SESSION = "crash"
 CONSTANT = {"id": "constant", "title": "constant item never changes"}
 
 
@@ -44,6 +51,12 @@ def batch_items(seed: int, k: int) -> list[dict]:
     items.append({"id": "shared", "title": f"shared batchtok{k}", "source": f"batch-{k}"})
     items.append(dict(CONSTANT))
     return items
+
+
+def message_batch(k: int) -> list[dict]:
+    """The messages written after logical batch k (one `extend` batch)."""
+    return [{"session_id": SESSION, "role": "user", "content": f"msgtok{k} message {j}"}
+            for j in range(MESSAGES)]
 
 
 def fresh(seed: int, k: int) -> list[dict]:
@@ -128,7 +141,9 @@ def _writer(path: str, start: int, seed: int, point: str | None, after: int) -> 
     import recallql
     from recallql.index.embedders import HashEmbedder
 
-    db = recallql.connect(path, embedder=HashEmbedder(16))
+    db = recallql.connect(path, embedder=HashEmbedder(16), lock_timeout=60)
+    if db.sessions.get(SESSION) is None:
+        db.sessions.create(SESSION, "crash-test", started_at=0.0)
     if point:
         _install_crash(point, after)
     print("ready", flush=True)
@@ -137,6 +152,7 @@ def _writer(path: str, start: int, seed: int, point: str | None, after: int) -> 
         db.ingest("docs", batch_items(seed, k))
         if k % DELETE_EVERY == 0:
             delete_batch(db, seed, k - 1)
+        db.messages.extend(message_batch(k))
         k += 1
 
 
@@ -160,23 +176,68 @@ def _check(path: Path, started_from: int) -> int:
     from recallql.index.embedders import HashEmbedder
 
     with recallql.connect(path, embedder=HashEmbedder(16)) as db:
+        report = db.check()  # leftovers of the killed batch are warnings, never errors
+        assert report.ok, report.to_text()
+        if db.sessions.get(SESSION) is None:  # killed before it was created
+            db.sessions.create(SESSION, "crash-test", started_at=0.0)
         snap = db.snapshot("docs")
         rows = snap.fetch(np.flatnonzero(snap.live))
         last, expected = _check_rows(rows, started_from)
         _check_text(snap, last, expected)
         _check_vectors(snap, last, expected)
         assert int((snap.live & snap.has_vector).sum()) == len(rows)
-        state = db.store._state("docs")
-        assert state.text.batches_after(db.store.committed_batch()) == 0
-        manifest = {s.file for s in db.store.meta.segments(state.id)}
-        assert {p.name for p in state.files.directory.iterdir()} == manifest
+        db.store.recover()  # what every write does first for its collection
+        for name in ("docs", "messages"):
+            state = db.store._state(name)
+            assert state.text.batches_after(db.store.committed_batch()) == 0
+            manifest = {s.file for s in db.store.meta.segments(state.id)}
+            folder = state.files.directory
+            assert ({p.name for p in folder.iterdir()} if folder.exists() else set()) == manifest
+        assert not [p for p in db.check().problems if p.kind in ("uncommitted", "orphan")]
         if last and last % DELETE_EVERY == 0 and expected[last - 1] == survivors(
                 SEED, last - 1, False):
             delete_batch(db, SEED, last - 1)  # the writer died before this delete committed
+        if last and _check_messages(db, last) < last:
+            db.messages.extend(message_batch(last))  # ... or before this extend committed
         assert db.ingest("docs", batch_items(SEED, last + 1)).unchanged == (1 if last else 0)
         if (last + 1) % DELETE_EVERY == 0:
             delete_batch(db, SEED, last)
+        db.messages.extend(message_batch(last + 1))
+        assert _check_messages(db, last + 1) == last + 1
         return last + 2
+
+
+def _check_messages(db, last: int, waiter: int = 0) -> int:
+    """Messages: whole extend batches only, a prefix of the logical batches (the one of `last`
+    may be missing), seqs 1..n without a gap, ids distinct, the text index in step; `waiter`
+    counts the messages of the waiting process. Returns the last logical batch with messages."""
+    snap = db.snapshot("messages")
+    rows = snap.fetch(np.flatnonzero(snap.live))
+    ours = [r for r in rows if r["session_id"] == SESSION]
+    per = {}
+    for r in ours:
+        per.setdefault(int(r["content"].split()[0].removeprefix("msgtok")), []).append(r)
+    assert all(len(v) == MESSAGES for v in per.values()), "a partial extend"
+    done = max(per, default=0)
+    assert sorted(per) == list(range(1, done + 1)) and done in (last - 1, last), (sorted(per), last)
+    assert sorted(r["seq"] for r in ours) == list(range(1, len(ours) + 1))
+    assert len({r["message_id"] for r in rows}) == len(rows)
+    theirs = [r for r in rows if r["session_id"] != SESSION]
+    assert len(theirs) >= waiter
+    for seqs in _seqs_by_session(theirs).values():
+        assert sorted(seqs) == list(range(1, len(seqs) + 1))
+    for k in (done - 1, done):
+        if k >= 1:
+            got, _ = snap.lexical_topn([f"msgtok{k}"], 10)
+            assert len(got) == MESSAGES
+    return done
+
+
+def _seqs_by_session(rows: list[dict]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        out.setdefault(r["session_id"], []).append(r["seq"])
+    return out
 
 
 def _check_rows(rows: list[dict], started_from: int) -> tuple[int, dict[int, set[str]]]:
@@ -251,7 +312,52 @@ def test_sigkill_at_protocol_points(tmp_path, point):
         start = _check(path, start)
 
 
-if __name__ == "__main__":
+def _waiter(path: str, count: int) -> None:
+    """Append `count` messages to its own session, one extend each, waiting for the lock as
+    long as it takes (up to 60 s a write); prints how many it wrote."""
+    import recallql
+    from recallql.index.embedders import HashEmbedder
+
+    db = recallql.connect(path, embedder=HashEmbedder(16), lock_timeout=60)
+    session = f"waiter-{os.getpid()}"
+    db.sessions.create(session, "crash-test", started_at=0.0)
+    print("ready", flush=True)
+    for i in range(count):
+        db.messages.extend([{"session_id": session, "role": "tool", "content": f"wait {i}"}])
+    print(count, flush=True)
+
+
+@pytest.mark.slow
+def test_sigkill_while_another_process_waits_for_the_lock(tmp_path):
+    """Writers are killed at random moments while a second process keeps writing: every one of
+    its writes waits for the lock (held by the killed writer until the kernel releases it),
+    recovers the collection the killed writer left half-written, and succeeds."""
+    path = tmp_path / "db"
+    start = _check(path, 1)  # the database and the crash session exist
+    env = dict(os.environ, PYTHONPATH=str(HERE.parents[1]))
+    waiter = subprocess.Popen([sys.executable, str(HERE), "waiter", str(path), "300"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert waiter.stdout.readline() == "ready\n", waiter.stderr.read()
+    rng = random.Random(SEED + 1)
+    for _ in range(10):
+        proc = _spawn(path, start)
+        time.sleep(rng.uniform(0.05, 0.6))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        start = _check(path, start)
+    out, err = waiter.communicate(timeout=600)
+    assert waiter.returncode == 0 and out.strip() == "300", err
+    import recallql
+    from recallql.index.embedders import HashEmbedder
+
+    with recallql.connect(path, embedder=HashEmbedder(16)) as db:
+        _check_messages(db, start - 1, waiter=300)
+        assert db.check().ok
+
+
+if __name__ == "__main__" and sys.argv[1] == "waiter":
+    _waiter(sys.argv[2], int(sys.argv[3]))
+elif __name__ == "__main__":
     db_path, first, seed_arg = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     crash_point = sys.argv[4] if len(sys.argv) > 4 else None
     crash_after = int(sys.argv[5]) if len(sys.argv) > 5 else 0

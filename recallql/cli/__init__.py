@@ -4,6 +4,8 @@
     recallql query "STATEMENTS"      run statements, print tables (or --json)
     recallql explain "STATEMENT"     plan and per-row score arithmetic
     recallql shell                   interactive shell
+    recallql check                   verify a database (SQLite, text index, vectors agree)
+    recallql vacuum                  purge deleted rows now
     recallql mcp                     the database as an MCP server for agents
     recallql sessions ...            list, show, create, annotate, signal, close, archive, sweep
     recallql import hermes STATE_DB  import a Hermes Agent session store
@@ -98,6 +100,10 @@ def _root(
                                         )] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
+    wait: Annotated[float | None, typer.Option(
+        "--wait", min=0.0, metavar="SECONDS",
+        help="How long each write waits while another process writes to the database "
+             "(default 5; 0: fail at once). Also accepted after the command.")] = None,
 ) -> None:
     """recallql: an embedded query engine for AI-agent memory.
 
@@ -106,6 +112,8 @@ def _root(
     (--db, default ./recallql.db or $RECALLQL_DB).
     """
     State.debug = State.debug or debug
+    if wait is not None:
+        State.wait = wait
     if db is not None:
         _global_db(ctx, db)
 
@@ -117,6 +125,10 @@ app.command(cls=Command, short_help="Run statements and print their results.")(_
 app.command(cls=Command, short_help="Show a statement's plan and each row's score arithmetic."
             )(_query.explain)
 app.command(cls=Command, short_help="Interactive shell (or run a piped script).")(_tools.shell)
+app.command(cls=Command, short_help="Verify a database; report damage (repairs nothing)."
+            )(_maintenance.check)
+app.command(cls=Command, short_help="Purge deleted rows now (AS OF then stops showing them)."
+            )(_maintenance.vacuum)
 app.command(cls=Command, short_help="Serve the database to agents over MCP (stdio or HTTP)."
             )(_mcp.mcp)
 app.command(cls=Command, short_help="Rebuild text indexes with the current analyser."

@@ -86,10 +86,12 @@ class Command(TyperCommand):
 
 class State:
     """Process-wide CLI flags: `debug` (root callback, ``--debug``), `json` (a command's
-    ``--json``: errors become JSON objects on stderr)."""
+    ``--json``: errors become JSON objects on stderr), `wait` (``--wait SECONDS``, global:
+    how long each write waits for another process's write before `DatabaseLocked`)."""
 
     debug: bool = False
     json: bool = False
+    wait: float = 5.0  # --wait SECONDS: how long a write waits for another writer
 
 
 def error_json(error: BaseException | str) -> str:
@@ -145,8 +147,14 @@ def user_errors() -> tuple[type[BaseException], ...]:
 @contextlib.contextmanager
 def handled() -> Iterator[None]:
     """Turn user and data errors into a message on stderr and exit code 1."""
+    import recallql
+
     try:
         yield
+    except recallql.DatabaseLocked as exc:
+        if State.debug:
+            raise
+        raise fail(locked_message(getattr(exc, "path", None) or Path("."), exc)) from None
     except user_errors() as exc:
         if State.debug:
             raise
@@ -201,11 +209,16 @@ def no_database(path: Path, create: str | None = None) -> str:
     return f"no recallql database at {path} ({create})"
 
 
-def locked_message(path: Path) -> str:
+def locked_message(path: Path, exc: BaseException | None = None) -> str:
     """The CLI's account of `DatabaseLocked`: who holds the lock and what to do meanwhile."""
-    return (f"the database {path} is locked by another writer (a running `recallql ingest`, "
-            "`recallql sessions` command, `recallql import` or a program that opened it for "
-            "writing); wait for the other writer to finish, or run read-only commands such as "
+    from recallql.index.lock import holder
+
+    pid = getattr(exc, "pid", None)
+    waited = getattr(exc, "waited", State.wait)
+    return (f"the database {path} is locked by another writer, {holder(pid)} (a running "
+            "`recallql ingest`, `recallql sessions` command, `recallql import` or a program "
+            f"writing to it); waited {waited:g} s; wait for the other writer to finish and "
+            "retry, pass --wait SECONDS to wait longer, or run read-only commands such as "
             "`recallql query`, `recallql explain` or `recallql shell` meanwhile")
 
 
@@ -223,13 +236,8 @@ def open_db(path: Path, *, write: bool = False, embedder: str = "auto") -> Datab
     if not write and not is_database(path):
         raise fail(no_database(path))
     with handled():
-        try:
-            return recallql.connect(path, embedder=embedder_for(embedder, path),
-                                    readonly=not write)
-        except recallql.DatabaseLocked:
-            if State.debug:
-                raise
-            raise fail(locked_message(path)) from None
+        return recallql.connect(path, embedder=embedder_for(embedder, path),
+                                readonly=not write, lock_timeout=State.wait)
 
 
 def take_debug(argv: list[str]) -> tuple[list[str], bool]:
@@ -238,6 +246,17 @@ def take_debug(argv: list[str]) -> tuple[list[str], bool]:
     end = argv.index("--") if "--" in argv else len(argv)
     kept = [a for a in argv[:end] if a != "--debug"] + argv[end:]
     return kept, len(kept) != len(argv)
+
+
+def take_wait(argv: list[str]) -> list[str]:
+    """`argv` with a ``--wait SECONDS`` (or ``--wait=SECONDS``) given after the subcommand
+    moved to the front, where the root command parses it (a global option, like ``--debug``)."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    for i, arg in enumerate(argv[:end]):
+        if arg.startswith("--wait=") or (arg == "--wait" and i + 1 < end):
+            taken = argv[i:i + 1] if "=" in arg else argv[i:i + 2]
+            return taken + argv[:i] + argv[i + len(taken):]
+    return argv
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -252,6 +271,7 @@ def run_main(app: typer.Typer) -> None:
     """Run the typer app; an unexpected exception prints one line (the traceback with
     ``--debug`` or ``RECALLQL_DEBUG=1``) and exits 1."""
     args, debug = take_debug(sys.argv[1:])
+    args = take_wait(args)
     State.debug = debug or os.environ.get("RECALLQL_DEBUG", "") not in ("", "0")
     warnings.showwarning = _show_warning
     try:

@@ -28,6 +28,7 @@ from recallql.cli.common import (
     DEFAULT_DB,
     DbOption,
     EmbedderOption,
+    State,
     embedder_for,
     err,
     fail,
@@ -254,9 +255,9 @@ def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder:
     inner = resolve(embedder_for(embedder, db))
     embed = ProgressEmbedder(inner) if inner is not None else None
     try:
-        database = recallql.connect(db, embedder=embed)
-    except recallql.DatabaseLocked:
-        raise fail(locked_message(db)) from None
+        database = recallql.connect(db, embedder=embed, lock_timeout=State.wait)
+    except recallql.DatabaseLocked as exc:
+        raise fail(locked_message(db, exc)) from None
     except recallql.StoreError as exc:
         raise fail(str(exc)) from None
     with database:
@@ -289,10 +290,13 @@ def _run(database: Any, collection: str, items: Iterable[dict], total: int | Non
                 report = database.ingest(collection, chunk, replace_documents=replace_documents)
                 tally.add(len(chunk), report)
                 progress.update(task, completed=tally.items)
-        except (recallql.IngestError, recallql.StoreError, OSError) as exc:
+        except (recallql.IngestError, recallql.StoreError, recallql.DatabaseLocked,
+                OSError) as exc:
             progress.stop()
             note = f" ({tally.items} items in {tally.batches} earlier batches were committed)"
-            raise fail(f"{exc}{note if tally.batches else ''}") from None
+            text = locked_message(database.store.path, exc) if isinstance(
+                exc, recallql.DatabaseLocked) else str(exc)
+            raise fail(f"{text}{note if tally.batches else ''}") from None
         except KeyboardInterrupt:
             progress.stop()
             err.print(f"interrupted: {tally.items} items committed in {tally.batches} batches; "

@@ -1,8 +1,11 @@
-"""``recallql reindex`` and ``recallql optimize``: rebuild text indexes from the stored texts."""
+"""``recallql reindex`` and ``recallql optimize`` (rebuild text indexes from the stored texts),
+``recallql check`` (verify a database) and ``recallql vacuum`` (purge deleted rows now)."""
 
 from __future__ import annotations
 
+import json
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +15,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemaining
 from recallql.cli.common import (
     DEFAULT_DB,
     DbOption,
+    JsonOption,
     err,
     fail,
     handled,
@@ -31,8 +35,9 @@ def reindex(db: DbOption = DEFAULT_DB, collection: CollectionOption = None) -> N
 
     Migrates a database written by an older recallql (its collections keep their old
     analyser, with a warning on every open, until reindexed) and makes BM25's statistics
-    exact. Nothing is lost: texts, vectors, sessions and signals are not touched. Needs the
-    writer lock (no other writer may be open).
+    exact. Nothing is lost: texts, vectors, sessions and signals are not touched. Holds the
+    writer lock while it rebuilds (other writers wait, up to --wait); AS OF an earlier time
+    then no longer shows rows deleted before the rebuild (it says so).
 
     \b
     Examples:
@@ -89,3 +94,47 @@ def _bar() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
         "{task.completed:,}/{task.total:,} rows"), TimeRemainingColumn(), console=err,
         transient=True)
+
+
+def check(db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+    """Verify a database: SQLite integrity, the agreement of SQLite, the text index and the
+    vector segments on every row and batch, vector finiteness, and each session's stored
+    conversation root against a walk of the lineage edges. Reports what it finds and
+    repairs nothing; works on a damaged database (which every other command refuses).
+
+    Exit code 0 when the stores agree (warnings allowed: leftovers of an interrupted write,
+    removed by the next writer), 1 when something is damaged.
+
+    \b
+    Examples:
+      recallql check --db mem.db
+      recallql check --db mem.db --json
+    """
+    from recallql.api import check_database
+
+    if not db.exists():
+        raise fail(no_database(db))
+    with handled():
+        report = check_database(db)
+    if as_json:
+        out.print(json.dumps({**asdict(report), "ok": report.ok}), markup=False,
+                  soft_wrap=True)
+    else:
+        out.print(report.to_text(), markup=False, soft_wrap=True)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def vacuum(db: DbOption = DEFAULT_DB) -> None:
+    """Purge deleted and replaced rows now: their text-index documents and vectors, which are
+    otherwise kept for the AS OF retention window (7 days). AS OF an earlier time then no
+    longer shows them (its result says so).
+
+    \b
+    Examples:
+      recallql vacuum --db mem.db
+    """
+    with _open_db(db, write=True, embedder="none") as database, handled():
+        batches = database.vacuum()
+    out.print(f"vacuumed {db}: {len(batches)} batches written" if batches
+              else f"nothing to vacuum in {db}", markup=False)

@@ -5,7 +5,6 @@ Reads (list, show, lineage) open the database read-only; writes take the writer 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -244,49 +243,85 @@ def archive(session: SessionArg, db: DbOption = DEFAULT_DB) -> None:
     out.print(f"archived session {session}", markup=False)
 
 
-#: The sessions `Sessions.sweep` removes: last activity (the end; for open sessions the latest
-#: of start, signal and annotation) before the cutoff.
-_SWEPT = ("SELECT COUNT(*) FROM sessions s WHERE COALESCE(s.ended_at, MAX(s.started_at, "
-          "COALESCE((SELECT MAX(at) FROM signals WHERE session_id = s.id), 0), "
-          "COALESCE((SELECT MAX(at) FROM annotations WHERE session_id = s.id), 0))) < ?")
+def _print_plan(report, older_than: float, as_json: bool) -> None:
+    """What a sweep would remove (`--dry-run`): one line per session (times to the second; JSON
+    keeps the full value), then the totals."""
+    import json
+
+    from recallql.grammar.timestamps import format_timestamp
+    from recallql.ui.render import cell
+
+    if as_json:
+        out.print(json.dumps({
+            "sessions": [{"id": x.id, "last_active": format_timestamp(x.last_active),
+                          "conversation": x.conversation, "messages": x.messages}
+                         for x in report.swept],
+            "messages": report.messages, "kept": list(report.kept)}), markup=False,
+            soft_wrap=True)
+        return
+    for x in report.swept:
+        out.print(f"{x.id}  last active {cell(format_timestamp(x.last_active))}  "
+                  f"conversation {x.conversation}  "
+                  f"{x.messages} message(s)", markup=False, soft_wrap=True)
+    noun = "session" if report == 1 else "sessions"
+    out.print(f"would remove {int(report)} {noun} and {report.messages} message(s) (last active "
+              f"more than {older_than:g} days ago)", markup=False)
+    if report.kept:
+        out.print(f"would keep {len(report.kept)} inactive session(s) whose conversation is still "
+                  "active: " + ", ".join(report.kept[:10])
+                  + (" ..." if len(report.kept) > 10 else ""), markup=False, soft_wrap=True)
 
 
-def _sweep_count(db: Path, days: float) -> int:
-    """How many sessions a sweep of `days` would remove now (read-only)."""
-    import time
-
-    with open_db(db) as database, handled(), database.read_transaction() as conn:
-        return conn.execute(_SWEPT, (time.time() - days * 86400,)).fetchone()[0]
-
-
-@app.command(cls=Command, short_help="Remove old sessions (shows how many, asks first).")
+@app.command(cls=Command, short_help="Remove old conversations (shows how many, asks first).")
 def sweep(
     older_than: Annotated[float, typer.Option("--older-than", min=0, metavar="DAYS",
-                                              help="Remove sessions whose last activity (their "
-                                                   "end; for open ones the latest start, signal "
-                                                   "or annotation) is more than DAYS ago.")],
+                                              help="Remove sessions whose conversation was last "
+                                                   "active (start, end, message, signal or "
+                                                   "annotation of any of its sessions) more "
+                                                   "than DAYS ago.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")
                    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed and "
+                                          "change nothing (opens the database read-only).")
+                       ] = False,
     db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
 ) -> None:
     """Remove old sessions with their annotations, signals and messages.
 
-    Shows how many sessions would go and asks first (--yes does not ask).
+    A session's activity is the latest of its start, end, messages, signals and annotations. A
+    conversation (a compression chain) goes as a whole: an old session stays while another
+    session of its conversation is active. A surviving session whose parent goes (a branch, a
+    subagent) loses its parent link and keeps its own conversation.
+
+    Shows how many sessions would go and asks first (--yes does not ask); --dry-run lists them.
 
     \b
     Examples:
+      recallql sessions sweep --older-than 90 --dry-run
       recallql sessions sweep --older-than 90
       recallql sessions sweep --older-than 30 --yes
     """
-    if not yes:
-        count = _sweep_count(db, older_than)
-        if not count:
-            out.print(f"no session's last activity is more than {older_than:g} days ago; "
+    if dry_run or not yes:
+        with open_db(db) as database, handled():
+            plan = database.sessions.sweep(older_than, dry_run=True)
+        if dry_run:
+            _print_plan(plan, older_than, as_json)
+            return
+        if not plan:
+            out.print(f"no conversation's last activity is more than {older_than:g} days ago; "
                       "nothing to remove", markup=False)
             return
-        noun = "session" if count == 1 else "sessions"
-        typer.confirm(f"remove {count} {noun} (last active more than {older_than:g} days ago) "
-                      "with their annotations, signals and messages?", abort=True, err=True)
+        noun = "session" if plan == 1 else "sessions"
+        typer.confirm(f"remove {int(plan)} {noun} (last active more than {older_than:g} days "
+                      "ago) with their annotations, signals and messages?", abort=True, err=True)
     with open_db(db, write=True) as database, handled():
         removed = database.sessions.sweep(older_than)
+    if as_json:
+        import json
+
+        out.print(json.dumps({"removed": int(removed), "messages": removed.messages,
+                              "ids": removed.ids, "detached": list(removed.detached)}),
+                  markup=False, soft_wrap=True)
+        return
     out.print(f"removed {removed} session{'s' if removed != 1 else ''}", markup=False)

@@ -29,20 +29,23 @@ from recallql.engine.analyzer import QuerySpec, analyze
 from recallql.engine.legs import LegBatches
 from recallql.engine.legs import run_legs as run_plan_legs
 from recallql.engine.merging import MergeSource
-from recallql.engine.models import Explain, Result
+from recallql.engine.models import Explain, Notice, Result
 from recallql.engine.plan import ExplainSpec, LegKind, QueryPlan
 from recallql.engine.planner import plan as plan_spec
+from recallql.engine.reasons import Reason
 from recallql.engine.refill import RefillPolicy, run_statement
 from recallql.grammar import bind, parse
 from recallql.grammar import statements as s
 from recallql.grammar.errors import QuerySemanticError
+from recallql.grammar.timestamps import format_timestamp
 from recallql.index import filters as f
 from recallql.index.embedders import Embedder
+from recallql.index.history import RetentionLoss
 from recallql.index.schema import CollectionInfo
 from recallql.index.snapshot import CollectionSnapshot
 from recallql.sessions.lifecycle import Sessions
-from recallql.sessions.lineage import SessionRow
 from recallql.sessions.models import SessionSnapshot, SessionState
+from recallql.sessions.stored import RootResolver
 
 MESSAGES = "messages"
 #: Query vectors kept per engine, keyed by embedder and text.
@@ -56,7 +59,7 @@ class Backend(MergeSource, Protocol):
 
     def collections(self) -> list[CollectionInfo]: ...
 
-    def snapshot(self, collection: str) -> CollectionSnapshot: ...
+    def snapshot(self, collection: str, as_of: float | None = None) -> CollectionSnapshot: ...
 
     def embedder(self, collection: str) -> Embedder | None: ...
 
@@ -126,8 +129,10 @@ class QueryEngine:
         return self._plan(bound)[0]
 
     def run_legs(self, plan: QueryPlan) -> LegBatches:
-        """Run a plan's legs on the collection's current snapshot."""
-        return run_plan_legs(plan, self._db.snapshot(plan.collection), self._db.leg_pool())
+        """Run a plan's legs on the collection's current snapshot (AS OF: as committed then)."""
+        as_of = plan.now if plan.as_of is not None else None
+        return run_plan_legs(plan, self._db.snapshot(plan.collection, as_of=as_of),
+                             self._db.leg_pool())
 
     def run(self, plan: QueryPlan, snapshot: CollectionSnapshot | None = None
             ) -> Result | Explain:
@@ -177,9 +182,13 @@ class QueryEngine:
                 text=stmt.source, span=stmt.using.span if stmt.using else None,
                 hint="pass a query vector with NEAR :v, or attach one with db.set_embedder()")
         now = spec.as_of.timestamp() if spec.as_of is not None else self._clock()
-        snapshot = self._db.snapshot(info.name)  # its analyser turns the text into terms
+        # its analyser turns the text into terms; AS OF: the database as committed then
+        snapshot = self._db.snapshot(info.name, as_of=now if spec.as_of is not None else None)
         planned = plan_spec(spec, snapshot.analyze, embedder is not None, messages=messages,
                             now=now, statement=stmt.to_text(), explain=explain)
+        if snapshot.retention_loss is not None:
+            planned = planned.model_copy(update={"notices": (
+                *planned.notices, _retention_notice(snapshot.retention_loss))})
         return self._embedded(planned, embedder), snapshot
 
     def _signal_names(self) -> Collection[str]:
@@ -229,8 +238,8 @@ class PinnedSource:
                     ) -> dict[str, dict[str, float]]:
         return self._backend.entity_sums(entities, names, now_ts)
 
-    def lineage_rows(self) -> AbstractContextManager[Callable[[str], SessionRow | None]]:
-        return self._backend.lineage_rows()
+    def lineage_resolver(self, budget: int) -> AbstractContextManager[RootResolver]:
+        return self._backend.lineage_resolver(budget)
 
     def _pinned(self, collection: str, batch: int) -> bool:
         return collection == self._snapshot.info.name and batch == self._snapshot.seq
@@ -251,3 +260,13 @@ def _searchable_messages(spec: QuerySpec) -> QuerySpec:
     searchable = f.Or((f.Cmp("active", "=", True), f.Cmp("compacted", "=", True)))
     combined = searchable if spec.filter is None else f.And((spec.filter, searchable))
     return dataclasses.replace(spec, filter=combined)
+
+
+def _retention_notice(loss: RetentionLoss) -> Notice:
+    """`AS_OF_BEYOND_RETENTION`: rows deleted after the AS OF time that were already purged."""
+    exact = "" if loss.exact_from is None else \
+        f"; AS OF is exact from {format_timestamp(loss.exact_from)} on"
+    return Notice(code=Reason.AS_OF_BEYOND_RETENTION, message=(
+        f"AS OF {format_timestamp(loss.at)}: {loss.lost} row(s) deleted since then are past the "
+        f"retention window and were purged, so they are not shown{exact} (run `recallql vacuum` "
+        "less often, or connect with a longer retention, to keep more history)"))

@@ -9,14 +9,21 @@ from collections.abc import Callable
 from typing import Any
 
 from recallql.engine.analyzer import BUILTIN_FIELDS, where_filter
-from recallql.engine.models import Result
+from recallql.engine.models import Notice, Result
+from recallql.engine.reasons import Reason
 from recallql.grammar import statements as s
 from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.suggest import did_you_mean
 from recallql.grammar.timestamps import format_timestamp
 from recallql.index.filters import rows_mask
 from recallql.index.schema import FieldType
-from recallql.sessions.lineage import DEFAULT_MAX_STEPS, LineageResolver
+from recallql.sessions.lineage import (
+    DEFAULT_MAX_STEPS,
+    LineageResolver,
+    ResolutionStatus,
+    agrees,
+    describe_resolution,
+)
 
 #: What SHOW SESSIONS WHERE can name: text fields, and the two times (epoch seconds UTC).
 SESSION_FIELDS: dict[str, FieldType] = {
@@ -30,9 +37,9 @@ _TIME_FIELDS = {"started_at", "ended_at"}
 def run(db: Any, stmt: s.StatementBase, now_ts: float) -> Result:
     """Run a catalog statement against the database."""
     handler = _HANDLERS[type(stmt)]
-    columns, records, snapshot = handler(db, stmt, now_ts)
+    columns, records, snapshot, *warnings = handler(db, stmt, now_ts)
     return Result(statement=stmt.to_text(), columns=columns, records=records,
-                  session_snapshot=snapshot)
+                  session_snapshot=snapshot, warnings=warnings[0] if warnings else [])
 
 
 def _iso(ts: float | None) -> str | None:
@@ -107,32 +114,48 @@ def _show_session(db: Any, stmt: s.ShowSession, now_ts: float) -> tuple:
 
 def _show_lineage(db: Any, stmt: s.ShowLineage, now_ts: float) -> tuple:
     """The session's parent links upward, one record per session: its edge verdict to its parent
-    (continuation / branch / delegate / tool / reset / not_compression / missing / cycle / root)
-    and the conversation it belongs to (`conversation_root`, or `unresolved: <reason>`)."""
+    (continuation / branch / delegate / tool / markers_unreadable / reset / not_compression /
+    missing / cycle / root), the conversation the walk gives (`conversation_root`, or
+    `unresolved: <reason>`) and the one stored at write time (`stored_root`; `not stored` when
+    there is none). A disagreement is a `LINEAGE_ROOT_MISMATCH` warning."""
     with db.read_transaction() as conn:
         resolver = LineageResolver(db.sessions.fetcher(conn), budget=LINEAGE_SHOW_STEPS + 2)
         chain = resolver.chain(_session_id(stmt), max_steps=LINEAGE_SHOW_STEPS)
         if chain and chain[0][0] is None:
             raise QuerySemanticError(f"no session '{_session_id(stmt)}'", text=stmt.source,
                                      span=stmt.session.span)
-        records = [_lineage_record(depth, row, verdict, resolver)
-                   for depth, (row, verdict) in enumerate(chain)]
+        stored = db.sessions.stored_roots(conn, [row.id for row, _ in chain if row is not None])
+        records = [_lineage_record(depth, row, verdict, resolver, stored.get(row.id))
+                   for depth, (row, verdict) in enumerate(chain) if row is not None]
     cols = ["depth", "session_id", "parent_session_id", "source", "end_reason", "edge",
-            "conversation_root"]
-    return cols, records, None
+            "conversation_root", "stored_root"]
+    return cols, records, None, _mismatches(records)
+
+
+def _mismatches(records: list[dict[str, Any]]) -> list[Notice]:
+    bad = [r for r in records if r.pop("_disagrees")]
+    if not bad:
+        return []
+    listed = ", ".join(f"{r['session_id']} (stored {r['stored_root']}, walk "
+                       f"{r['conversation_root']})" for r in bad[:5])
+    return [Notice(code=Reason.LINEAGE_ROOT_MISMATCH,
+                   message=f"{len(bad)} stored conversation root(s) disagree with the walk: "
+                           f"{listed}; statements read the stored roots")]
 
 
 #: SHOW LINEAGE lists at most this many sessions: a chain of `DEFAULT_MAX_STEPS` links in full.
 LINEAGE_SHOW_STEPS = DEFAULT_MAX_STEPS + 1
 
 
-def _lineage_record(depth: int, row: Any, verdict: Any, resolver: LineageResolver
-                    ) -> dict[str, Any]:
+def _lineage_record(depth: int, row: Any, verdict: Any, resolver: LineageResolver,
+                    stored: Any) -> dict[str, Any]:
     res = resolver.resolve(row.id)  # rows are cached by the chain walk: no further reads
-    root = res.root if res.resolved else f"unresolved: {res.reason or res.status}"
+    disagrees = stored is not None and res.status is not ResolutionStatus.BUDGET_EXHAUSTED \
+        and not agrees(stored, res)
     return {"depth": depth, "session_id": row.id, "parent_session_id": row.parent_session_id,
             "source": row.source, "end_reason": row.end_reason, "edge": str(verdict),
-            "conversation_root": root}
+            "conversation_root": describe_resolution(res),
+            "stored_root": describe_resolution(stored), "_disagrees": disagrees}
 
 
 _HANDLERS: dict[type, Callable[..., tuple]] = {

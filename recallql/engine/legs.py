@@ -32,6 +32,7 @@ from recallql.engine.features import (
 from recallql.engine.operators.base import LegContext
 from recallql.engine.operators.scan import LegScan, eligible_rows, leg_operator
 from recallql.engine.plan import FeatureSpec, LegKind, QueryPlan
+from recallql.engine.reasons import Reason
 from recallql.grammar.errors import QueryError, QuerySemanticError
 from recallql.index.errors import FilterError
 from recallql.index.schema import FieldType
@@ -97,6 +98,8 @@ class LegBatches:
         features: the features of the union of the legs' rows, ascending rowid (without legs:
             of every eligible row).
         scan_ns: wall time of the eligible-row scan (plans without legs).
+        notices: statement-level warnings the legs raised, `(code, message)` (e.g.
+            `VECTORS_NOT_FINITE`: damaged stored vectors skipped by the semantic leg).
     """
 
     collection: str
@@ -105,6 +108,7 @@ class LegBatches:
     legs: tuple[LegBatch, ...]
     features: Features
     scan_ns: int = 0
+    notices: tuple[tuple[Reason, str], ...] = ()
 
     @property
     def cut(self) -> bool:
@@ -119,6 +123,7 @@ class LegBatches:
             legs=[_LegWire(name=b.name, kind=b.kind, rowids=b.rowids.tolist(),
                            scores=b.scores.tolist(), ranks=b.ranks.tolist(), ids=b.ids.tolist(),
                            window=b.window, time_ns=b.time_ns) for b in self.legs],
+            notices=[(str(code), message) for code, message in self.notices],
         ).model_dump_json()
 
     @classmethod
@@ -134,7 +139,8 @@ class LegBatches:
             scores=np.asarray(b.scores, np.float64), ranks=np.asarray(b.ranks, np.int64),
             ids=Strings.of(b.ids), window=b.window, time_ns=b.time_ns) for b in wire.legs)
         return cls(wire.collection, wire.batch, wire.size, legs,
-                   features_from_wire(wire.features), wire.scan_ns)
+                   features_from_wire(wire.features), wire.scan_ns,
+                   tuple((Reason(code), message) for code, message in wire.notices))
 
 
 class _LegWire(BaseModel):
@@ -157,6 +163,7 @@ class _Wire(BaseModel):
     legs: list[_LegWire]
     features: dict[str, Any]
     scan_ns: int = 0
+    notices: list[tuple[str, str]] = []
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -181,7 +188,17 @@ def run_legs(plan: QueryPlan, snapshot: CollectionSnapshot, pool: Executor | Non
         batches, rows = (), _guarded("EligibleScan", lambda: eligible_rows(ctx, plan.filter))
         scan_ns = time.perf_counter_ns() - start
     return LegBatches(plan.collection, int(snapshot.seq), int(snapshot.size), batches,
-                      gather_features(snapshot, rows, plan.features), scan_ns)
+                      gather_features(snapshot, rows, plan.features), scan_ns,
+                      _leg_notices(plan, snapshot))
+
+
+def _leg_notices(plan: QueryPlan, snapshot: CollectionSnapshot) -> tuple[tuple[Reason, str], ...]:
+    if plan.fusion is None or not any(leg.kind is LegKind.SEMANTIC for leg in plan.legs):
+        return ()
+    return tuple((Reason.VECTORS_NOT_FINITE,
+                  f"{count} stored vector(s) of segment {file} are not finite (NaN or infinity: "
+                  "the file is damaged) and were skipped; run `recallql check`")
+                 for file, count in snapshot.skipped_vectors().items())
 
 
 def _masks(plan: QueryPlan, snapshot: CollectionSnapshot) -> dict[Any, np.ndarray]:

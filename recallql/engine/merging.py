@@ -10,7 +10,7 @@ rows, the final rows). `Database.execute` is exactly `merge(plan, db.run_legs(pl
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,9 +31,9 @@ from recallql.engine.plan import LegKind, QueryPlan
 from recallql.engine.planner import build_tree
 from recallql.engine.reasons import Reason
 from recallql.grammar.timestamps import format_timestamp
-from recallql.sessions.lineage import LineageResolver, SessionRow
 from recallql.sessions.live_context import LiveContext
 from recallql.sessions.models import SessionSnapshot, SessionState
+from recallql.sessions.stored import RootResolver
 
 _HIDDEN_FIELDS = {"rowid"}
 
@@ -53,8 +53,10 @@ class MergeSource(Protocol):
         """Cross-session decayed signal sums `{name: {entity: sum}}` at `now_ts`."""
         ...
 
-    def lineage_rows(self) -> AbstractContextManager[Callable[[str], SessionRow | None]]:
-        """A consistent read of session rows for one statement's lineage walk."""
+    def lineage_resolver(self, budget: int) -> AbstractContextManager[RootResolver]:
+        """One statement's conversation-root resolver over a consistent read of the sessions:
+        the stored roots, or a lineage walk of at most `budget` session rows on a store whose
+        roots are not stored (`Sessions.resolver`)."""
         ...
 
     def fetch_rows(self, collection: str, rowids: np.ndarray, batch: int) -> list[dict[str, Any]]:
@@ -117,7 +119,8 @@ def merge_outcome(plan: QueryPlan, batches: LegBatches, source: MergeSource) -> 
         ex = run(tree, ctx, _gathered(tree, batches))
     cands: Candidates = ex.value
     rows = _rows(cands, source, plan, batches.batch)
-    notices += [Notice(code=code, message=message) for code, message in ex.notices]
+    notices += [Notice(code=code, message=message)
+                for code, message in (*batches.notices, *ex.notices)]
     result = Result(statement=plan.statement, collection=plan.collection, rows=rows,
                     session_snapshot=state[1] if state else None, warnings=dedupe(notices),
                     truncated=ex.truncated, stats=_stats(ex, plan),
@@ -129,14 +132,13 @@ def merge_outcome(plan: QueryPlan, batches: LegBatches, source: MergeSource) -> 
 
 @contextlib.contextmanager
 def _lineage(plan: QueryPlan, source: MergeSource
-             ) -> Iterator[tuple[LineageResolver | None, LiveContext | None]]:
+             ) -> Iterator[tuple[RootResolver | None, LiveContext | None]]:
     """The statement's lineage resolver (one memo and budget) and, under FOR SESSION, the live
     context, reading session rows through one consistent read."""
     if not plan.walks_lineage:
         yield None, None
         return
-    with source.lineage_rows() as fetch:
-        resolver = LineageResolver(fetch, plan.budget)
+    with source.lineage_resolver(plan.budget) as resolver:
         live = None if plan.session_id is None else LiveContext.build(plan.session_id, resolver)
         yield resolver, live
 

@@ -27,7 +27,10 @@ Row-level codes:
 
 Statement-level codes (warnings): `SESSION_NOT_FOUND`, `LEXICAL_LEG_EMPTY`,
 `SEMANTIC_LEG_UNAVAILABLE`, `LINEAGE_UNRESOLVED_DROPPED`, `LINEAGE_BUDGET_TRUNCATED`,
-`WINDOW_EXHAUSTED`, `LIVE_CONTEXT_HIDDEN`.
+`WINDOW_EXHAUSTED`, `LIVE_CONTEXT_HIDDEN`, `LINEAGE_ROOT_MISMATCH` (SHOW LINEAGE: a stored
+conversation root disagrees with the walk), `AS_OF_BEYOND_RETENTION` (rows deleted after the
+`AS OF` time were already purged and are not shown), `VECTORS_NOT_FINITE` (stored vectors of a
+damaged segment were skipped by the semantic leg).
 """
 
 from __future__ import annotations
@@ -59,6 +62,9 @@ class Reason(StrEnum):
     LINEAGE_BUDGET_TRUNCATED = "LINEAGE_BUDGET_TRUNCATED"
     WINDOW_EXHAUSTED = "WINDOW_EXHAUSTED"
     LIVE_CONTEXT_HIDDEN = "LIVE_CONTEXT_HIDDEN"
+    LINEAGE_ROOT_MISMATCH = "LINEAGE_ROOT_MISMATCH"
+    AS_OF_BEYOND_RETENTION = "AS_OF_BEYOND_RETENTION"
+    VECTORS_NOT_FINITE = "VECTORS_NOT_FINITE"
 
 
 ROW_CODES = frozenset(

@@ -2,8 +2,10 @@
 
 The grammar (``recallql.lark``) is loaded once, on first use, as an LALR parser with the basic
 lexer (every keyword is a keyword everywhere, which is what makes reserved words reserved).
-Parsing runs in three passes: lark builds the tree, :class:`AstBuilder` turns it into nodes
-with spans (structural checks), :func:`validate` checks literal values. Any lark exception is
+Input limits (size, nesting, IN-list length, tokens; `recallql.grammar.limits`) are checked
+first, in one regular-expression pass. Parsing then runs in three passes: lark builds the tree,
+:class:`AstBuilder` turns it into nodes with spans (structural checks), :func:`validate` checks
+literal values. Any lark exception is
 translated into a :class:`QuerySyntaxError`; nothing else escapes.
 """
 
@@ -17,6 +19,7 @@ from recallql.grammar.checks import validate
 from recallql.grammar.diagnostics import syntax_error
 from recallql.grammar.errors import QuerySyntaxError
 from recallql.grammar.lalr import lark_parser
+from recallql.grammar.limits import check_limits
 from recallql.grammar.nodes import Span
 from recallql.grammar.statements import StatementBase
 from recallql.grammar.transform import AstBuilder
@@ -28,6 +31,7 @@ CACHE_SIZE = 1024
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _parse_cached(text: str) -> tuple[StatementBase, ...]:
+    check_limits(text)  # before lark: over-limit input is refused in one regex pass
     try:
         tree = lark_parser().parse(text)
     except UnexpectedInput as exc:

@@ -15,6 +15,7 @@ from lark import Token, Tree
 from recallql.grammar import literals
 from recallql.grammar.clauses import ClauseCollector
 from recallql.grammar.errors import ParameterError, QuerySyntaxError
+from recallql.grammar.limits import MAX_DEPTH
 from recallql.grammar.literals import span_of, token_at
 from recallql.grammar.nodes import (
     And,
@@ -46,8 +47,6 @@ from recallql.grammar.statements import (
 
 __all__ = ["AstBuilder"]
 
-MAX_DEPTH = 64
-"""Deepest predicate nesting accepted (keeps every recursive pass far from Python's limit)."""
 
 _OPS = {"EQ": "=", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
 

@@ -39,7 +39,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from recallql.importers.hermes_store import HermesStore, read_hermes_store
-from recallql.sessions.lineage import LineageResolver
+from recallql.sessions import roots
 from recallql.sessions.messages import COLLECTION, message_item, next_message_id
 from recallql.sessions.signals import validate_id
 from recallql.sessions.state import MAX_TIME, MIN_TIME
@@ -50,7 +50,7 @@ DEFAULT_BATCH_SIZE: Final = 2000
 #: Session columns the importer writes, in statement order.
 _COLUMNS: Final = ("id", "agent_id", "status", "parent_session_id", "source", "end_reason",
                    "branched_from", "delegate_from", "started_at", "ended_at", "metadata",
-                   "title")
+                   "title", "markers_unreadable")
 _UPSERT: Final = (
     f"INSERT INTO sessions ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
     "ON CONFLICT(id) DO UPDATE SET "
@@ -83,6 +83,8 @@ class ImportReport(BaseModel):
         missing_parents: Parent ids that imported sessions link to but the database lacks.
         unresolved: Imported sessions whose lineage does not resolve, by reason (``cycle``,
             ``missing_parent``); their messages are dropped by GROUP BY CONVERSATION.
+        roots_updated: Stored conversation roots this run wrote or changed (new sessions, and
+            sessions whose own or an ancestor's lineage changed since the last import).
         batches: Batches committed by this run (0 when there was nothing to write).
         missing_columns: Optional Hermes columns absent from this (older) store.
     """
@@ -101,6 +103,7 @@ class ImportReport(BaseModel):
     skipped: dict[str, int] = Field(default_factory=dict)
     missing_parents: list[str] = Field(default_factory=list)
     unresolved: dict[str, int] = Field(default_factory=dict)
+    roots_updated: int = 0
     batches: int = 0
     missing_columns: list[str] = Field(default_factory=list)
 
@@ -165,8 +168,8 @@ def import_hermes(db: Any, path: str | os.PathLike[str], *, progress: Progress |
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     store = read_hermes_store(path)
     plan = _plan(db, store)
-    batches = _write(db, plan, progress, batch_size)
-    return _report(db, store, plan, batches)
+    batches, roots_updated = _write(db, plan, progress, batch_size)
+    return _report(db, store, plan, batches).model_copy(update={"roots_updated": roots_updated})
 
 
 # -- planning ------------------------------------------------------------------------------------
@@ -191,7 +194,7 @@ def _plan(db: Any, store: HermesStore) -> _Plan:
         old = existing.get(session["id"])
         unchanged = old is not None and old == _comparable(row, old)
         item = _SessionWork(session["id"], None if unchanged else row, added=old is None)
-        next_id = _plan_messages(item, msgs, known, next_id, skipped)
+        next_id = _plan_messages(item, msgs, row[4], known, next_id, skipped)
         count += sum(1 for m in msgs if m["content"])
         if item.row is not None or item.items:
             work.append(item)
@@ -246,7 +249,8 @@ def _session_row(session: dict[str, Any], msgs: list[dict[str, Any]], skipped: C
     meta = json.dumps({"origin": ORIGIN, "model": session["model"]}, sort_keys=True)
     return (session["id"], AGENT_ID, status, session["parent_session_id"],
             session["source"] or "cli", reason, session["branched_from"],
-            session["delegate_from"], float(started), ended, meta, session["title"])
+            session["delegate_from"], float(started), ended, meta, session["title"],
+            int(bool(session.get("markers_unreadable"))))
 
 
 def _comparable(row: tuple, old: tuple) -> tuple:
@@ -282,35 +286,38 @@ def _existing_sessions(db: Any, ids: list[str]) -> dict[str, tuple]:
 
 def _existing_messages(snap: Any) -> dict[str, tuple]:
     """Imported messages already in the collection: item id -> (message_id, seq, role,
-    created_at, active, compacted)."""
+    created_at, active, compacted, source)."""
     ids = snap.ids
     rows = [r for r in range(snap.size) if snap.live[r] and ids[r].startswith("hermes:")]
     if not rows:
         return {}
     cols = [snap.values(name, rows) for name in ("message_id", "seq", "role")]
     flags = [snap.values(name, rows) for name in ("active", "compacted")]
+    sources = snap.values("source", rows)
     created = snap.created_at[rows].tolist()
     return {ids[r]: (cols[0][i], cols[1][i], cols[2][i], _time(created[i]), bool(flags[0][i]),
-                     bool(flags[1][i])) for i, r in enumerate(rows)}
+                     bool(flags[1][i]), sources[i]) for i, r in enumerate(rows)}
 
 
-def _plan_messages(work: _SessionWork, msgs: list[dict[str, Any]], known: dict[str, tuple],
-                   next_id: int, skipped: Counter[str]) -> int:
-    """Queue the session's new and changed messages; returns the next free message id."""
+def _plan_messages(work: _SessionWork, msgs: list[dict[str, Any]], source: str,
+                   known: dict[str, tuple], next_id: int, skipped: Counter[str]) -> int:
+    """Queue the session's new and changed messages (`source`: the session's, which its
+    messages carry); returns the next free message id."""
     for seq, m in enumerate(msgs, start=1):
         if not m["content"]:
             skipped["empty_content"] += 1
             continue
         item_id = f"hermes:{m['session_id']}:{m['id']}"
         old = known.get(item_id)
-        facts = (m["role"] or "unknown", m["timestamp"], m["active"], m["compacted"])
+        facts = (m["role"] or "unknown", m["timestamp"], m["active"], m["compacted"], source)
         if old is not None and old[2:] == facts:
             continue
         message_id, position = (next_id, seq) if old is None else (old[0], old[1])
         next_id += old is None
         work.updated_items += old is not None
         item = message_item(m["session_id"], message_id, position, facts[0], m["content"],
-                            m["timestamp"], m["active"], m["compacted"])
+                            m["timestamp"], m["active"], m["compacted"], source=source,
+                            agent_id=AGENT_ID)
         work.items.append({**item, "id": item_id})
     return next_id
 
@@ -318,27 +325,33 @@ def _plan_messages(work: _SessionWork, msgs: list[dict[str, Any]], known: dict[s
 # -- writing -------------------------------------------------------------------------------------
 
 
-def _write(db: Any, plan: _Plan, progress: Progress | None, batch_size: int) -> int:
-    """Commit the planned work in batches of whole sessions; returns the number of batches."""
+def _write(db: Any, plan: _Plan, progress: Progress | None, batch_size: int) -> tuple[int, int]:
+    """Commit the planned work in batches of whole sessions; returns the number of batches and
+    of stored conversation roots that changed."""
     total = sum(len(w.items) for w in plan.work)
     done = batches = 0
     if progress is not None:
         progress(0, total)
     embedder = db.embedder(COLLECTION)
+    updates: list[roots.RootUpdate] = []
     for group in _batches(plan.work, batch_size):
         items = [item for w in group for item in w.items]
         rows = [w.row for w in group if w.row is not None]
-        db.store.ingest(COLLECTION, items, embedder, extra_sql=_upsert(rows))
+        db.store.ingest(COLLECTION, items, embedder, extra_sql=_upsert(rows, updates))
         batches += 1
         done += len(items)
         if progress is not None:
             progress(done, total)
-    return batches
+    return batches, sum(u.changed for u in updates)
 
 
-def _upsert(rows: list[tuple]) -> Callable[[Any], None]:
+def _upsert(rows: list[tuple], updates: list[roots.RootUpdate]) -> Callable[[Any], None]:
+    """The batch's session rows, with their stored conversation roots (and their descendants')
+    brought up to date in the same transaction (`recallql.sessions.roots.refresh`: only these
+    sessions and their descendants are recomputed); the update is appended to `updates`."""
     def write(conn: Any) -> None:
         conn.executemany(_UPSERT, rows)
+        updates.append(roots.refresh(conn, [r[0] for r in rows]))
     return write
 
 
@@ -376,16 +389,18 @@ def _report(db: Any, store: HermesStore, plan: _Plan, batches: int) -> ImportRep
 
 
 def _lineage_summary(db: Any, ids: list[str]) -> tuple[list[str], dict[str, int]]:
-    """Parent ids absent from the database, and imported sessions that do not resolve."""
+    """Parent ids absent from the database, and imported sessions that do not resolve (read
+    from the stored roots, which every batch kept up to date)."""
     with db.read_transaction() as conn:
-        fetch = db.sessions.fetcher(conn)
-        resolver = LineageResolver(fetch, budget=2 * len(ids) + 1)  # every row at most once
-        counts = Counter(str(res.reason) for sid in ids
-                         if (res := resolver.resolve(sid)).reason is not None)
-        parents = {row.parent_session_id for sid in ids
-                   if (row := resolver.row(sid)) is not None and row.parent_session_id}
-        missing = sorted(p for p in parents if resolver.row(p) is None and fetch(p) is None)
-    return missing, dict(sorted(counts.items()))
+        stored = db.sessions.stored_roots(conn, ids)
+        counts = Counter(str(res.reason) for res in stored.values()
+                         if res is not None and res.reason is not None)
+        parents = {p for chunk in _chunks(ids, 500) for (p,) in conn.execute(
+            "SELECT parent_session_id FROM sessions WHERE parent_session_id IS NOT NULL AND "
+            f"id IN ({', '.join('?' * len(chunk))})", chunk)}
+        present = {p for chunk in _chunks(sorted(parents), 500) for (p,) in conn.execute(
+            f"SELECT id FROM sessions WHERE id IN ({', '.join('?' * len(chunk))})", chunk)}
+    return sorted(parents - present), dict(sorted(counts.items()))
 
 
 def _time(value: float) -> float | None:

@@ -21,8 +21,8 @@ a row whose id, lineage or message text is undecodable is left out and counted
 ``tool_name``) is decoded with U+FFFD replacement characters and counted
 (``undecodable_text_replaced``).
 
-Rows are returned as plain dicts (see :func:`read_hermes_store`); this module imports nothing of
-the project.
+Rows are returned as plain dicts (see :func:`read_hermes_store`); message text is decoded by
+`recallql.importers.hermes_content`. Neither module imports anything else of the project.
 """
 
 from __future__ import annotations
@@ -38,14 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-JSON_CONTENT_PREFIX: Final = "\x00json:"
+from recallql.importers.hermes_content import JSON_CONTENT_PREFIX, decode_content, tool_calls_text
+
 _SIDECARS: Final = ("-wal", "-journal")
 _ATTEMPTS: Final = 3
 
 _SESSION_REQUIRED: Final = ("id", "source", "parent_session_id", "started_at")
 _SESSION_OPTIONAL: Final = ("ended_at", "end_reason", "model_config", "title", "model", "archived")
 _MESSAGE_REQUIRED: Final = ("id", "session_id", "role", "content", "timestamp")
-_MESSAGE_OPTIONAL: Final = ("tool_name", "active", "compacted")
+_MESSAGE_OPTIONAL: Final = ("tool_name", "tool_calls", "active", "compacted")
 #: Columns decoded with U+FFFD replacement when their text is not valid UTF-8 (display only);
 #: an undecodable value in any other column leaves its row out.
 _LENIENT: Final = frozenset({"title", "model", "tool_name"})
@@ -71,11 +72,15 @@ class HermesReadReport:
         messages: Message rows returned.
         skipped: Rows or values left out, by reason: ``undecodable_json_content`` (message
             dropped), ``message_without_session`` (message dropped: its session is not in the
-            file), ``malformed_model_config`` (session kept, no markers), ``non_text_marker``
-            (a marker that is not a string: ignored), ``undecodable_text`` (a row whose id,
+            file), ``malformed_model_config`` (session kept with ``markers_unreadable``: its
+            parent link proves no continuation), ``non_text_marker`` (a marker that is not a
+            string, e.g. a number: it equals no session id, as a JSON value never equals a
+            text id, so it is dropped), ``undecodable_text`` (a row whose id,
             lineage or message text is not valid UTF-8: dropped), ``undecodable_text_replaced``
             (a title, model or tool name that is not valid UTF-8: kept with U+FFFD).
         structured_without_text: ``"\\x00json:"`` messages kept with empty content (no text part).
+        text_from_tool_calls: Messages without content whose text was taken from their
+            ``tool_calls`` (the tool names and argument values).
         missing_parents: Sorted parent ids that sessions link to but the file does not hold.
         missing_columns: Optional columns absent in this (older) schema, as ``table.column``.
     """
@@ -87,6 +92,7 @@ class HermesReadReport:
     messages: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     structured_without_text: int = 0
+    text_from_tool_calls: int = 0
     missing_parents: list[str] = field(default_factory=list)
     missing_columns: list[str] = field(default_factory=list)
 
@@ -97,9 +103,11 @@ class HermesStore:
 
     Attributes:
         sessions: Dicts with ``id, source, parent_session_id, started_at, ended_at, end_reason,
-            branched_from, delegate_from, title, model, archived`` (times: epoch seconds UTC).
+            branched_from, delegate_from, markers_unreadable, title, model, archived`` (times:
+            epoch seconds UTC).
         messages: Dicts with ``id, session_id, role, content, timestamp, active, compacted,
-            tool_name`` in ``id`` order; ``content`` is text (structured content decoded).
+            tool_name`` in ``id`` order; ``content`` is text (structured content decoded; for a
+            message with no content, the text of its ``tool_calls``, see `tool_calls_text`).
         report: Counts and gaps.
     """
 
@@ -314,7 +322,7 @@ def _schema_version(conn: sqlite3.Connection) -> int | None:
 
 def _session(row: dict[str, Any], skipped: Counter[str]) -> dict[str, Any]:
     """One session dict; markers come from ``model_config`` JSON."""
-    branched, delegate = _markers(row.get("model_config"), skipped)
+    branched, delegate, unreadable = _markers(row.get("model_config"), skipped)
     return {
         "id": str(row["id"]),
         "source": row["source"],
@@ -324,31 +332,38 @@ def _session(row: dict[str, Any], skipped: Counter[str]) -> dict[str, Any]:
         "end_reason": row.get("end_reason"),
         "branched_from": branched,
         "delegate_from": delegate,
+        "markers_unreadable": unreadable,
         "title": row.get("title"),
         "model": row.get("model"),
         "archived": bool(row.get("archived") or 0),
     }
 
 
-def _markers(raw: Any, skipped: Counter[str]) -> tuple[str | None, str | None]:
-    """``(_branched_from, _delegate_from)`` of a ``model_config`` JSON text."""
+def _markers(raw: Any, skipped: Counter[str]) -> tuple[str | None, str | None, bool]:
+    """``(_branched_from, _delegate_from, unreadable)`` of a ``model_config`` JSON text.
+
+    ``unreadable`` is True when the text is not a JSON object: the markers cannot be known, so
+    the session's parent link proves no continuation (SPEC §6: no proven edge, its own root).
+    A marker that is not a string (e.g. the number 42) is compared as the JSON value it is: it
+    equals no session id (ids are text), so it is dropped and blocks nothing.
+    """
     if raw is None or raw == "":
-        return None, None
+        return None, None, False
     try:
         config = json.loads(raw)
     except (TypeError, ValueError):
         config = None
     if not isinstance(config, dict):
         skipped["malformed_model_config"] += 1
-        return None, None
-    out = []
+        return None, None, True
+    out: list[str | None] = []
     for key in ("_branched_from", "_delegate_from"):
         value = config.get(key)
         if value is not None and not isinstance(value, str):
             skipped["non_text_marker"] += 1
             value = None
         out.append(value)
-    return out[0], out[1]
+    return out[0], out[1], False
 
 
 def _messages(
@@ -367,6 +382,9 @@ def _messages(
             continue
         if content == "" and str(row["content"]).startswith(JSON_CONTENT_PREFIX):
             report.structured_without_text += 1
+        if not content.strip() and row.get("tool_calls"):
+            content = tool_calls_text(row["tool_calls"])
+            report.text_from_tool_calls += bool(content)
         active = row.get("active", 1)
         yield {
             "id": int(row["id"]),
@@ -378,39 +396,6 @@ def _messages(
             "compacted": bool(row.get("compacted") or 0),
             "tool_name": row.get("tool_name"),
         }
-
-
-def decode_content(raw: Any) -> str | None:
-    """Message text from a Hermes ``content`` value.
-
-    Plain text is returned as is (NULL as ``""``). ``"\\x00json:"`` + JSON is structured content:
-    a string, a list of parts, or one part; the text parts (strings, or ``{"type": "text",
-    "text": ...}``) are joined with newlines and other parts (images, ...) are skipped.
-
-    Returns:
-        The text, or None when the JSON cannot be decoded.
-    """
-    if raw is None:
-        return ""
-    if isinstance(raw, bytes):
-        raw = raw.decode("utf-8", "replace")
-    text = str(raw)
-    if not text.startswith(JSON_CONTENT_PREFIX):
-        return text
-    try:
-        value = json.loads(text[len(JSON_CONTENT_PREFIX):])
-    except ValueError:
-        return None
-    parts = value if isinstance(value, list) else [value]
-    return "\n".join(t for part in parts if (t := _part_text(part)) is not None)
-
-
-def _part_text(part: Any) -> str | None:
-    if isinstance(part, str):
-        return part
-    if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-        return part["text"]
-    return None
 
 
 def _opt_str(value: Any) -> str | None:

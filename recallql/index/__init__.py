@@ -5,9 +5,11 @@ Imports nothing of the rest of the project. The engine uses `Store` and `Collect
 """
 
 from recallql.index.batch import DeleteReport, IngestReport
+from recallql.index.checks import CheckReport
 from recallql.index.errors import (
     DatabaseLocked,
     FilterError,
+    IdempotencyKeyReused,
     IngestError,
     SignalRejected,
     StoreError,
@@ -17,12 +19,14 @@ from recallql.index.snapshot import CollectionSnapshot
 from recallql.index.store import Store
 
 __all__ = [
+    "CheckReport",
     "CollectionInfo",
     "CollectionSnapshot",
     "DatabaseLocked",
     "DeleteReport",
     "FieldType",
     "FilterError",
+    "IdempotencyKeyReused",
     "IngestError",
     "IngestReport",
     "SignalRejected",

@@ -18,12 +18,14 @@ lock, with rowids ``next_row … next_row+n-1`` (dense; ``n`` may be 0):
    `IngestError` and the queued documents are rolled back: nothing has been written.
 2. Write the batch's vectors to a new segment file ``b<S>.npy`` (temp file, fsync, rename, fsync
    directory). Files are never overwritten in place.
-3. tantivy: queue the deletion of documents tombstoned by earlier committed batches, then
-   ``commit()``.
+3. tantivy: queue the deletion of the documents of rows tombstoned at or before the retention
+   horizon recorded by batch ``S-1`` (and not deleted yet), then ``commit()``.
 4. One SQLite transaction (WAL, ``synchronous=FULL``): tombstones (``dead_batch = S``) of the
    replaced, deleted and stale rows, item rows (with their fingerprints), the manifest entry of
-   the segment, the collection's ``next_row``, the caller's `extra_sql`, and
-   ``state.committed_batch = S``. Its COMMIT is the commit point.
+   the segment, the collection's ``next_row``, its purge mark (the horizon just purged to) and
+   its new horizon (the last batch committed at least `Store.retention` seconds before ``S``),
+   the batch's commit time (``batches.committed_at``, for ``AS OF``), the caller's
+   `extra_sql`, and ``state.committed_batch = S``. Its COMMIT is the commit point.
 5. On any failure after step 1 (and whenever a writer opens): recovery deletes tantivy documents
    whose batch is greater than the committed one and removes segment files the manifest does not
    name. Until then they are invisible anyway: readers only return rows that SQLite says are
@@ -31,20 +33,25 @@ lock, with rowids ``next_row … next_row+n-1`` (dense; ``n`` may be 0):
    is safe because recovery runs first.
 
 Documents of tombstoned rows (replaced, deleted or stale) are deleted from tantivy only by a
-*later* batch's commit (step 3), so a crash between the tantivy commit and the SQLite commit can
-never remove a committed row; until then the `live` mask hides them.
+*later* batch's commit (step 3), and only once the retention window has passed (`AS OF` may show
+them until then: `recallql.index.history`); the purge lags the horizon by one batch, so a reader
+of batch ``S`` — whose searcher may already hold batch ``S+1``'s commit — never loses a row it
+can see. A crash between the tantivy commit and the SQLite commit can never remove a committed
+row; until the purge the `live` mask hides them.
 
 A call that changes nothing (every item unchanged, every id to delete missing, no `extra_sql`)
 writes no batch and reports batch 0.
 
 After the commit, small vector segments may be merged (`merge_segments`); a merge writes a new
-file, swaps the manifest rows in one transaction, then unlinks the inputs, so a crash at any
-point leaves either the old or the new segments listed, and the other files are orphans.
+file (never over an existing one), swaps the manifest rows in one transaction, then unlinks the
+inputs, so a crash at any point leaves either the old or the new segments listed, and the other
+files are orphans. A merge keeps the vectors of live rows and of rows tombstoned after the
+horizon. Every step runs under the writer lock (`recallql.index.lock`), and recovery of a
+collection runs first in each hold of it.
 """
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -54,7 +61,7 @@ import numpy as np
 
 from recallql.index import changes
 from recallql.index.changes import Plan
-from recallql.index.errors import IngestError
+from recallql.index.errors import IngestError, StoreError
 from recallql.index.fingerprint import fingerprints
 from recallql.index.items import ItemBatch, check_vectors, validate
 from recallql.index.metadata import ITEM_INSERT, ExtraSql, MetadataStore
@@ -232,16 +239,36 @@ def manifest_values(collection_id: int, file: str, rowids: np.ndarray) -> tuple:
     return (collection_id, file, lo, hi, len(rowids), blob)
 
 
-def commit(state: CollectionState, plan: Plan, extra_sql: ExtraSql | None, seq: int) -> None:
-    """Write a prepared plan whose texts were already queued in tantivy as batch `seq` from
-    rowid ``state.size`` (steps 2–4 of the protocol); the caller recovers on failure."""
-    meta, text, batch = state.meta, state.text, plan.batch
+@dataclass(frozen=True)
+class Stamp:
+    """When batch `seq` commits and the retention horizon it records.
+
+    Attributes:
+        seq: the batch number.
+        at: its commit time, epoch seconds UTC (never earlier than the previous batch's).
+        horizon: the last batch whose tombstoned rows may be purged from now on (the last
+            batch committed at or before ``at`` minus the retention window).
+    """
+
+    seq: int
+    at: float
+    horizon: int
+
+
+def commit(state: CollectionState, plan: Plan, extra_sql: ExtraSql | None, stamp: Stamp
+           ) -> None:
+    """Write a prepared plan whose texts were already queued in tantivy as batch ``stamp.seq``
+    from rowid ``state.size`` (steps 2–4 of the protocol); the caller recovers on failure.
+
+    Tantivy documents of rows tombstoned at or before the horizon recorded by the *previous*
+    batch are deleted here, so a reader of the previous batch (which may open this commit's
+    searcher) never loses a row it can still see, live or within its AS OF retention."""
+    meta, text, batch, seq = state.meta, state.text, plan.batch, stamp.seq
     row = meta.collection(state.info.name, meta.write)
     assert row is not None and row.id == state.id and row.next_row == state.size
     assert seq == meta.committed_batch(meta.write) + 1
     start, n = row.next_row, len(batch)
-    purge = meta.pending_purge(row)
-    text.delete_rows(purge)
+    text.delete_rows(meta.pending_purge(row, row.horizon))
     segment = _segment(batch, start)
     if segment is not None:  # written while tantivy indexes in the background
         state.files.write(f"b{seq}.npy", [segment[0]])
@@ -253,9 +280,10 @@ def commit(state: CollectionState, plan: Plan, extra_sql: ExtraSql | None, seq: 
         if segment is not None:
             conn.execute("INSERT INTO segments VALUES (?,?,?,?,?,?)",
                          manifest_values(row.id, f"b{seq}.npy", segment[1]))
-        conn.execute("UPDATE collections SET next_row = ?, purged_batch = ? WHERE id = ?",
-                     (start + n, seq - 1 if purge else row.purged_batch, row.id))
-        conn.execute("INSERT INTO batches VALUES (?,?,?,?)", (seq, row.id, n, time.time()))
+        conn.execute("UPDATE collections SET next_row = ?, purged_batch = ?, horizon = ? "
+                     "WHERE id = ?", (start + n, max(row.purged_batch, row.horizon),
+                                      max(row.horizon, stamp.horizon), row.id))
+        conn.execute("INSERT INTO batches VALUES (?,?,?,?)", (seq, row.id, n, stamp.at))
         if extra_sql is not None:
             extra_sql(conn)
         conn.execute("UPDATE state SET value = ? WHERE key = 'committed_batch'", (seq,))
@@ -269,16 +297,51 @@ def _item_rows(collection_id: int, start: int, seq: int, b: ItemBatch, hashes: l
                b.fields_json, hashes, strict=True)
 
 
+def no_sql(conn: object) -> None:
+    """An `extra_sql` that adds nothing: it makes a batch that changes no row commit anyway
+    (`Store.vacuum`)."""
+
+
+def request_parts(state: CollectionState, items: list[object], replace_documents: bool
+                  ) -> list[object]:
+    """What identifies an ingest request for its idempotency key: the options, and each
+    item's id and fingerprint (validated here without indexing anything).
+
+    Raises:
+        IngestError: an invalid item.
+    """
+    batch = validate(state.info, items)
+    hashes = fingerprints(batch, state.info.embedder_name is not None)
+    return [replace_documents, *zip(batch.ids, hashes, strict=True)]
+
+
 def recover(state: CollectionState, committed: int) -> None:
     """Undo what an unfinished batch or merge left: tantivy documents of batches after
-    `committed`, and segment files the manifest does not name."""
+    `committed` or of rowids SQLite does not have (batch numbers are global: a batch of another
+    collection may have committed the unfinished batch's number since), and segment files the
+    manifest does not name."""
     state.text.rollback()
     state.text.collect_garbage()
-    if state.text.batches_after(committed):
-        state.text.delete_batches_after(committed)
+    row = state.meta.collection(state.info.name, state.meta.write)
+    first = state.size if row is None else row.next_row
+    if state.text.batches_after(committed) or state.text.rows_from(first):
+        state.text.delete_uncommitted(committed, first)
         state.text.commit()
     known = {s.file for s in state.meta.segments(state.id, state.meta.write)}
     state.files.remove_orphans(known)
+
+
+def kept_rows(state: CollectionState, meta: MetadataStore) -> np.ndarray:
+    """bool[size]: the rows whose vectors a merge keeps: live ones, and rows tombstoned after
+    the retention horizon (`AS OF` may still show them)."""
+    row = meta.collection(state.info.name, meta.write)
+    horizon = row.horizon if row is not None else 0
+    keep = state.live.copy()
+    retained = [r for (r,) in meta.write.execute(
+        "SELECT row FROM items WHERE collection_id = ? AND dead_batch > ? AND row < ?",
+        (state.id, horizon, state.size))]
+    keep[np.asarray(retained, np.int64)] = True
+    return keep
 
 
 def merge_segments(state: CollectionState, meta: MetadataStore) -> int:
@@ -295,18 +358,34 @@ def merge_segments(state: CollectionState, meta: MetadataStore) -> int:
             return done
         try:
             _merge_once(state, meta, rows, done)
-        except OSError as exc:  # pragma: no cover - disk full and the like
+        except (OSError, StoreError) as exc:  # disk full and the like
             warnings.warn(f"vector segment merge failed: {exc}", RuntimeWarning, stacklevel=2)
             return done
         done += 1
 
 
-def _merge_once(state: CollectionState, meta: MetadataStore, rows: list, k: int) -> None:
+def compact_segments(state: CollectionState, meta: MetadataStore) -> int:
+    """Rewrite every segment that holds vectors no merge keeps any more (`Store.vacuum`), one
+    segment at a time; returns how many were rewritten."""
+    keep = kept_rows(state, meta)
+    done = 0
+    for seg in list(state.segments):
+        if not seg.eligible(keep).all():
+            row = next(r for r in meta.segments(state.id, meta.write) if r.file == seg.file)
+            _merge_once(state, meta, [row], done, keep)
+            done += 1
+    return done
+
+
+def _merge_once(state: CollectionState, meta: MetadataStore, rows: list, k: int,
+                keep: np.ndarray | None = None) -> None:
     by_file = {s.file: s for s in state.segments}
     inputs: list[Segment] = [by_file[r.file] for r in rows]
-    parts, rowids = merged_parts(inputs, state.live)
+    parts, rowids = merged_parts(inputs, kept_rows(state, meta) if keep is None else keep)
     seq = meta.committed_batch(meta.write)
-    name = f"m{seq}-{k}.npy"
+    taken = {r.file for r in meta.segments(state.id, meta.write)}
+    while (name := f"m{seq}-{k}.npy") in taken or state.files.exists(name):
+        k += 1  # never overwrite a file: a reader or the manifest may still name it
     if len(rowids):
         state.files.write(name, parts)
     with meta.transaction() as conn:

@@ -40,12 +40,31 @@ class SignalRejected(ValueError):
 
 
 class DatabaseLocked(RuntimeError):
-    """Another process (or another connection of this process) holds the database's writer lock."""
+    """Another process (or another connection of this process) held the database's writer lock
+    for longer than the writer's `lock_timeout`; nothing was written.
+
+    Attributes:
+        path: the database directory (None when unknown).
+        pid: the holder's process id, as its lock file says (None when unknown).
+        waited: the seconds this writer waited.
+    """
+
+    def __init__(self, message: str, *, path: object = None, pid: int | None = None,
+                 waited: float = 0.0):
+        super().__init__(message)
+        self.path, self.pid, self.waited = path, pid, waited
+
+
+class IdempotencyKeyReused(ValueError):
+    """An idempotency ``key=`` was already used for a different request; nothing was
+    written."""
 
 
 class StoreError(RuntimeError):
-    """The store cannot be used as asked: corrupt or foreign files, a wrong embedder or schema on
-    open, a missing collection, or a write on a read-only store."""
+    """The store cannot be used as asked: a missing or damaged file (named), foreign files, a
+    wrong embedder or schema on open, a missing collection, a write on a read-only store, or a
+    storage failure (disk full, permissions, I/O: the file and the cause are named, and the
+    database stays at its last committed batch)."""
 
 
 class FilterError(ValueError):

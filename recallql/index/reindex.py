@@ -7,7 +7,7 @@ equal to those of an index built from the live rows; see `recallql.index.text`).
 
 Crash safety: the new index is built beside the old one in ``text.rebuild/``, committed, then
 swapped in by two renames (``text`` → ``text.old``, ``text.rebuild`` → ``text``) and the old one
-removed. `recallql.index.text.recover_rebuild` (run whenever a writer opens a text index)
+removed. `recallql.index.text.recover_rebuild` (run by a writer when it takes the writer lock)
 finishes or discards what a crash left: ``text`` missing with ``text.rebuild`` present means the
 build was complete (the renames come after its commit), so it is moved into place;
 ``text.rebuild`` beside ``text`` is an unfinished build and is deleted; ``text.old`` is
@@ -77,7 +77,7 @@ def build(target: Path | None, live: np.ndarray, seq: int,
         progress: called with (rows done, rows total).
     """
     rows = np.flatnonzero(live).tolist()
-    index = TextIndex(target)
+    index = TextIndex(target, create=True)
     try:
         for start in range(0, len(rows), CHUNK_ROWS):
             chunk = rows[start:start + CHUNK_ROWS]

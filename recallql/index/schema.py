@@ -155,6 +155,21 @@ BUILTIN_COLLECTIONS: dict[str, tuple[tuple[str, ...], dict[str, FieldType]]] = {
             "role": FieldType.STR,
             "active": FieldType.BOOL,
             "compacted": FieldType.BOOL,
+            "source": FieldType.STR,
+            "agent_id": FieldType.STR,
         },
     ),
 }
+
+
+def check_same(stored: CollectionInfo, wanted: CollectionInfo) -> None:
+    """Raise `StoreError` naming both definitions when they differ."""
+    if not stored.same_schema(wanted):
+        raise StoreError(
+            f"collection {stored.name!r} exists with text fields {list(stored.text_fields)} and "
+            f"fields {dict(stored.fields)}; asked for {list(wanted.text_fields)} and "
+            f"{dict(wanted.fields)}")
+    if stored.embedder_name != wanted.embedder_name or stored.dim != wanted.dim:
+        raise StoreError(
+            f"collection {stored.name!r} uses embedder {stored.embedder_name!r} (dim "
+            f"{stored.dim}); asked for embedder {wanted.embedder_name!r} (dim {wanted.dim})")

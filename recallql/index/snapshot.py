@@ -5,6 +5,14 @@ added since the last refresh, the rows tombstoned since, and the vector-segment 
 reloads the tantivy searcher. Because tantivy commits before SQLite (see `recallql.index.batch`),
 a searcher opened after the SQLite read holds every document of the batches it saw; documents of
 later or unfinished batches are excluded by the `live` mask, which comes from SQLite only.
+
+**One batch on every leg.** A batch's tantivy commit deletes the documents of rows tombstoned at
+or before the horizon recorded by the batch before it, which a reader of an older batch may still
+see live. So a refresh that read batch ``S`` re-reads the committed batch after opening its
+searcher: if it is still ``S``, the searcher holds at most the commit of batch ``S+1``, which
+purges nothing a reader of ``S`` can see; otherwise the refresh is repeated (incrementally) until
+it is. The vector segments come from the manifest read in the same SQLite transaction as the rows,
+so they are pinned to ``S`` already.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import ctypes.util
 import functools
 import json
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,6 +42,7 @@ from recallql.index.columns import (
 )
 from recallql.index.errors import FilterError, StoreError
 from recallql.index.filters import filter_mask
+from recallql.index.history import RetentionLoss
 from recallql.index.items import ItemBatch
 from recallql.index.metadata import NEW_ROWS_SQL, CollectionRow, MetadataStore
 from recallql.index.schema import CollectionInfo, FieldType
@@ -40,6 +50,9 @@ from recallql.index.text import TextIndex
 from recallql.index.vectors import Segment, SegmentFiles, normalise_query, semantic_topn
 
 REFRESH_ATTEMPTS = 8
+#: Refreshes tried before giving up on a batch-consistent searcher (a writer committing faster
+#: than a refresh completes); with the backoff below this is about two seconds.
+PIN_ATTEMPTS = 60
 #: After loading this many rows at once, freed heap memory is handed back to the OS.
 BULK_ROWS = 50_000
 
@@ -103,6 +116,7 @@ class CollectionState:
         self.snapshot: CollectionSnapshot | None = None
         self._id_rows: dict[str, int] | None = None  # writer only, built on first use
         self.broken = False
+        self.skipped: dict[str, set[int]] = {}  # segment file -> rows with non-finite vectors
 
     def current(self, seq: int) -> CollectionSnapshot:
         """The snapshot at committed batch `seq`, refreshing when it changed."""
@@ -112,13 +126,24 @@ class CollectionState:
         return self.snapshot
 
     def refresh(self) -> CollectionSnapshot:
-        """Catch up with the last committed batch (retrying if a merge removed a segment file
-        we were about to open).
+        """Catch up with the last committed batch, with a searcher pinned to it (see the
+        module docstring).
 
         Raises:
             StoreError: the state could not be read consistently (the state is then `broken`
-                and must be rebuilt).
+                and must be rebuilt), or a writer kept committing for about two seconds.
         """
+        for attempt in range(PIN_ATTEMPTS):
+            snap = self._refresh_once()
+            if self.meta.committed_batch() == snap.seq:
+                self.snapshot = snap
+                return snap
+            time.sleep(min(0.001 * 2 ** attempt, 0.05) if attempt else 0.0)
+        raise StoreError(f"collection {self.info.name!r}: could not open a text index searcher "
+                         "consistent with one committed batch (the writer kept committing); "
+                         "retry")
+
+    def _refresh_once(self) -> CollectionSnapshot:
         for _ in range(REFRESH_ATTEMPTS):
             try:
                 with self.meta.read_transaction() as conn:
@@ -182,7 +207,8 @@ class CollectionState:
         except BaseException:
             self.broken = True
             raise
-        return self._finish(_Head(seq, self.size + len(batch), dead, segments))
+        self.snapshot = self._finish(_Head(seq, self.size + len(batch), dead, segments))
+        return self.snapshot
 
     def refresh_segments(self) -> CollectionSnapshot:
         """Re-read the segment manifest (after a merge); rows are unchanged."""
@@ -204,13 +230,19 @@ class CollectionState:
         self._track_ids(first, values[0])
 
     def _finish(self, head: _Head) -> CollectionSnapshot:
+        """Advance the columns' bounds to `head` and return its snapshot (the caller publishes
+        it as `snapshot`)."""
         live = np.ones(head.size, bool)
         live[: self.size] = self.live
         live[np.asarray(head.dead, np.int64)] = False
         live.flags.writeable = False
         self.live, self.size, self.seq, self.segments = live, head.size, head.seq, head.segments
-        self.snapshot = CollectionSnapshot(self, self.text.searcher())
-        return self.snapshot
+        return CollectionSnapshot(self, self.text.searcher())
+
+    def note_skipped(self, file: str, rowids: np.ndarray) -> None:
+        """Record rows of segment `file` whose stored vector is not finite (the semantic leg
+        skipped them)."""
+        self.skipped.setdefault(file, set()).update(int(r) for r in rowids)
 
     def _track_ids(self, first: int, ids: Sequence[object]) -> None:
         """Keep the writer's id → newest rowid map (if built) up to date with the ids just
@@ -238,17 +270,23 @@ class CollectionSnapshot:
     The members are the contract of `docs/architecture.md`: `info`, `size`, `live`, `id_rank`,
     `ids`, `doc_ids`, `entities`, `positions`, `created_at`, `analyze`, `lexical_topn`,
     `semantic_topn`, `has_vectors`, `filter_mask`, `fetch`, `explain_bm25`. Extras: `seq` (the
-    committed batch number), `has_vector` (bool[size]) and `column(name)`.
+    committed batch number), `has_vector` (bool[size]), `column(name)`, `retention_loss`
+    (a `recallql.index.history.RetentionLoss` of an ``AS OF`` snapshot, or None),
+    `skipped_vectors()` and `derived(...)` (`AS OF`, `recallql.index.history`).
     """
 
-    def __init__(self, state: CollectionState, searcher: tantivy.Searcher):
+    def __init__(self, state: CollectionState, searcher: tantivy.Searcher, *,
+                 seq: int | None = None, size: int | None = None, live: np.ndarray | None = None,
+                 retention_loss: RetentionLoss | None = None):
         self._state = state
         self._searcher = searcher
         self._segments = state.segments
+        self._span = state.size  # the rows the segments may hold (AS OF: more than `size`)
         self.info: CollectionInfo = state.info
-        self.seq: int = state.seq
-        self.size: int = state.size
-        self.live: np.ndarray = state.live
+        self.seq: int = state.seq if seq is None else seq
+        self.size: int = state.size if size is None else size
+        self.live: np.ndarray = state.live if live is None else live
+        self.retention_loss = retention_loss
         cols = state.columns
         self.ids = _str_view(cols["id"], self.size)
         self.doc_ids = _str_view(cols["doc_id"], self.size)
@@ -257,6 +295,25 @@ class CollectionSnapshot:
         self.created_at: np.ndarray = cols["created_at"].values(self.size)  # type: ignore[attr-defined]
         self.has_vector: np.ndarray = state.has_vector.view(self.size)
         self._tokens: int | None = None
+
+    @property
+    def state(self) -> CollectionState:
+        """The collection state this snapshot views."""
+        return self._state
+
+    def derived(self, *, seq: int, size: int, live: np.ndarray,
+                retention_loss: RetentionLoss | None = None) -> CollectionSnapshot:
+        """A snapshot of an earlier batch (`AS OF`) sharing this one's searcher and segments:
+        its first `size` rows, with liveness `live` (bool[size])."""
+        snap = CollectionSnapshot(self._state, self._searcher, seq=seq, size=size, live=live,
+                                  retention_loss=retention_loss)
+        snap._segments, snap._span = self._segments, self._span
+        return snap
+
+    def skipped_vectors(self) -> dict[str, int]:
+        """Rows per segment file whose stored vector was found not finite (NaN or infinite) by
+        a semantic scan in this process; they are never ranked. Empty when none."""
+        return {file: len(rows) for file, rows in sorted(self._state.skipped.items())}
 
     @functools.cached_property
     def id_rank(self) -> np.ndarray:
@@ -328,14 +385,19 @@ class CollectionSnapshot:
             allowed: optional bool[size] filter.
 
         Returns:
-            (rowids int64[m], cosine float32[m]), m ≤ n, ordered by (−cosine, item id).
+            (rowids int64[m], cosine float32[m]), m ≤ n, ordered by (−cosine, item id). Rows
+            whose stored vector is not finite (a damaged segment) are skipped, never ranked,
+            and counted in `skipped_vectors`.
 
         Raises:
             ValueError: wrong dimension, zero or non-finite query vector, bad `allowed`.
         """
         query = normalise_query(vec, self.info.dim)
         eligible = self._eligible(allowed, self.has_vector)
-        return semantic_topn(self._segments, query, n, eligible, self.ids)
+        if self._span > self.size:  # AS OF: the segments also hold later rows
+            eligible = np.concatenate([eligible, np.zeros(self._span - self.size, bool)])
+        return semantic_topn(self._segments, query, n, eligible, self.ids,
+                             self._state.note_skipped)
 
     def has_vectors(self) -> bool:
         """True when some live row has a vector."""

@@ -3,106 +3,131 @@ one tantivy index and one vector-segment directory per collection.
 
 Layout of a database directory::
 
-    LOCK                              writer lock (fcntl.flock, non-blocking)
+    LOCK                              writer lock (fcntl.flock, `recallql.index.lock`)
     meta.sqlite (+ -wal, -shm)        `recallql.index.metadata`
     collections/<name>/text/          tantivy index (`recallql.index.text`)
     collections/<name>/vectors/*.npy  vector segments (`recallql.index.vectors`)
 
 Writes are batches, all-or-nothing across the three stores; the protocol and the crash recovery
-are described in `recallql.index.batch`. One writer at a time: a second writer (another process,
-or another `Store` in this process) gets `DatabaseLocked` at once. Readers (``readonly=True``)
-take no lock, never write, and see the last committed batch: `snapshot` checks SQLite's
-committed batch number on every call and refreshes incrementally when it changed.
+are described in `recallql.index.batch`. One writer at a time: every write (a batch, a session
+transaction, a sweep) takes the directory's LOCK for its own duration, waiting up to
+`lock_timeout` seconds for another process's write, so several processes can keep one database
+open for writing. In-process, one mutex serialises writes; any number of threads read at once.
+Readers (``readonly=True``) take no lock, never write, and see the last committed batch on every
+leg (`recallql.index.snapshot`). A directory that holds any part of a store is never re-created:
+`recallql.index.integrity` refuses a missing or damaged file by name.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import os
 import sqlite3
-import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from recallql.index import batch as batches
-from recallql.index import changes
+from recallql.index import changes, integrity, layout, maintenance
 from recallql.index import reindex as rebuilds
+from recallql.index import requests as keys
 from recallql.index.analysis import CURRENT_VERSION as CURRENT
-from recallql.index.batch import DeleteReport, IngestReport
+from recallql.index.batch import DeleteReport, IngestReport, Stamp
 from recallql.index.changes import Plan
 from recallql.index.embedders import Embedder
 from recallql.index.errors import StoreError
+from recallql.index.history import as_of_snapshot
+from recallql.index.integrity import CheckReport
 from recallql.index.items import ItemBatch
-from recallql.index.lock import LOCK_FILE, acquire_lock
+from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
 from recallql.index.metadata import CollectionRow, ExtraSql, MetadataStore
 from recallql.index.reindex import Progress, ReindexReport
-from recallql.index.schema import CollectionInfo, make_info
+from recallql.index.schema import CollectionInfo, check_same, make_info
 from recallql.index.snapshot import CollectionSnapshot, CollectionState
-from recallql.index.text import TextIndex, stored_version
+from recallql.index.storage import storage_errors
+from recallql.index.text import TextIndex, rebuild_pending, recover_rebuild, stored_version
 from recallql.index.vectors import SegmentFiles
+from recallql.index.writer import Writer
 
-META_FILE = "meta.sqlite"
+META_FILE = layout.META_FILE
+#: Default AS OF retention: tombstoned rows stay searchable `AS OF` a time for this long
+#: (seconds; 7 days, the default of Delta Lake's and Lance's version retention).
+DEFAULT_RETENTION = 7 * 86400.0
 
 
 class Store:
-    """A recallql database.
+    """A recallql database. Use `Store.open`.
 
-    Use `Store.open`. Thread-safe: one lock serialises writes and snapshot refreshes.
+    Thread-safe: a mutex serialises this process's writes and snapshot refreshes; reads run
+    in parallel on per-thread SQLite connections.
 
     Attributes:
         path: the database directory, or ``None`` in memory.
         readonly: True for a reader.
-        meta: the `MetadataStore` (``meta.read`` is a read connection for session lookups).
+        meta: the `MetadataStore` (``meta.read`` is this thread's read connection).
+        lock_timeout: seconds a write waits for another process's write (the LOCK).
+        retention: seconds tombstoned rows stay visible to ``AS OF`` (then purged).
+        clock: the commit clock, epoch seconds UTC.
     """
 
-    def __init__(self, path: Path | None, readonly: bool, lock_fd: int | None):
+    def __init__(self, path: Path | None, readonly: bool, *,
+                 lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+                 retention: float = DEFAULT_RETENTION,
+                 clock: Callable[[], float] = time.time):
         self.path = path
         self.readonly = readonly
-        self._lock_fd = lock_fd
-        self._mutex = threading.RLock()
+        self.lock_timeout = float(lock_timeout)
+        self.retention = float(retention)
+        self.clock = clock
+        self.writer = Writer(path, self.lock_timeout)
+        self._mutex = self.writer.mutex
         self._states: dict[str, CollectionState] = {}
         self._broken: str | None = None
         self._closed = False
-        self.meta = MetadataStore(None if path is None else path / META_FILE, readonly=readonly)
+        self.meta = MetadataStore(None if path is None else path / META_FILE, readonly=readonly,
+                                  lock=self._mutex)
 
     @classmethod
-    def open(cls, path: str | os.PathLike | None = None, *, readonly: bool = False) -> Store:
+    def open(cls, path: str | os.PathLike | None = None, *, readonly: bool = False,
+             lock_timeout: float = DEFAULT_LOCK_TIMEOUT, retention: float = DEFAULT_RETENTION,
+             clock: Callable[[], float] = time.time) -> Store:
         """Open or create a database.
 
         Args:
             path: a directory (created when missing, unless `readonly`), or ``None`` for an
                 in-memory database.
             readonly: open an existing database as a reader: no lock, no writes.
+            lock_timeout: seconds each write waits for the writer lock (default 5).
+            retention: seconds tombstoned rows stay visible to ``AS OF`` (default 7 days).
+            clock: the commit clock (epoch seconds UTC; batches record it for ``AS OF``).
 
         Raises:
-            DatabaseLocked: another writer holds the lock.
-            StoreError: not a recallql database, or missing when `readonly`.
+            DatabaseLocked: creating the database, migrating one written by an earlier
+                version, or finishing a rebuild a crashed ``reindex`` left, waited
+                `lock_timeout` for another writer.
+            StoreError: not a recallql database, a missing or damaged file (named; nothing is
+                changed), or missing when `readonly`.
         """
+        options = {"lock_timeout": lock_timeout, "retention": retention, "clock": clock}
         if path is None:
-            return cls(None, False, None)
+            return cls(None, False, **options)  # type: ignore[arg-type]
         directory = Path(path)
-        if readonly:
-            if not (directory / META_FILE).is_file():
-                raise StoreError(f"{directory} is not a recallql database (no {META_FILE})")
-            return cls(directory, True, None)
-        if directory.exists() and not directory.is_dir():
-            raise StoreError(f"{directory} exists and is not a directory")
-        if directory.is_dir() and any(directory.iterdir()) and not (directory / META_FILE).exists():
-            raise StoreError(f"{directory} is not empty and is not a recallql database")
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, created = acquire_lock(directory)
-        store = None
+        layout.check_directory(directory, readonly)
+        if not readonly and not (directory / META_FILE).exists():
+            layout.create(directory, lock_timeout)
+        store = cls(directory, readonly, **options)  # type: ignore[arg-type]
         try:
-            store = cls(directory, False, fd)
-            store.recover()
+            integrity.validate(store)
+            if not readonly and not store.meta.up_to_date():
+                with store._hold():  # an older version's file: add what it lacks
+                    store.meta.migrate()
+            if not readonly and store._rebuild_left():
+                with store._hold():  # finishes or discards it (`_acquired`)
+                    pass
         except BaseException:
-            if created:  # leave the directory as this open found it (unlinked under the lock)
-                (directory / LOCK_FILE).unlink(missing_ok=True)
-            if store is not None:
-                store.close()  # releases the lock too
-            else:
-                os.close(fd)
+            store.close()
             raise
         return store
 
@@ -139,24 +164,58 @@ class Store:
 
         Raises:
             StoreError: invalid definition; the collection exists with another schema, dimension
-                or embedder (both are named); read-only store.
+                or embedder (both are named); read-only store; a storage failure.
+            DatabaseLocked: another process's write held the lock for `lock_timeout`.
         """
         info = make_info(name, text_fields, fields, dim, embedder_name)
-        with self._mutex:
-            self._check_writable()
-            existing = self.meta.collection(name)
+        existing = self.meta.collection(name)
+        if existing is not None:  # no write, no lock
+            check_same(existing.info, info)
+            return existing.info
+        with self._hold():
+            existing = self.meta.collection(name, self.meta.write)
             if existing is not None:
                 check_same(existing.info, info)
                 return existing.info
-            TextIndex(self._text_dir(name)).close()
+            with storage_errors(self._text_dir(name)):
+                layout.clear_unborn(self._collection_dir(name))
+                TextIndex(self._text_dir(name), create=True).close()
             self.meta.insert_collection(info)
+            return info
+
+    def add_fields(self, name: str, fields: Mapping[str, object],
+                   fill: Callable[[dict], dict] | None = None) -> CollectionInfo:
+        """Declare more filterable fields on an existing collection, as SQL's ``ALTER TABLE ADD
+        COLUMN``: stored rows get what `fill(row_fields)` returns for them (a dict of new field
+        values; missing or None: absent). One transaction; the collection's cached state is
+        rebuilt on its next use. Text fields, vectors and the tantivy index are unchanged.
+
+        Returns:
+            The collection's new `CollectionInfo`.
+
+        Raises:
+            StoreError: unknown collection, a name that is taken, an invalid type, or a
+                read-only store.
+        """
+        with self._hold():
+            row = self._row(name)
+            taken = sorted(set(fields) & set(row.info.fields))
+            if taken:
+                raise StoreError(f"collection {name!r} already has field(s) {taken}")
+            old = row.info
+            info = make_info(name, old.text_fields, {**old.fields, **fields}, old.dim,
+                             old.embedder_name)
+            self.meta.add_fields(row, info, fill)
+            state = self._states.pop(name, None)
+            if state is not None:
+                state.text.close()
             return info
 
     # -- writes --------------------------------------------------------------------------------
 
     def ingest(self, name: str, items: Iterable[object], embedder: Embedder | None = None, *,
-               replace_documents: bool = False, extra_sql: ExtraSql | None = None
-               ) -> IngestReport:
+               replace_documents: bool = False, extra_sql: ExtraSql | None = None,
+               key: str | None = None) -> IngestReport:
         """Write one all-or-nothing batch of items.
 
         Args:
@@ -169,43 +228,70 @@ class Store:
                 re-ingested document keeps exactly the chunks given (counted `removed`).
             extra_sql: called with the write connection inside the batch's SQLite transaction
                 (e.g. to write session rows atomically with message items).
+            key: an idempotency key: a retry with the same key and items returns the first
+                call's report without writing (`recallql.index.requests`).
 
         Returns:
             The `IngestReport` (batch 0 when nothing changed and there is no `extra_sql`).
 
         Raises:
-            IngestError: an invalid item (nothing written).
-            StoreError: unknown collection, read-only store, or an I/O failure (the batch is
-                rolled back).
+            IngestError: an invalid item or key (nothing written).
+            IdempotencyKeyReused: `key` was used for other items.
+            StoreError: unknown collection, read-only store, or a storage failure (disk full,
+                permissions, I/O; the batch is rolled back, the file and cause are named).
+            DatabaseLocked: another process's write held the lock for `lock_timeout`.
         """
         started = time.perf_counter()
-        with self._mutex:
-            self._check_writable()
+        with self._hold():
             state = self._state(name)
             if embedder is not None and embedder.name != state.info.embedder_name:
                 raise StoreError(f"collection {name!r} uses embedder "
                                  f"{state.info.embedder_name!r}, not {embedder.name!r}")
-            seq = self._begin(state)
+            stamp = self._begin(state)
+            req = None
+            if key is not None:
+                items = list(items)
+                req = keys.request(key, f"ingest:{name}",
+                                   batches.request_parts(state, items, replace_documents))
+                done = keys.replay(self.meta.write, req)
+                if done is not None:
+                    return IngestReport(**done)  # type: ignore[arg-type]
             try:  # tantivy indexes validated chunks while the rest is validated
                 plan = batches.prepare(state, items, embedder,
-                                       batches.PrefixIndexer(state, seq), replace_documents)
+                                       batches.PrefixIndexer(state, stamp.seq), replace_documents)
             except BaseException:
                 state.text.rollback()
                 raise
-            first_row = state.size
-            written = self._write(state, seq, plan, extra_sql)
-            n, replaced = len(plan.batch), len(plan.replaced)
-            return IngestReport(name, seq if written else 0, n - replaced, replaced,
-                                plan.embedded, first_row, time.perf_counter() - started,
-                                plan.unchanged, len(plan.removed))
+            return self._commit_ingest(state, stamp, plan, extra_sql, req, started)
+
+    def _commit_ingest(self, state: CollectionState, stamp: Stamp, plan: Plan,
+                       extra_sql: ExtraSql | None, req: keys.Request | None, started: float
+                       ) -> IngestReport:
+        """Commit an ingest's plan (with its idempotency key, when given) and report it."""
+        nothing = plan.writes_nothing() and extra_sql is None
+        report = IngestReport(state.info.name, 0 if nothing else stamp.seq,
+                              len(plan.batch) - len(plan.replaced), len(plan.replaced),
+                              plan.embedded, state.size, time.perf_counter() - started,
+                              plan.unchanged, len(plan.removed))
+        if req is None:
+            self._write(state, stamp, plan, extra_sql)
+        elif nothing:  # no batch to carry the key: it gets its own transaction
+            state.text.rollback()
+            with self.meta.transaction() as conn:
+                keys.record(conn, req, dataclasses.asdict(report), stamp.at)
+        else:
+            self._write(state, stamp, plan, _and(extra_sql, functools.partial(
+                keys.record, req=req, response=dataclasses.asdict(report), at=stamp.at)))
+        return report
 
     def delete(self, name: str, ids: Iterable[object] | None = None,
                doc_ids: Iterable[object] | None = None, *,
                extra_sql: ExtraSql | None = None) -> DeleteReport:
         """Tombstone live items, as one all-or-nothing batch (the commit protocol of `ingest`).
 
-        Readers stop seeing the rows when the batch commits; their tantivy documents are purged
-        by a later batch, like replaced rows.
+        Readers stop seeing the rows when the batch commits; `AS OF` an earlier time still
+        shows them within the retention window, after which their tantivy documents and
+        vectors are purged by later batches.
 
         Args:
             name: collection.
@@ -221,37 +307,47 @@ class Store:
         Raises:
             IngestError: neither `ids` nor `doc_ids`, one of them not a list, or an id that
                 ingest would refuse (naming its position and the argument); nothing written.
-            StoreError: unknown collection, read-only store, or an I/O failure (rolled back).
+            StoreError: unknown collection, read-only store, or a storage failure (rolled back).
+            DatabaseLocked: another process's write held the lock for `lock_timeout`.
         """
         started = time.perf_counter()
         wanted, docs = changes.delete_args(ids, doc_ids)
-        with self._mutex:
-            self._check_writable()
+        with self._hold():
             state = self._state(name)
-            seq = self._begin(state)
+            stamp = self._begin(state)
             plan, missing = changes.delete_plan(state, wanted, docs)
-            written = self._write(state, seq, plan, extra_sql)
-            return DeleteReport(name, seq if written else 0, len(plan.removed), missing,
+            written = self._write(state, stamp, plan, extra_sql)
+            return DeleteReport(name, stamp.seq if written else 0, len(plan.removed), missing,
                                 time.perf_counter() - started)
 
     def reindex(self, name: str, progress: Progress | None = None) -> ReindexReport:
         """Rebuild the collection's text index from its live rows with the current analyser:
         migrates an index of an older analyser and makes BM25's statistics exact (no deleted
-        or replaced row counted). See `recallql.index.reindex`.
+        or replaced row counted). See `recallql.index.reindex`. The rebuilt index holds no
+        tombstoned row, so a batch first moves the retention horizon to the last batch: `AS OF`
+        an earlier time then says rows deleted since are purged, as after `vacuum`.
 
         Raises:
-            StoreError: unknown collection, read-only, closed or broken store.
+            StoreError: unknown collection, read-only, closed or broken store; a storage
+                failure (the old index is kept).
+            DatabaseLocked: another process's write held the lock for `lock_timeout`.
         """
-        with self._mutex:
-            self._check_writable()
+        with self._hold():
             state = self._state(name)
+            write = self.meta.write
+            stamp = self._begin(state, horizon=self.meta.committed_batch(write))
+            self._write(state, stamp, Plan(), batches.no_sql)
             try:
-                return rebuilds.rebuild(state, self._text_dir(name),
-                                        self.meta.committed_batch(self.meta.write), progress)
+                with storage_errors(self._text_dir(name)):
+                    report = rebuilds.rebuild(state, self._text_dir(name), stamp.seq, progress)
             except BaseException:
                 state.text.close()
                 self._states.pop(name, None)  # reopened (and the rebuild recovered) on next use
                 raise
+            with self.meta.transaction() as conn:  # tantivy holds no tombstoned row now
+                conn.execute("UPDATE collections SET purged_batch = horizon WHERE id = ?",
+                             (state.id,))
+            return report
 
     def analyzer_versions(self) -> dict[str, int]:
         """The text analyser version of each collection's index (`recallql.index.analysis`)."""
@@ -263,25 +359,51 @@ class Store:
             out[info.name] = state.text.version if state is not None else found or CURRENT
         return out
 
-    def _begin(self, state: CollectionState) -> int:
-        """The number of the next batch, with `state` brought up to the committed one."""
-        seq = self.meta.committed_batch(self.meta.write) + 1
-        state.current(seq - 1)
-        return seq
+    def vacuum(self) -> list[int]:
+        """Purge every tombstoned row now: its tantivy document and its vector (`AS OF` can no
+        longer show rows deleted before now). Writes two batches per collection with
+        tombstoned rows (one moves the retention horizon, the next purges up to it).
 
-    def _write(self, state: CollectionState, seq: int, plan: Plan,
+        Returns:
+            The batch numbers written.
+
+        Raises:
+            StoreError: read-only store, or a storage failure (the store stays at its last
+                committed batch).
+            DatabaseLocked: another process's write held the lock for `lock_timeout`.
+        """
+        return maintenance.vacuum(self)
+
+    def _begin(self, state: CollectionState, horizon: int | None = None) -> Stamp:
+        """The stamp of the next batch, with `state` brought up to the committed one (and, first
+        in a hold, recovered from what a crashed writer left)."""
+        write = self.meta.write
+        committed = self.meta.committed_batch(write)
+        if self.path is not None and state.info.name not in self.writer.recovered:
+            with storage_errors(self._collection_dir(state.info.name)):
+                batches.recover(state, committed)
+            self.writer.recovered.add(state.info.name)
+        state.current(committed)
+        last = self.meta.committed_at(committed, write) or 0.0
+        at = max(self.clock(), last)
+        if horizon is None:
+            horizon = self.meta.batch_at(at - self.retention, write)
+        return Stamp(committed + 1, at, horizon)
+
+    def _write(self, state: CollectionState, stamp: Stamp, plan: Plan,
                extra_sql: ExtraSql | None) -> bool:
-        """Commit `plan` as batch `seq` (recovering on failure); returns False, writing nothing,
-        when the plan changes nothing and there is no `extra_sql`."""
+        """Commit `plan` as batch ``stamp.seq`` (recovering on failure); returns False, writing
+        nothing, when the plan changes nothing and there is no `extra_sql`."""
         if plan.writes_nothing() and extra_sql is None:
             state.text.rollback()  # nothing can be queued, but leave the writer clean
             return False
         try:
-            batches.commit(state, plan, extra_sql, seq)
+            with storage_errors(self._collection_dir(state.info.name)):
+                batches.commit(state, plan, extra_sql, stamp)
         except BaseException:
             self._recover_after_failure(state)
             raise
-        self._advance(state, seq, plan.batch, plan.dead)
+        self._advance(state, stamp.seq, plan.batch, plan.dead)
         return True
 
     def _advance(self, state: CollectionState, seq: int, batch: ItemBatch, dead: list[int]
@@ -296,15 +418,54 @@ class Store:
         batches.merge_segments(state, self.meta)
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[None]:
-        """Hold the writer's mutex (no other write of this process interleaves) for a read and
-        the batch that depends on it, e.g. a sweep that deletes what it just selected.
+    def _hold(self) -> Iterator[None]:
+        """Be the writer for the block: this process's mutex and, on disk, the LOCK (waiting
+        up to `lock_timeout`); reentrant. On release the tantivy writers are closed, so the
+        next process's write can open its own.
 
         Raises:
             StoreError: read-only, closed or broken store.
+            DatabaseLocked: the LOCK stayed held by another process for `lock_timeout`.
         """
-        with self._mutex:
-            self._check_writable()
+        with self.writer.hold(self._check_writable, self._release, self._acquired):
+            yield
+
+    def _rebuild_left(self) -> bool:
+        """Whether a crashed `reindex` left a ``text.rebuild`` or ``text.old`` directory."""
+        root = None if self.path is None else self.path / "collections"
+        return root is not None and root.is_dir() and any(
+            rebuild_pending(folder / "text") for folder in root.iterdir())
+
+    def _acquired(self) -> None:
+        """Finish or discard a text-index rebuild a crashed writer left (the collection's
+        in-memory state is reopened from the settled directory)."""
+        root = None if self.path is None else self.path / "collections"
+        if root is None or not root.is_dir():
+            return
+        for folder in root.iterdir():
+            text = folder / "text"
+            if rebuild_pending(text):
+                state = self._states.pop(folder.name, None)
+                if state is not None:
+                    state.text.close(quiet=True)
+                with storage_errors(text):
+                    recover_rebuild(text)
+
+    def _release(self) -> None:
+        for state in self._states.values():
+            state.text.close()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Be the writer (no other write of this or another process interleaves) for a read and
+        the writes that depend on it, e.g. a sweep that deletes what it just selected, or
+        message ids assigned from the committed ones.
+
+        Raises:
+            StoreError: read-only, closed or broken store.
+            DatabaseLocked: another process's write held the lock for `lock_timeout`.
+        """
+        with self._hold():
             yield
 
     @contextlib.contextmanager
@@ -312,25 +473,38 @@ class Store:
         """A write transaction on the metadata store alone (sessions, annotations, signals).
 
         Raises:
-            StoreError: read-only store.
+            StoreError: read-only store; a storage failure (rolled back).
+            DatabaseLocked: another process's write held the lock for `lock_timeout`.
         """
-        with self._mutex:
-            self._check_writable()
-            with self.meta.transaction() as conn:
-                yield conn
+        with self._hold(), self.meta.transaction() as conn:
+            yield conn
+
+    def request(self, req: keys.Request) -> object | None:
+        """The stored response of an earlier write with ``req.key`` (None: new), read on the
+        write connection; call it inside `writing`.
+
+        Raises:
+            IdempotencyKeyReused: the key was used for another request.
+        """
+        return keys.replay(self.meta.write, req)
 
     def recover(self) -> None:
-        """Remove what unfinished batches and merges left behind (runs when a writer opens)."""
-        with self._mutex:
+        """Remove what unfinished batches and merges left behind, in every collection (each
+        write also does it for its collection, first thing in each hold of the lock)."""
+        with self._hold():
             committed = self.meta.committed_batch(self.meta.write)
             for row in self.meta.collections(self.meta.write):
-                batches.recover(self._state(row.info.name), committed)
+                state = self._state(row.info.name)
+                with storage_errors(self._collection_dir(row.info.name)):
+                    batches.recover(state, committed)
+                self.writer.recovered.add(row.info.name)
 
     def _recover_after_failure(self, state: CollectionState) -> None:
         try:
             batches.recover(state, self.meta.committed_batch(self.meta.write))
         except BaseException as exc:  # the store is in an unknown state: refuse more writes
-            self._broken = f"recovery after a failed batch failed: {exc!r}; reopen the database"
+            self._broken = (f"recovery after a failed batch failed: {exc}; the committed "
+                            "batches are intact on disk: reopen the database")
 
     def check_open(self) -> None:
         """Raise `StoreError` when the store is closed (every read and write path calls it,
@@ -347,17 +521,23 @@ class Store:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def snapshot(self, name: str) -> CollectionSnapshot:
+    def snapshot(self, name: str, as_of: float | None = None) -> CollectionSnapshot:
         """A consistent view of the collection at the last committed batch (cached until a new
-        batch commits).
+        batch commits), or as committed at `as_of` (epoch seconds UTC; see
+        `recallql.index.history`).
 
         Raises:
             StoreError: unknown collection.
         """
-        with self._mutex:
-            self.check_open()
-            state = self._state(name)
-            return state.current(self.meta.committed_batch())
+        self.check_open()
+        committed = self.meta.committed_batch()
+        state = self._states.get(name)
+        snap = None if state is None else state.snapshot
+        if snap is None or snap.seq != committed or state.broken:  # type: ignore[union-attr]
+            with self._mutex:
+                self.check_open()
+                snap = self._state(name).current(self.meta.committed_batch())
+        return snap if as_of is None else as_of_snapshot(snap, as_of)
 
     def committed_batch(self) -> int:
         """The last committed batch number.
@@ -367,8 +547,24 @@ class Store:
         """
         return self.meta.committed_batch()
 
+    def check(self) -> CheckReport:
+        """Verify the database: SQLite's ``PRAGMA integrity_check``, the three stores'
+        agreement on rowids and batches, every vector segment's shape and finiteness (see
+        `recallql.index.integrity.check`). Never raises for damage: it is reported. Holds the
+        writer lock while it reads (waiting up to `lock_timeout`), so no write runs meanwhile.
+
+        Raises:
+            StoreError: the store is closed.
+        """
+        self.check_open()
+        return maintenance.check(self)
+
+    def _collection_dir(self, name: str) -> Path | None:
+        return None if self.path is None else self.path / "collections" / name
+
     def _text_dir(self, name: str) -> Path | None:
-        return None if self.path is None else self.path / "collections" / name / "text"
+        base = self._collection_dir(name)
+        return None if base is None else base / "text"
 
     def _state(self, name: str) -> CollectionState:
         state = self._states.get(name)
@@ -377,7 +573,7 @@ class Store:
             state = None
         if state is None:
             row = self._row(name)
-            base = None if self.path is None else self.path / "collections" / name
+            base = self._collection_dir(name)
             text = TextIndex(self._text_dir(name), readonly=self.readonly)
             files = SegmentFiles(None if base is None else base / "vectors", row.info.dim)
             state = self._states[name] = CollectionState(row, self.meta, text, files)
@@ -393,9 +589,7 @@ class Store:
                 state.text.close()
             self._states.clear()
             self.meta.close()
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)
-                self._lock_fd = None
+            self.writer.close()
 
     def __enter__(self) -> Store:
         return self
@@ -404,14 +598,31 @@ class Store:
         self.close()
 
 
-def check_same(stored: CollectionInfo, wanted: CollectionInfo) -> None:
-    """Raise `StoreError` naming both definitions when they differ."""
-    if not stored.same_schema(wanted):
-        raise StoreError(
-            f"collection {stored.name!r} exists with text fields {list(stored.text_fields)} and "
-            f"fields {dict(stored.fields)}; asked for {list(wanted.text_fields)} and "
-            f"{dict(wanted.fields)}")
-    if stored.embedder_name != wanted.embedder_name or stored.dim != wanted.dim:
-        raise StoreError(
-            f"collection {stored.name!r} uses embedder {stored.embedder_name!r} (dim "
-            f"{stored.dim}); asked for embedder {wanted.embedder_name!r} (dim {wanted.dim})")
+def _and(first: ExtraSql | None, then: ExtraSql) -> ExtraSql:
+    """`first` (when given), then `then`, in the same transaction."""
+    def run(conn: sqlite3.Connection) -> None:
+        if first is not None:
+            first(conn)
+        then(conn)
+    return run
+
+
+def check_directory(path: str | os.PathLike) -> CheckReport:
+    """Check the database at `path` without refusing it for damage (``recallql check``): the
+    store is opened read-only and unvalidated, and whatever is wrong is reported.
+
+    Returns:
+        The `CheckReport`; a store that cannot even be opened (its ``meta.sqlite`` missing or
+        damaged) gives a report holding that one error.
+    """
+    directory = Path(path)
+    try:
+        layout.check_directory(directory, readonly=True)
+        store = Store(directory, True)
+    except StoreError as exc:
+        problem = integrity.Problem(str(directory / META_FILE), "error", "missing", str(exc))
+        return CheckReport(str(directory), 0, [], [problem])
+    try:
+        return store.check()
+    finally:
+        store.close()

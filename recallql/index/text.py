@@ -38,6 +38,7 @@ from tantivy import Occur, Query
 from recallql.index.analysis import ANALYZER_NAME, CURRENT_VERSION, VERSIONS, analyzer, prepare
 from recallql.index.errors import StoreError
 from recallql.index.ranking import top_by_score
+from recallql.index.storage import describe, tantivy_error
 
 #: Below this many eligible rows a filter that excludes at least half of the rows is pushed
 #: into tantivy as a rowid term set (above it, only one that keeps under a fifth). A filter that
@@ -48,6 +49,8 @@ TERM_SET_MAX = 8192
 WRITER_HEAP_BYTES = 96_000_000
 #: The file in an index directory that records its analyser version (JSON).
 ANALYZER_FILE = "recallql-analyzer.json"
+#: The file of a tantivy index that lists its segments; an index without it is damaged.
+META_JSON = "meta.json"
 
 
 def _schema(count_field: bool) -> tantivy.Schema:
@@ -102,8 +105,14 @@ def siblings(path: Path) -> tuple[Path, Path]:
     return path.with_name(path.name + ".rebuild"), path.with_name(path.name + ".old")
 
 
+def rebuild_pending(path: Path) -> bool:
+    """Whether a rebuild of the index at `path` left ``text.rebuild`` or ``text.old``."""
+    return any(p.exists() for p in siblings(path))
+
+
 def recover_rebuild(path: Path) -> None:
-    """Finish or discard a rebuild a crash interrupted (see `recallql.index.reindex`)."""
+    """Finish or discard a rebuild a crash interrupted (see `recallql.index.reindex`); run by
+    the writer holding the lock, so never while another process rebuilds."""
     building, old = siblings(path)
     if building.exists() and not path.exists():
         os.replace(building, path)
@@ -129,36 +138,41 @@ class TextIndex:
     Args:
         path: index directory, or ``None`` for an in-memory index.
         readonly: open an existing index without ever creating a writer.
+        create: create the index (`Store.create_collection`, a rebuild); otherwise it must
+            exist, and a missing or damaged one is a `StoreError` (an index is never
+            re-created in place).
 
     Attributes:
         version: the analyser version of the index (`recallql.index.analysis`); a new index
             gets the current one.
 
     Raises:
-        StoreError: the directory cannot be opened as a tantivy index, or records an unknown
-            analyser version.
+        StoreError: the directory cannot be opened as a tantivy index (named, with the cause),
+            is missing its ``meta.json``, or records an unknown analyser version.
     """
 
-    def __init__(self, path: Path | None, *, readonly: bool = False):
-        if path is not None and not readonly:
-            recover_rebuild(path)
-        elif path is not None and not path.exists() and siblings(path)[0].exists():
+    def __init__(self, path: Path | None, *, readonly: bool = False, create: bool = False):
+        if path is not None and not create and not path.exists() and siblings(path)[0].exists():
             path = siblings(path)[0]  # a writer is between the two renames of a rebuild
         self.path = path
         self.readonly = readonly
-        existing = None if path is None else stored_version(path)
+        existing = None if path is None or create else stored_version(path)
         self.version = CURRENT_VERSION if existing is None else existing
         try:
             if path is None:
                 self.index = tantivy.Index(SCHEMA_COUNTED)
-            elif existing is not None or readonly:
-                self.index = tantivy.Index.open(str(path))
-            else:
+            elif create:
                 path.mkdir(parents=True, exist_ok=True)
-                self.index = tantivy.Index(SCHEMA_COUNTED, path=str(path), reuse=True)
+                self.index = tantivy.Index(SCHEMA_COUNTED, path=str(path), reuse=False)
                 write_version(path, self.version)
+            else:
+                if existing is None or not (path / META_JSON).is_file():
+                    raise StoreError(f"{path / META_JSON} is missing: the text index of "
+                                     f"collection {path.parent.name!r} is damaged (it is never "
+                                     "re-created; restore the database from a backup)")
+                self.index = tantivy.Index.open(str(path))
         except (OSError, ValueError) as exc:
-            raise StoreError(f"cannot open the text index {path}: {exc}") from exc
+            raise StoreError(f"cannot open the text index {path}: {describe(exc)}") from exc
         self.index.register_tokenizer(ANALYZER_NAME, analyzer(self.version))
         self._counted = self.version >= 2
         self._writer: tantivy.IndexWriter | None = None
@@ -178,24 +192,35 @@ class TextIndex:
 
     @property
     def writer(self) -> tantivy.IndexWriter:
-        """The index writer (created on first use; holds tantivy's own writer lock)."""
+        """The index writer (created on first use; holds tantivy's own writer lock until
+        `close`).
+
+        Raises:
+            StoreError: read-only, or tantivy cannot create it (named, with the cause).
+        """
         if self.readonly:
             raise StoreError(f"the text index {self.path} is open read-only")
         if self._writer is None:
-            self._writer = self.index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
+            try:
+                self._writer = self.index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
+            except (OSError, ValueError) as exc:
+                raise tantivy_error(self.path, "open a writer on", exc) from exc
         return self._writer
 
     def add(self, rowids: Sequence[int], batch: int, texts: Sequence[str]) -> None:
         """Queue documents (visible after `commit`)."""
         add, version, counted = self.writer.add_document, self.version, self._counted
-        for rowid, text in zip(rowids, texts, strict=True):
-            doc = tantivy.Document()
-            doc.add_text("text", prepare(text, version))
-            doc.add_unsigned("rowid", rowid)
-            doc.add_unsigned("batch", batch)
-            if counted:
-                doc.add_unsigned("all", 1)
-            add(doc)
+        try:
+            for rowid, text in zip(rowids, texts, strict=True):
+                doc = tantivy.Document()
+                doc.add_text("text", prepare(text, version))
+                doc.add_unsigned("rowid", rowid)
+                doc.add_unsigned("batch", batch)
+                if counted:
+                    doc.add_unsigned("all", 1)
+                add(doc)
+        except (OSError, ValueError) as exc:
+            raise tantivy_error(self.path, "add documents to", exc) from exc
 
     def delete_rows(self, rowids: Sequence[int]) -> None:
         """Queue deletion of the documents of these rowids."""
@@ -211,17 +236,39 @@ class TextIndex:
         found = self.index.searcher().search(self._after(seq), 1, count=True)
         return found.count  # type: ignore[attr-defined]  # set by count=True; not in the stub
 
-    def delete_batches_after(self, seq: int) -> None:
-        """Queue deletion of every document whose batch number is greater than `seq`."""
+    def rows_from(self, first: int) -> int:
+        """Number of documents whose rowid is `first` or more (rows SQLite does not have)."""
+        self.index.reload()
+        found = self.index.searcher().search(self._from(first), 1, count=True)
+        return found.count  # type: ignore[attr-defined]  # set by count=True; not in the stub
+
+    def delete_uncommitted(self, seq: int, first: int) -> None:
+        """Queue deletion of every document of a batch after `seq` or of a rowid from `first`
+        on: what an unfinished batch left (its batch number may since have been committed by a
+        batch of another collection, so the rowid is what identifies it)."""
         self.writer.delete_documents_by_query(self._after(seq))
+        self.writer.delete_documents_by_query(self._from(first))
 
     @staticmethod
     def _after(seq: int) -> Query:
         return Query.range_query(SCHEMA, "batch", TantivyType.Unsigned, seq + 1, None)
 
+    @staticmethod
+    def _from(first: int) -> Query:
+        return Query.range_query(SCHEMA, "rowid", TantivyType.Unsigned, first, None)
+
     def commit(self) -> None:
-        """Commit queued changes durably and make them searchable in this process."""
-        self.writer.commit()
+        """Commit queued changes durably and make them searchable in this process.
+
+        Raises:
+            StoreError: tantivy could not commit (disk full, I/O): the queued changes are
+                dropped, the index stays at its last commit.
+        """
+        try:
+            self.writer.commit()
+        except (OSError, ValueError) as exc:
+            self.close(quiet=True)  # a writer whose commit failed is not reused
+            raise tantivy_error(self.path, "commit", exc) from exc
         self.index.reload()
 
     def collect_garbage(self) -> None:
@@ -232,7 +279,10 @@ class TextIndex:
         the next writer, restarting from the last committed opstamp, would try to create the same
         file name (tantivy: `FileAlreadyExists`).
         """
-        self.writer.garbage_collect_files()
+        try:
+            self.writer.garbage_collect_files()
+        except (OSError, ValueError) as exc:
+            raise tantivy_error(self.path, "clean up", exc) from exc
 
     def rollback(self) -> None:
         """Drop queued, uncommitted changes (no-op without a writer)."""
@@ -244,12 +294,30 @@ class TextIndex:
         self.index.reload()
         return self.index.searcher()
 
-    def close(self) -> None:
-        """Release the writer (and tantivy's writer lock)."""
+    def documents(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rowids uint64[m], batches uint64[m]) of every document of the last commit (for
+        `recallql.index.integrity.check`)."""
+        searcher = self.searcher()
+        total = searcher.num_docs
+        if total == 0:
+            return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+        hits = searcher.search(Query.all_query(), total, count=False).hits
+        addresses = [addr for _, addr in hits]
+        rowids = searcher.fast_field_values("rowid", addresses)
+        batch = searcher.fast_field_values("batch", addresses)
+        return np.asarray(rowids, np.uint64), np.asarray(batch, np.uint64)
+
+    def close(self, quiet: bool = False) -> None:
+        """Release the writer (and tantivy's writer lock); `quiet` ignores tantivy's errors
+        (after a failure)."""
         if self._writer is not None:
             writer, self._writer = self._writer, None
-            writer.rollback()
-            writer.wait_merging_threads()
+            try:
+                writer.rollback()
+                writer.wait_merging_threads()
+            except (OSError, ValueError) as exc:
+                if not quiet:
+                    raise tantivy_error(self.path, "close the writer of", exc) from exc
 
 
 def text_query(terms: Sequence[str]) -> Query:

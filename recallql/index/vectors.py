@@ -20,8 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
+from recallql.index.connections import fsync_dir
+from recallql.index.errors import StoreError
 from recallql.index.metadata import SegmentRow
 from recallql.index.ranking import top_by_score
+from recallql.index.storage import storage_errors
 
 #: A tier holds segments of factor**t … factor**(t+1)-1 rows; `factor` segments of a tier merge.
 MERGE_FACTOR = 8
@@ -61,28 +64,29 @@ class Segment:
         return mask[self.lo:self.hi] if self.explicit is None else mask[self.explicit]
 
 
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so a rename or unlink in it is durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_rows(path: Path, dim: int, parts: Sequence[np.ndarray]) -> None:
-    """Write float32 rows (in parts) as one .npy file, atomically and durably."""
+    """Write float32 rows (in parts) as one .npy file, atomically and durably.
+
+    Raises:
+        StoreError: the file cannot be written (disk full, permissions, I/O), naming it; the
+            temporary file is removed.
+    """
     tmp = path.with_name(path.name + ".tmp")
     rows = sum(len(p) for p in parts)
     header = {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)}
-    with open(tmp, "wb") as out:
-        np.lib.format.write_array_header_1_0(out, header)
-        for part in parts:
-            out.write(np.ascontiguousarray(part, dtype="<f4").data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    try:
+        with storage_errors(tmp):
+            with open(tmp, "wb") as out:
+                np.lib.format.write_array_header_1_0(out, header)
+                for part in parts:
+                    out.write(np.ascontiguousarray(part, dtype="<f4").data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 class SegmentFiles:
@@ -106,6 +110,12 @@ class SegmentFiles:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         _write_rows(self.directory / name, self.dim, parts)
+
+    def exists(self, name: str) -> bool:
+        """Whether a segment file of that name exists."""
+        if self.directory is None:
+            return name in self._memory
+        return (self.directory / name).exists()
 
     def remove(self, names: Sequence[str]) -> None:
         """Delete segment files (missing ones are ignored)."""
@@ -134,14 +144,45 @@ class SegmentFiles:
         if self.directory is None:
             vecs = self._memory[row.file]
         else:
-            vecs = np.load(self.directory / row.file, mmap_mode="r")
+            vecs = open_segment(self.directory / row.file, row.n, self.dim)
         blob = rowids()
         explicit = None if blob is None else np.frombuffer(blob, dtype=np.int64)
-        if vecs.shape != (row.n, self.dim):
-            raise ValueError(f"segment {row.file}: shape {vecs.shape}, manifest says {row.n}")
         seg = Segment(row.file, row.lo, row.hi, vecs, explicit)
         self._loaded[row.file] = seg
         return seg
+
+
+def open_segment(path: Path, n: int, dim: int) -> np.ndarray:
+    """Memory-map a segment file, checking it is what the manifest says: a float32 (little
+    endian, C order) ``.npy`` of shape ``(n, dim)`` whose size matches its header exactly.
+
+    Raises:
+        FileNotFoundError: the file is missing (a merge may have just replaced it; the caller
+            re-reads the manifest).
+        StoreError: the file is damaged (truncated, extended, another dtype or shape), naming
+            it and what is wrong.
+    """
+    try:
+        with open(path, "rb") as file:
+            version = np.lib.format.read_magic(file)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read(file)
+            offset = file.tell()
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"the vector segment {path} is damaged (unreadable header: {exc})"
+                         ) from exc
+    want = offset + n * dim * 4
+    if dtype != np.dtype("<f4") or fortran or tuple(shape) != (n, dim) or size != want:
+        raise StoreError(f"the vector segment {path} is damaged: {size} bytes holding "
+                         f"{dtype}{list(shape)}, the manifest says float32[{n}, {dim}] "
+                         f"({want} bytes)")
+    if n == 0:
+        return np.zeros((0, dim), np.float32)
+    return np.memmap(path, dtype="<f4", mode="r", offset=offset, shape=(n, dim))
 
 
 def tier(rows: int) -> int:
@@ -272,9 +313,12 @@ def _candidates(scores: np.ndarray, n: int) -> np.ndarray:
     return np.flatnonzero(scores >= kth - REFINE_MARGIN)
 
 
-def _coarse(segments: Sequence[Segment], q32: np.ndarray, eligible: np.ndarray, n: int):
+def _coarse(segments: Sequence[Segment], q32: np.ndarray, eligible: np.ndarray, n: int,
+            skip: Callable[[str, np.ndarray], None] | None = None):
     """Float32 pass: per segment, the eligible rows that may be in the top n, as arrays
-    (segment no, local index, rowid, score); None when no row is eligible."""
+    (segment no, local index, rowid, score); None when no row is eligible. Rows whose score is
+    not finite (their stored vector is not: a damaged file) are left out and reported to
+    `skip(file, rowids)`."""
     segs, locs, scores = [], [], []
     for no, seg in enumerate(segments):
         ok = seg.eligible(eligible)
@@ -287,6 +331,15 @@ def _coarse(segments: Sequence[Segment], q32: np.ndarray, eligible: np.ndarray, 
             local = np.flatnonzero(ok)
             score = (matvec(seg.vecs[local], q32) if hits * 8 < len(ok)
                      else matvec(seg.vecs, q32)[local])
+        finite = np.isfinite(score)
+        if not finite.all():
+            local = np.flatnonzero(finite) if local is None else local[finite]
+            bad = np.flatnonzero(~finite) if hits == len(ok) else np.flatnonzero(ok)[~finite]
+            if skip is not None:
+                skip(seg.file, seg.rowids_at(bad))
+            score = score[finite]
+            if len(score) == 0:
+                continue
         keep = _candidates(score, n)
         locs.append(keep if local is None else local[keep])
         scores.append(score[keep])
@@ -301,7 +354,8 @@ def _coarse(segments: Sequence[Segment], q32: np.ndarray, eligible: np.ndarray, 
 
 
 def semantic_topn(segments: Sequence[Segment], query: np.ndarray, n: int, eligible: np.ndarray,
-                  ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+                  ids: Sequence[str], skip: Callable[[str, np.ndarray], None] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """Exact cosine top-n over eligible rows, ordered by (−cosine, item id).
 
     A float32 pass finds the candidates (everything within `REFINE_MARGIN` of the n-th score);
@@ -314,15 +368,19 @@ def semantic_topn(segments: Sequence[Segment], query: np.ndarray, n: int, eligib
         n: rows wanted.
         eligible: bool[size].
         ids: item id per rowid.
+        skip: told ``(file, rowids)`` of rows whose stored vector is not finite; they are
+            never returned.
 
     Returns:
-        (rowids int64[m], cosine float32[m]), m = min(n, eligible rows with a vector).
+        (rowids int64[m], cosine float32[m]), m = min(n, eligible rows with a finite vector).
     """
     empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
-    coarse = _coarse(segments, query.astype(np.float32), eligible, n) if n > 0 else None
+    coarse = _coarse(segments, query.astype(np.float32), eligible, n, skip) if n > 0 else None
     if coarse is None:
         return empty
     seg_no, local, rowids, scores = coarse
+    if len(scores) == 0:
+        return empty
     pick = _candidates(scores, n)
     seg_no, local, rowids = seg_no[pick], local[pick], rowids[pick]
     exact = np.empty(len(rowids), np.float32)

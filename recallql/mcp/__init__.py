@@ -3,15 +3,15 @@
     recallql mcp --db mem.db                       # stdio (what MCP clients launch)
     recallql mcp --db mem.db --http 127.0.0.1:8765 # streamable HTTP at /mcp, loopback only
 
-The server process is the database's one writer; any number of clients may call it at once
-(over HTTP; over stdio each client launches its own server) and their writes arriving together
-are committed in one batch (`recallql.mcp.worker`). A second server on a database another
-process writes serves it read-only and says so. Tools and resources: `recallql.mcp.server`.
+Any number of clients may call one server at once (over HTTP; over stdio each client launches
+its own server) and their writes arriving together are committed in one batch
+(`recallql.mcp.worker`). Several servers may write one database: each write takes the writer
+lock, waiting up to `LOCK_WAIT` seconds for another process's write. Tools and resources:
+`recallql.mcp.server`.
 """
 
 from __future__ import annotations
 
-import inspect
 import ipaddress
 import os
 import sys
@@ -22,8 +22,8 @@ __all__ = ["LOOPBACK_HINT", "is_loopback", "open_database", "parse_http", "serve
 
 LOOPBACK_HINT = ("the server has no authentication: anyone who can reach the address can read "
                  "and write the memory")
-#: Seconds a new server waits for another writer to let go of the database (where the API can
-#: wait: `connect(..., lock_timeout=...)`), before serving it read-only.
+#: Seconds each write waits for another process's write (`connect(..., lock_timeout=...)`);
+#: opening (creating or migrating) that cannot get the lock serves read-only instead.
 LOCK_WAIT = 2.0
 
 
@@ -56,7 +56,7 @@ def _connect(path: Path, embedder: Any, readonly: bool) -> Any:
     import recallql
 
     kwargs: dict[str, Any] = {"embedder": embedder, "readonly": readonly}
-    if not readonly and "lock_timeout" in inspect.signature(recallql.connect).parameters:
+    if not readonly:
         kwargs["lock_timeout"] = LOCK_WAIT
     return recallql.connect(path, **kwargs)
 

@@ -309,13 +309,8 @@ class MemoryTools:
 
 
 def append_all(db: Any, session: str, messages: list[dict[str, Any]]) -> list[int]:
-    """Append `messages` to `session`: one batch with ``db.messages.extend`` where the API has
-    it, else one append each (in order)."""
-    extend = getattr(db.messages, "extend", None)
-    if extend is not None:
-        return list(extend(session, messages))
-    return [db.messages.append(session, m["role"], m["content"], at=m.get("at"))
-            for m in messages]
+    """Append `messages` to `session` as one batch (``db.messages.extend``)."""
+    return db.messages.extend({"session_id": session, **m} for m in messages)
 
 
 READ_TOOLS = ("search_memory", "retrieve_context", "explain", "run_statement")

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import functools
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from recallql.grammar.timestamps import format_timestamp
+from recallql.index import requests
 from recallql.index.errors import SignalRejected, StoreError
-from recallql.sessions import state
+from recallql.sessions import roots, state
 from recallql.sessions import sweep as sweeping
 from recallql.sessions.input import (
     SessionError,
@@ -42,6 +42,7 @@ from recallql.sessions.input import (
     to_epoch,
 )
 from recallql.sessions.lineage import SessionRow
+from recallql.sessions.lineage_access import LineageAccess
 from recallql.sessions.models import SessionSnapshot, SessionState
 from recallql.sessions.signals import SignalPolicy, no_session, short_repr, validate_id
 from recallql.sessions.state import to_datetime
@@ -65,8 +66,12 @@ class MetaStore(Protocol):
         """Delete the live messages of these sessions in one all-or-nothing batch, running
         `extra_sql(conn)` in its SQLite transaction; returns the number of messages deleted."""
 
+    def message_activity(self) -> Mapping[str, tuple[float | None, int]]:
+        """``{session_id: (latest message time or None, live message count)}`` over the
+        messages collection at its last committed batch."""
 
-class Sessions:
+
+class Sessions(LineageAccess):
     """`db.sessions`: the session lifecycle and the per-statement session state.
 
     Args:
@@ -124,6 +129,7 @@ class Sessions:
                 (id, agent_id, parent, source, branched_from, delegate_from, started, meta_json,
                  title),
             )
+            roots.refresh(conn, [id])
         return self.snapshot(id, as_of=max(started, self._clock()))
 
     def _check_new(self, id: str, agent_id: str, refs: tuple[str | None, ...], source: str,
@@ -168,7 +174,7 @@ class Sessions:
                          (id, text, when))
 
     def signal(self, id: str, name: str, value: float, entity: str | None = None,
-               at: datetime | float | None = None) -> None:
+               at: datetime | float | None = None, *, key: str | None = None) -> None:
         """Record a signal on an open session, e.g. `reward 1.0` on entity `doc:42`.
 
         Args:
@@ -177,25 +183,93 @@ class Sessions:
             value: a finite number within the name's bounds.
             entity: the item entity it is about (feeds the entity and signal boosts), or None.
             at: datetime or epoch seconds UTC; default now; not before the session started.
+            key: an idempotency key: a retry with the same key and arguments records nothing
+                (see `signal_many`).
 
         Raises:
             SignalRejected: naming the rule (`unknown_session`, `session_not_open`,
                 `unknown_name`, `not_finite`, `out_of_bounds`, `bad_entity`, `bad_time`,
                 `before_start`); nothing is written.
+            IdempotencyKeyReused: `key` was used for another request.
             StoreError: the database is read-only.
         """
-        when = self._write_time(at, "signal")
-        if entity is not None and (not isinstance(entity, str) or not entity):
-            raise SignalRejected(f"signal rejected (rule bad_entity): entity {entity!r} is not a "
-                                 "non-empty string")
-        if entity is not None:
-            check_text(entity, "entity", SignalRejected, "signal rejected (rule bad_entity)")
-        with self._write(f"signal session {id!r}") as conn:
-            row = self._row(conn, id)
-            number = self.policy.check(id, name, value, row.status if row else None)
-            _check_after_start(row, when, "signal")
-            conn.execute("INSERT INTO signals (session_id, name, value, at, entity) "
-                         "VALUES (?, ?, ?, ?, ?)", (id, name, number, when, entity))
+        self._signals([{"session_id": id, "name": name, "value": value, "entity": entity,
+                        "at": at}], key, numbered=False)
+
+    def signal_many(self, signals: Iterable[Mapping[str, Any]], *, key: str | None = None
+                    ) -> int:
+        """Record many signals, on one or several open sessions, in one transaction: all of
+        them or none (one commit, however many signals).
+
+        Args:
+            signals: mappings with the arguments of `signal`: ``session_id``, ``name``,
+                ``value`` and optionally ``entity`` and ``at``.
+            key: an idempotency key (≤ 256 characters), stored in the same transaction: a
+                retry with the same key and signals records nothing again.
+
+        Returns:
+            The number of signals recorded (0 for a retry, or for no signals).
+
+        Raises:
+            SignalRejected: the first rejected signal, naming it (``signal #i``) and the rule
+                (as `signal`); nothing is written.
+            IdempotencyKeyReused: `key` was used for another request.
+            StoreError: the database is read-only.
+        """
+        return self._signals(list(signals), key, numbered=True)
+
+    def _signals(self, signals: list[Any], key: str | None, numbered: bool) -> int:
+        checked = [self._checked_signal(s, i if numbered else None) for i, s in
+                   enumerate(signals)]
+        req = None if key is None else requests.request(
+            key, "signals", [tuple(sorted(s.items())) for s in signals])
+        action = f"signal session {checked[0]['session_id']!r}" if len(checked) == 1 \
+            else f"record {len(checked)} signals"
+        with self._write(action) as conn:
+            if req is not None and requests.replay(conn, req) is not None:
+                return 0
+            rows: dict[str, SessionRow | None] = {}
+            values = []
+            for i, sig in enumerate(checked):
+                sid = sig["session_id"]
+                if not isinstance(sid, str):  # not hashable, maybe: never cached, not found
+                    row = self._row(conn, sid)
+                elif sid in rows:
+                    row = rows[sid]
+                else:
+                    row = rows[sid] = self._row(conn, sid)
+                try:
+                    number = self.policy.check(sid, sig["name"], sig["value"],
+                                               row.status if row else None)
+                    _check_after_start(row, sig["at"], "signal")
+                except SignalRejected as exc:
+                    raise _numbered(exc, i if numbered else None) from None
+                values.append((sid, sig["name"], number, sig["at"], sig["entity"]))
+            conn.executemany("INSERT INTO signals (session_id, name, value, at, entity) "
+                             "VALUES (?, ?, ?, ?, ?)", values)
+            if req is not None:
+                requests.record(conn, req, len(values), self._clock())
+        return len(values)
+
+    def _checked_signal(self, sig: Any, index: int | None) -> dict[str, Any]:
+        """One signal's arguments, checked without the database."""
+        try:
+            if not isinstance(sig, Mapping) or not {"session_id", "name", "value"} <= set(sig) \
+                    or set(sig) - {"session_id", "name", "value", "entity", "at"}:
+                raise SignalRejected(
+                    "signal rejected (rule bad_signal): a signal is a mapping with session_id, "
+                    f"name, value and optionally entity and at, got {short_repr(sig)}")
+            when = self._write_time(sig.get("at"), "signal")
+            entity = sig.get("entity")
+            if entity is not None and (not isinstance(entity, str) or not entity):
+                raise SignalRejected(f"signal rejected (rule bad_entity): entity {entity!r} is "
+                                     "not a non-empty string")
+            if entity is not None:
+                check_text(entity, "entity", SignalRejected, "signal rejected (rule bad_entity)")
+        except SignalRejected as exc:
+            raise _numbered(exc, index) from None
+        return {"session_id": sig["session_id"], "name": sig["name"], "value": sig["value"],
+                "entity": entity, "at": when}
 
     def close(self, id: str, end_reason: str = "user_exit",
               at: datetime | float | None = None) -> SessionSnapshot:
@@ -249,36 +323,52 @@ class Sessions:
             return self.snapshot(id, as_of=ended)
         return SessionSnapshot.model_validate_json(stored)
 
-    def sweep(self, older_than: timedelta | float) -> SweepReport:
-        """Remove the sessions whose last activity (end; for open sessions the latest of start,
-        signal and annotation) is more than `older_than` before now, with their annotations,
-        signals and messages (the items of `messages` with their `session_id`), in one
-        all-or-nothing batch.
+    def sweep(self, older_than: timedelta | float, *, dry_run: bool = False) -> SweepReport:
+        """Remove the sessions whose whole conversation has been inactive for more than
+        `older_than`, with their annotations, signals and messages (the items of `messages`
+        with their `session_id`), in one all-or-nothing batch. The rule is
+        `recallql.sessions.sweep`: a session's activity is the latest of its start, end,
+        signals, annotations and messages; a conversation (the sessions sharing a root) goes as
+        a whole; a surviving child of a swept session loses its parent link and stays the root
+        of its own conversation.
 
         Args:
             older_than: the retention, a timedelta or a number of days (≥ 0).
+            dry_run: only report what would go; nothing is written (works on a read-only
+                database).
 
         Returns:
-            The number of sessions removed, as a `SweepReport` (an int; `.messages` is the number
-            of messages deleted).
+            The number of sessions removed, as a `SweepReport` (an int; `.messages`,
+            `.swept`, `.kept`, `.detached`, `.dry_run`).
 
         Raises:
             SessionError: a negative or non-finite retention.
-            StoreError: the database is read-only.
+            StoreError: the database is read-only (unless `dry_run`).
         """
         days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) \
             else retention_days(older_than)
         if not math.isfinite(days) or days < 0:
             raise SessionError(f"older_than must be a non-negative duration, got {older_than!r}")
         cutoff = self._clock() - days * 86400
+        if dry_run:
+            found = self._sweep_plan(cutoff)
+            return SweepReport(len(found.swept), sum(x.messages for x in found.swept),
+                               swept=found.swept, kept=found.kept, dry_run=True)
         with self._guard("sweep sessions"), self._meta.writing():  # select and delete as one
-            with self._meta.read_transaction() as conn:
-                ids = [r[0] for r in conn.execute(sweeping.SWEEP_SQL, (cutoff,))]
-            if not ids:
-                return SweepReport(0)
+            found = self._sweep_plan(cutoff)
+            if not found.swept:
+                return SweepReport(0, kept=found.kept)
+            ids = [x.id for x in found.swept]
+            detached: list[str] = []
             messages = self._meta.delete_messages(
-                ids, functools.partial(sweeping.delete_sessions, ids))
-        return SweepReport(len(ids), messages)
+                ids, lambda conn: detached.extend(sweeping.delete_sessions(ids, conn)))
+        return SweepReport(len(ids), messages, swept=found.swept, kept=found.kept,
+                           detached=tuple(detached))
+
+    def _sweep_plan(self, cutoff: float) -> sweeping.SweepPlan:
+        activity = self._meta.message_activity()
+        with self._meta.read_transaction() as conn:
+            return sweeping.plan(conn, activity, cutoff, self._has_roots(conn))
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -308,11 +398,6 @@ class Sessions:
         """The session's lineage row, or None."""
         with self._meta.read_transaction() as conn:
             return self._row(conn, id)
-
-    def fetcher(self, conn: Any) -> Callable[[str], SessionRow | None]:
-        """A `fetch(session_id)` for the lineage resolver, reading through `conn` (one prepared
-        statement; this is the per-session cost of every lineage walk)."""
-        return state.row_fetcher(conn)
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every session as a dict of its columns (times in epoch seconds UTC), ordered by
@@ -382,9 +467,8 @@ class Sessions:
         except ValueError as exc:
             raise SessionError(str(exc)) from None
 
-    @staticmethod
-    def _row(conn: Any, id: str) -> SessionRow | None:
-        return state.session_row(conn, id)
+    def _row(self, conn: Any, id: str) -> SessionRow | None:
+        return state.session_row(conn, id, self._columns(conn))
 
     def _require_open(self, conn: Any, id: str) -> SessionRow:
         row = self._row(conn, id)
@@ -404,6 +488,12 @@ class Sessions:
                                f"{_iso(floor)}")
         conn.execute("UPDATE sessions SET status = 'closed', end_reason = ?, ended_at = ? "
                      "WHERE id = ?", (end_reason, when, row.id))
+        roots.refresh(conn, [row.id])  # its end reason decides its children's edges
+
+
+def _numbered(exc: Exception, index: int | None) -> Exception:
+    """`exc` itself, or the same kind of error naming ``signal #index``."""
+    return exc if index is None else type(exc)(f"signal #{index}: {exc}")
 
 
 def _check_after_start(row: SessionRow | None, when: float, what: str) -> None:

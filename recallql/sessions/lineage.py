@@ -1,18 +1,14 @@
-"""Conversation lineage: which sessions form one conversation (SPEC §6).
+"""Conversation lineage at query time: the walk that defines conversation roots (SPEC §6).
 
-A long conversation rotated by context compression is a chain of sessions ``root ← mid ← tip``;
-it is one conversation. Only a **compression continuation** edge carries conversation identity:
+The edge rule is `recallql.sessions.edges` (re-exported here). A :class:`LineageResolver` walks
+continuation edges upward from a session to its conversation root, reading session rows through
+a ``fetch(session_id) -> SessionRow | None`` callable. recallql keeps every session's root at write
+time (`recallql.sessions.roots`), so statements read stored roots
+(`recallql.sessions.stored.StoredRoots`); this walk is what defines them, what `SHOW LINEAGE` and
+:func:`verify` check them against, and what a statement falls back to for a session whose root
+is not stored (a database written by an older version and opened read-only).
 
-    child → parent is a compression continuation iff the parent exists, the parent's
-    ``end_reason = 'compression'``, the child's source is not ``tool``, and neither
-    ``branched_from`` nor ``delegate_from`` of the child equals that parent (markers pointing
-    elsewhere do not block).
-
-Any other parent link (branch, delegate/subagent, tool, reset) is not conversation identity: the
-child is the root of its own conversation.
-
-This module does no I/O of its own. A :class:`LineageResolver` reads session rows through a
-``fetch(session_id) -> SessionRow | None`` callable (the engine passes one backed by SQLite).
+This module does no I/O of its own.
 
 Budget accounting (one resolver = one statement):
     The budget ``B`` counts **successful uncached row fetches**: a call of ``fetch`` that returns
@@ -31,175 +27,34 @@ Budget accounting (one resolver = one statement):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, Final, cast
 
-COMPRESSION: Final = "compression"
-BRANCHED: Final = "branched"
-TOOL_SOURCE: Final = "tool"
-SUBAGENT_SOURCE: Final = "subagent"
-#: End reasons of a fresh reset (SPEC §6): the next session starts with an empty context.
-FRESH_RESET_REASONS: Final = frozenset(
-    {"new_session", "session_reset", "session_switch", "idle", "daily", "suspended",
-     "resume_pending_expired"}
+from pydantic import BaseModel, ConfigDict, Field
+
+from recallql.sessions.edges import (
+    BRANCHED,
+    COMPRESSION,
+    DEFAULT_BUDGET,
+    DEFAULT_MAX_STEPS,
+    FRESH_RESET_REASONS,
+    SUBAGENT_SOURCE,
+    TOOL_SOURCE,
+    EdgeVerdict,
+    Fetch,
+    Resolution,
+    ResolutionStatus,
+    SessionRow,
+    UnresolvedReason,
+    edge_verdict,
 )
-DEFAULT_BUDGET: Final = 2000
-DEFAULT_MAX_STEPS: Final = 10_000
 
-
-class SessionRow(NamedTuple):
-    """The fields of one session that lineage needs (an immutable named tuple: lineage walks
-    build one per session read, so construction cost matters).
-
-    Attributes:
-        id: Session id.
-        parent_session_id: Parent link of any kind, or None.
-        source: Where the session came from (``cli``, ``tool``, ``subagent``, ...).
-        end_reason: Why the session ended (``compression``, ``branched``, ...), None while open.
-        branched_from: ``/branch`` marker: the session this one was branched from.
-        delegate_from: Delegation marker: the session that spawned this subagent.
-        status: ``open`` | ``closed`` | ``archived``.
-        started_at: Epoch seconds UTC, or None.
-        ended_at: Epoch seconds UTC, or None while open.
-    """
-
-    id: str
-    parent_session_id: str | None = None
-    source: str = "cli"
-    end_reason: str | None = None
-    branched_from: str | None = None
-    delegate_from: str | None = None
-    status: str = "open"
-    started_at: float | None = None
-    ended_at: float | None = None
-
-    @classmethod
-    def from_mapping(cls, row: Mapping[str, Any]) -> SessionRow:
-        """Build a row from a mapping such as a Hermes session dict or a SQLite row.
-
-        Missing keys take the defaults. Without a ``status`` key the status is derived:
-        ``archived`` when ``archived`` is truthy, ``closed`` when ``ended_at`` is set, else
-        ``open``.
-
-        Raises:
-            KeyError: ``id`` is missing.
-        """
-        status = row.get("status")
-        if status is None:
-            if row.get("archived"):
-                status = "archived"
-            else:
-                status = "closed" if row.get("ended_at") is not None else "open"
-        return cls(
-            id=row["id"], parent_session_id=row.get("parent_session_id"),
-            source=row.get("source") or "cli", end_reason=row.get("end_reason"),
-            branched_from=row.get("branched_from"), delegate_from=row.get("delegate_from"),
-            status=status, started_at=row.get("started_at"), ended_at=row.get("ended_at"),
-        )
-
-
-Fetch = Callable[[str], SessionRow | None]
-
-
-class EdgeVerdict(StrEnum):
-    """What a child → parent link is (SHOW LINEAGE prints these)."""
-
-    CONTINUATION = "continuation"
-    BRANCH = "branch"
-    DELEGATE = "delegate"
-    TOOL = "tool"
-    RESET = "reset"
-    NOT_COMPRESSION = "not_compression"
-    MISSING = "missing"
-    CYCLE = "cycle"
-    ROOT = "root"
-
-
-def edge_verdict(child: SessionRow, parent: SessionRow | None) -> EdgeVerdict:
-    """Classify the link from ``child`` to its parent (SPEC §6).
-
-    ``CONTINUATION`` exactly when the SPEC §6 rule holds (see the module docstring). Otherwise the
-    most informative reason, first match wins:
-
-    1. ``ROOT``: the child has no parent link.
-    2. ``MISSING``: the parent row is absent (``parent is None``).
-    3. ``CYCLE``: the child is its own parent (a self-loop is never a valid lineage).
-    4. ``TOOL``: the child's source is ``tool``.
-    5. ``BRANCH``: ``child.branched_from`` is the parent, or the parent ended ``branched``.
-    6. ``DELEGATE``: ``child.delegate_from`` is the parent, or the child's source is ``subagent``
-       and the parent did not end by compression.
-    7. ``RESET``: the parent ended by a fresh reset (:data:`FRESH_RESET_REASONS`).
-    8. ``NOT_COMPRESSION``: the parent ended for another reason or is still open.
-
-    Args:
-        child: The child session.
-        parent: The row of ``child.parent_session_id``, or None when absent.
-
-    Raises:
-        ValueError: ``parent`` is not the row of ``child.parent_session_id``.
-    """
-    pid = child.parent_session_id
-    if pid is None:
-        return EdgeVerdict.ROOT
-    if parent is None:
-        return EdgeVerdict.MISSING
-    if parent.id != pid:
-        raise ValueError(f"parent row {parent.id!r} is not the parent {pid!r} of {child.id!r}")
-    if pid == child.id:
-        return EdgeVerdict.CYCLE
-    reason = parent.end_reason
-    if child.source == TOOL_SOURCE:
-        return EdgeVerdict.TOOL
-    if child.branched_from == pid or reason == BRANCHED:
-        return EdgeVerdict.BRANCH
-    if child.delegate_from == pid or (child.source == SUBAGENT_SOURCE and reason != COMPRESSION):
-        return EdgeVerdict.DELEGATE
-    if reason == COMPRESSION:
-        return EdgeVerdict.CONTINUATION
-    if reason in FRESH_RESET_REASONS:
-        return EdgeVerdict.RESET
-    return EdgeVerdict.NOT_COMPRESSION
-
-
-class ResolutionStatus(StrEnum):
-    """Outcome of resolving one session to its conversation root."""
-
-    RESOLVED = "resolved"
-    UNRESOLVED = "unresolved"
-    BUDGET_EXHAUSTED = "budget_exhausted"
-
-
-class UnresolvedReason(StrEnum):
-    """Why a session is unresolved (fail closed: its hits are dropped and counted)."""
-
-    CYCLE = "cycle"
-    MISSING_PARENT = "missing_parent"
-    MISSING_SESSION = "missing_session"
-
-
-class Resolution(NamedTuple):
-    """Where a session's conversation starts.
-
-    Attributes:
-        root: The conversation root's session id; None unless resolved.
-        status: Resolved, unresolved or budget exhausted.
-        reason: Why unresolved; None otherwise.
-        depth: Continuation edges from the session to its root (resolved), or walked before the
-            failure was proven (unresolved); 0 when the budget ran out.
-    """
-
-    root: str | None
-    status: ResolutionStatus
-    reason: UnresolvedReason | None = None
-    depth: int = 0
-
-    @property
-    def resolved(self) -> bool:
-        """True when the session has a conversation root."""
-        return self.status is ResolutionStatus.RESOLVED
-
+__all__ = ["BRANCHED", "COMPRESSION", "DEFAULT_BUDGET", "DEFAULT_MAX_STEPS", "FRESH_RESET_REASONS",
+           "SUBAGENT_SOURCE", "TOOL_SOURCE", "EdgeVerdict", "Fetch", "LineageReport",
+           "LineageResolver", "LineageStats", "Resolution", "ResolutionStatus", "RootMismatch",
+           "SessionRow", "UnresolvedReason", "agrees", "describe_resolution", "edge_verdict",
+           "verify"]
 
 _EXHAUSTED: Final = Resolution(None, ResolutionStatus.BUDGET_EXHAUSTED)
 
@@ -219,6 +74,8 @@ class LineageStats:
         unresolved: ``resolve`` calls that returned unresolved, by reason.
         exhausted: ``resolve`` calls that ran out of budget.
         max_depth: Deepest resolved chain seen (continuation edges).
+        stored: Resolutions read from the stored roots (`recallql.sessions.stored`; no walk,
+            no budget).
     """
 
     budget: int
@@ -230,6 +87,7 @@ class LineageStats:
     unresolved: dict[UnresolvedReason, int] = field(default_factory=dict)
     exhausted: int = 0
     max_depth: int = 0
+    stored: int = 0
 
     @property
     def budget_exhausted(self) -> bool:
@@ -244,6 +102,7 @@ class LineageStats:
             "resolved": self.resolved,
             "unresolved": {str(k): self.unresolved[k] for k in sorted(self.unresolved)},
             "budget_exhausted": self.budget_exhausted, "max_depth": self.max_depth,
+            "stored": self.stored,
         }
 
 
@@ -328,6 +187,17 @@ class LineageResolver:
             row = parent
         return out
 
+    def ancestors(self, session_id: str, max_steps: int = DEFAULT_MAX_STEPS) -> frozenset[str]:
+        """The generic ancestors of a session (parent links of any kind, at most ``max_steps``
+        links up, cycle-safe), read with :meth:`chain`: outside the budget, and cached, so a
+        later :meth:`resolve` of the session reads no row it has already seen."""
+        links = self.chain(session_id, max_steps=max_steps + 1)
+        return frozenset(row.id for row, _ in links[1:] if row is not None)
+
+    def prefetch(self, session_ids: Sequence[str]) -> None:
+        """Accepted for the resolver interface; a walk reads rows as it needs them (each read
+        is budgeted), so it reads nothing ahead."""
+
     def _walk(self, row: SessionRow) -> Resolution:
         """Follow continuation edges from ``row`` up to a root, a failure or the budget."""
         path = [row.id]
@@ -372,17 +242,7 @@ class LineageResolver:
         return memo[path[0]]
 
     def _record(self, res: Resolution) -> Resolution:
-        """Count one ``resolve`` outcome in the stats."""
-        stats = self.stats
-        if res.status is ResolutionStatus.RESOLVED:
-            stats.resolved += 1
-            stats.max_depth = max(stats.max_depth, res.depth)
-        elif res.status is ResolutionStatus.UNRESOLVED:
-            reason = cast(UnresolvedReason, res.reason)  # set on every unresolved outcome
-            stats.unresolved[reason] = stats.unresolved.get(reason, 0) + 1
-        else:
-            stats.exhausted += 1
-        return res
+        return record(self.stats, res)
 
     def _budgeted_row(self, session_id: str) -> SessionRow | None | Resolution:
         """A row from the cache, or fetched within budget; ``_EXHAUSTED`` when out of budget."""
@@ -419,5 +279,120 @@ class LineageResolver:
         return row
 
 
+def record(stats: LineageStats, res: Resolution) -> Resolution:
+    """Count one ``resolve`` outcome in ``stats``; returns ``res``."""
+    if res.status is ResolutionStatus.RESOLVED:
+        stats.resolved += 1
+        stats.max_depth = max(stats.max_depth, res.depth)
+    elif res.status is ResolutionStatus.UNRESOLVED:
+        reason = cast(UnresolvedReason, res.reason)  # set on every unresolved outcome
+        stats.unresolved[reason] = stats.unresolved.get(reason, 0) + 1
+    else:
+        stats.exhausted += 1
+    return res
+
+
 def _unresolved(reason: UnresolvedReason) -> Resolution:
     return Resolution(None, ResolutionStatus.UNRESOLVED, reason)
+
+
+def describe_resolution(res: Resolution | None) -> str:
+    """A resolution as SHOW LINEAGE and :func:`verify` print it: the root's id,
+    ``unresolved: <reason>``, or ``not stored`` for None."""
+    if res is None:
+        return "not stored"
+    if res.resolved:
+        return str(res.root)
+    return f"unresolved: {res.reason or res.status}"
+
+
+def agrees(stored: Resolution, walked: Resolution) -> bool:
+    """Whether a stored root says what the walk says: the same root and depth, or the same
+    unresolved reason (the depth of an unresolved session is not part of the contract)."""
+    if walked.resolved:
+        return stored.resolved and (stored.root, stored.depth) == (walked.root, walked.depth)
+    return stored.status is walked.status and stored.reason == walked.reason
+
+
+class RootMismatch(BaseModel):
+    """One session whose stored root disagrees with the walk (see :func:`verify`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str
+    stored: str
+    walked: str
+
+
+class LineageReport(BaseModel):
+    """What :func:`verify` found: the lineage section of a store check.
+
+    Attributes:
+        sessions: Sessions checked.
+        stored: Sessions with a stored root (the rest are ``unmaintained``).
+        mismatches: Sessions whose stored root disagrees with the walk, by id.
+        unmaintained: Ids of sessions with no stored root (statements walk for them).
+        max_depth: Deepest continuation chain found by the walk.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sessions: int = 0
+    stored: int = 0
+    mismatches: list[RootMismatch] = Field(default_factory=list)
+    unmaintained: list[str] = Field(default_factory=list)
+    max_depth: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when every session has a stored root and every stored root agrees."""
+        return not self.mismatches and not self.unmaintained
+
+    def to_text(self) -> str:
+        """A short human summary."""
+        head = (f"lineage: {self.sessions} session(s), {self.stored} stored root(s), "
+                f"deepest chain {self.max_depth}: " + ("ok" if self.ok else "PROBLEMS"))
+        lines = [head]
+        lines += [f"  {m.session_id}: stored {m.stored}, walk gives {m.walked}"
+                  for m in self.mismatches[:_SHOWN]]
+        if len(self.mismatches) > _SHOWN:
+            lines.append(f"  ... and {len(self.mismatches) - _SHOWN} more mismatch(es)")
+        if self.unmaintained:
+            lines.append(f"  {len(self.unmaintained)} session(s) without a stored root, e.g. "
+                         + ", ".join(self.unmaintained[:5]))
+        return "\n".join(lines)
+
+
+_SHOWN: Final = 20
+
+
+def verify(rows: Iterable[SessionRow], stored: Mapping[str, Resolution | None]
+           ) -> LineageReport:
+    """Walk every session's edges and compare the outcome with its stored root (SPEC §6).
+
+    Pure: the caller reads the rows and the stored roots (`Sessions.verify_lineage` does, in one
+    read transaction). The walk has no budget (every row is read at most once) and no step
+    limit, so it is the query-time contract with an unlimited budget.
+
+    Args:
+        rows: Every session's row.
+        stored: Each session's stored root by id; None (or absent) when it has none.
+
+    Returns:
+        The `LineageReport`.
+    """
+    by_id = {r.id: r for r in rows}
+    resolver = LineageResolver(by_id.get, budget=len(by_id) + 1)
+    mismatches, unmaintained, kept = [], [], 0
+    for sid in sorted(by_id):
+        walked = resolver.resolve(sid)
+        mine = stored.get(sid)
+        if mine is None:
+            unmaintained.append(sid)
+            continue
+        kept += 1
+        if not agrees(mine, walked):
+            mismatches.append(RootMismatch(session_id=sid, stored=describe_resolution(mine),
+                                           walked=describe_resolution(walked)))
+    return LineageReport(sessions=len(by_id), stored=kept, mismatches=mismatches,
+                         unmaintained=unmaintained, max_depth=resolver.stats.max_depth)

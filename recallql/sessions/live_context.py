@@ -6,21 +6,22 @@ wording:
 
 - A hit is *live* when its session is the current one, belongs to the current conversation (same
   root), or is a generic ancestor of the current session (e.g. a branch's parent, whose history
-  the branch copied). Generic ancestors follow parent links of any kind upward (bounded and
-  cycle-safe), not only compression continuations.
+  the branch copied). Generic ancestors follow parent links of any kind upward (cycle-safe),
+  not only compression continuations.
 - A live hit is *hidden* unless its session ended by compression or by a fresh reset
   (``new_session``, ``session_reset``, ``session_switch``, ``idle``, ``daily``, ``suspended``,
   ``resume_pending_expired``), or the message is compacted.
 - An unresolved current session hides only its own id.
-
-The current session's own lineage is read first with :meth:`LineageResolver.chain` (parent links
-of any kind, bounded by ``max_steps`` links, outside the budget B); its resolution then runs on
-the cached rows and costs no budget unless the chain is longer than the step bound. The budget
-therefore governs the ranked scan of the hits, as SPEC §6 describes it. When the current
-session's resolution still runs out of budget (a chain longer than ``max_steps``), its
-conversation is unknown: the scan operators fail closed (no rows, ``truncated``), see
-:attr:`LiveContext.exhausted`.
 - Rewound messages (``active=0, compacted=0``) are never searchable (:func:`is_searchable`).
+
+The current session's root and generic ancestors come from the statement's resolver: with stored
+roots (`recallql.sessions.stored.StoredRoots`, every database a writer has opened) that is one
+lookup and one recursive query, with no budget and no step limit. With the query-time walk
+(`LineageResolver`: a database an older version wrote, opened read-only) the ancestors are read
+with :meth:`LineageResolver.chain` (parent links of any kind, bounded by ``max_steps`` links,
+outside the budget B) and the resolution then runs on the cached rows; when it still runs out of
+budget (a chain longer than the step bound), the conversation is unknown: the scan operators fail
+closed (no rows, ``truncated``), see :attr:`LiveContext.exhausted`.
 
 How a hidden hit lets a later hit of the same session serve is the grouping operator's business;
 this module only answers per hit, in O(1) after :meth:`LiveContext.build`.
@@ -29,17 +30,19 @@ this module only answers per hit, in O(1) after :meth:`LiveContext.build`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from recallql.sessions.lineage import (
+from recallql.sessions.edges import (
     COMPRESSION,
     DEFAULT_MAX_STEPS,
     FRESH_RESET_REASONS,
-    LineageResolver,
     Resolution,
     ResolutionStatus,
     SessionRow,
 )
+
+if TYPE_CHECKING:
+    from recallql.sessions.stored import RootResolver
 
 #: End reasons whose live hits stay findable: the context was rotated out or reset.
 SHOWN_END_REASONS: Final = frozenset({COMPRESSION}) | FRESH_RESET_REASONS
@@ -74,25 +77,24 @@ class LiveContext:
 
     @classmethod
     def build(
-        cls, current_id: str, resolver: LineageResolver, max_steps: int = DEFAULT_MAX_STEPS
+        cls, current_id: str, resolver: RootResolver, max_steps: int = DEFAULT_MAX_STEPS
     ) -> LiveContext:
         """Resolve the current session and collect its generic ancestors.
 
         Uses the statement's resolver, so rows read here are cached for the hits' resolutions.
-        The ancestor walk (:meth:`LineageResolver.chain`, bounded by ``max_steps``, outside the
-        budget) runs first; the current session's resolution then reads cached rows, so it
-        costs budget only beyond ``max_steps`` links.
+        The ancestors are read first (a walk resolver reads them outside the budget, so the
+        current session's resolution then reads cached rows and costs budget only beyond
+        ``max_steps`` links).
 
         Args:
             current_id: The ``FOR SESSION`` session id.
-            resolver: The statement's resolver.
-            max_steps: Bound on the ancestor walk (parent links followed).
+            resolver: The statement's resolver (`StoredRoots` or `LineageResolver`).
+            max_steps: Bound on a walk resolver's ancestor walk (parent links followed).
         """
-        links = resolver.chain(current_id, max_steps=max_steps + 1)
+        ancestors = resolver.ancestors(current_id, max_steps)
         resolution = resolver.resolve(current_id)
         if not resolution.resolved:
             return cls(current_id, resolution, None, frozenset())
-        ancestors = frozenset(row.id for row, _ in links[1:] if row is not None)
         return cls(current_id, resolution, resolution.root, ancestors)
 
     @property

@@ -24,8 +24,12 @@ from recallql.sessions.signals import (
 
 SESSION_COLUMNS = ("id, agent_id, status, parent_session_id, source, end_reason, branched_from, "
                    "delegate_from, started_at, ended_at, metadata, frozen_snapshot, title")
-_ROW_COLUMNS = ("id, parent_session_id, source, end_reason, branched_from, delegate_from, status, "
-                "started_at, ended_at")
+#: The `SessionRow` columns, in field order.
+ROW_COLUMNS = ("id, parent_session_id, source, end_reason, branched_from, delegate_from, status, "
+               "started_at, ended_at, markers_unreadable, agent_id")
+#: The same for a store written before `markers_unreadable` existed (read-only opens of a
+#: database an older version wrote: nothing can be migrated, every marker was readable).
+LEGACY_ROW_COLUMNS = ROW_COLUMNS.replace("markers_unreadable", "0")
 #: Entities per `IN (...)` list (SQLite's variable limit is at least 999).
 IN_CHUNK = 500
 #: The valid session times, epoch seconds UTC: 0001-01-01T00:00:00Z up to the last float before
@@ -63,23 +67,34 @@ def _lookup(conn: Any, sql: str, id: object) -> tuple | None:
         return None
 
 
-def session_row(conn: Any, id: str) -> SessionRow | None:
-    """The lineage fields of one session, or None (also for an id of the wrong type)."""
-    r = _lookup(conn, f"SELECT {_ROW_COLUMNS} FROM sessions WHERE id = ?", id)
+def session_row(conn: Any, id: str, columns: str = ROW_COLUMNS) -> SessionRow | None:
+    """The lineage fields of one session, or None (also for an id of the wrong type).
+
+    Args:
+        columns: `ROW_COLUMNS`, or `LEGACY_ROW_COLUMNS` on a store an older version wrote.
+    """
+    r = _lookup(conn, f"SELECT {columns} FROM sessions WHERE id = ?", id)
     return None if r is None else SessionRow._make(r)
 
 
-_ANCESTORS_SQL = (
-    f"WITH RECURSIVE chain({_ROW_COLUMNS}, depth) AS ("
-    f"SELECT {_ROW_COLUMNS}, 0 FROM sessions WHERE id = ? UNION ALL "
-    f"SELECT {', '.join('s.' + c.strip() for c in _ROW_COLUMNS.split(','))}, chain.depth + 1 "
-    "FROM sessions s JOIN chain ON s.id = chain.parent_session_id WHERE chain.depth < ?) "
-    f"SELECT {_ROW_COLUMNS} FROM chain")
+def prefixed(columns: str, alias: str) -> str:
+    """``"a, b"`` as ``"s.a, s.b"`` (literals such as ``0`` stay as they are)."""
+    return ", ".join(c if c.isdigit() else f"{alias}.{c}"
+                     for c in (c.strip() for c in columns.split(",")))
+
+
+def _ancestors_sql(columns: str) -> str:
+    names = ROW_COLUMNS  # the CTE's column names; `columns` may hold literals
+    return (f"WITH RECURSIVE chain({names}, depth) AS ("
+            f"SELECT {columns}, 0 FROM sessions WHERE id = ? UNION ALL "
+            f"SELECT {prefixed(columns, 's')}, chain.depth + 1 "
+            "FROM sessions s JOIN chain ON s.id = chain.parent_session_id WHERE chain.depth < ?) "
+            f"SELECT {names} FROM chain")
 #: Ancestors read ahead per lineage query (one recursive SQL statement instead of one per row).
 READ_AHEAD = 256
 
 
-def row_fetcher(conn: Any) -> Callable[[str], SessionRow | None]:
+def row_fetcher(conn: Any, columns: str = ROW_COLUMNS) -> Callable[[str], SessionRow | None]:
     """`session_row` bound to `conn`, tuned for lineage walks.
 
     A lookup reads one row. When the next lookup asks for the parent of the row just read (a
@@ -87,13 +102,14 @@ def row_fetcher(conn: Any) -> Callable[[str], SessionRow | None]:
     recursive query, and serves the following steps from that read-ahead: one SQL statement per
     256 sessions instead of one per session on deep chains, no extra cost on shallow ones. The
     caller (the lineage resolver) still sees one call per session, so its budget accounting is
-    unchanged.
+    unchanged. `columns`: as for `session_row`.
     """
     ahead: dict[str, SessionRow] = {}
     last_parent: list[str | None] = [None]
     execute = conn.execute
     make = SessionRow._make
-    one = f"SELECT {_ROW_COLUMNS} FROM sessions WHERE id = ?"
+    one = f"SELECT {columns} FROM sessions WHERE id = ?"
+    ancestors = _ancestors_sql(columns)
 
     def fetch(id: str) -> SessionRow | None:
         if not isinstance(id, str):
@@ -102,7 +118,7 @@ def row_fetcher(conn: Any) -> Callable[[str], SessionRow | None]:
         if row is None:
             walking = id == last_parent[0]
             try:
-                rows = (execute(_ANCESTORS_SQL, (id, READ_AHEAD)).fetchall() if walking
+                rows = (execute(ancestors, (id, READ_AHEAD)).fetchall() if walking
                         else execute(one, (id,)).fetchall())
             except UnicodeEncodeError:
                 return None

@@ -20,9 +20,9 @@ import numpy as np
 
 from recallql.engine.metrics import Output
 from recallql.index.snapshot import CollectionSnapshot
-from recallql.sessions.lineage import LineageResolver
 from recallql.sessions.live_context import LiveContext
 from recallql.sessions.models import SessionState
+from recallql.sessions.stored import RootResolver
 
 
 class SignalSource(Protocol):
@@ -49,7 +49,7 @@ class ExecutionContext:
     now_ts: float
     session: SessionState | None = None
     signals: SignalSource | None = None
-    lineage: LineageResolver | None = None
+    lineage: RootResolver | None = None
     live_context: LiveContext | None = None
 
 

@@ -1,9 +1,10 @@
 """Conversation operators on `messages` (SPEC §6): live-context hiding and GROUP BY CONVERSATION.
 
 Both walk their input in the total order (SPEC §4.7) and decide each hit's fate through the
-statement's `LineageResolver` (one per merge, with its memo and budget; `ctx.lineage`) and,
-under `FOR SESSION`, its `LiveContext` (`ctx.live_context`). The hits' sessions and `compacted`
-flags come from the candidates' features.
+statement's resolver (one per merge, with its memo; `ctx.lineage`: `StoredRoots`, the roots
+stored at write time; a `LineageResolver` walk with its budget on a store whose roots are not
+stored) and, under `FOR SESSION`, its `LiveContext` (`ctx.live_context`). The hits' sessions and
+`compacted` flags come from the candidates' features.
 
 Both sit above the boosts (final scores) and below grouping/TopK, so "a safe ranked prefix" is a
 prefix of the order the user sees. A resolution that runs out of budget stops the walk: the rows
@@ -25,8 +26,9 @@ from recallql.engine.metrics import Output, WalkMetrics
 from recallql.engine.operators.base import ExecutionContext, Operator, UnaryOperator
 from recallql.engine.ordering import total_order
 from recallql.engine.reasons import Reason
-from recallql.sessions.lineage import LineageResolver, Resolution, ResolutionStatus
+from recallql.sessions.lineage import Resolution, ResolutionStatus
 from recallql.sessions.live_context import SHOWN_END_REASONS, LiveContext
+from recallql.sessions.stored import RootResolver
 
 
 @dataclass(slots=True)
@@ -45,11 +47,14 @@ class _Tally:
 class _Walk:
     """A statement's per-hit lineage decisions over candidates in the total order.
 
-    The order is built lazily: first only the head that can hold `need` rows (rows whose score
-    reaches the `first`-th best, ties kept), then four times deeper whenever the walk runs past
-    it. Each deeper order starts with the previous one (score is the first key of the total
-    order), so walk positions stay valid. Positions `j` index `order`, `session_ids` and
-    `compacted`; `order[j]` indexes the input candidates.
+    The order is built lazily: first only a head of `1.25 · need + 16` rows (rows whose score
+    reaches that rank's, ties kept: room for a fifth of the hits to be dropped, hidden or of a
+    conversation already kept), then twice as deep whenever the walk runs past it (ordering is
+    most of the operator's cost once roots are stored; doubling orders at most about twice the
+    rows a walk needs, 4 × in all with the re-orders). Each deeper order starts with the
+    previous one (score is the first key of the total order), so walk positions stay valid.
+    Positions `j` index `order`, `session_ids` and `compacted`; `order[j]` indexes the
+    input candidates.
     """
 
     def __init__(self, ctx: ExecutionContext, cands: Candidates, need: int) -> None:
@@ -59,12 +64,12 @@ class _Walk:
         if feat.session_ids is None or feat.compacted is None:
             raise ValueError("the candidates carry no session ids (plan features)")
         self.cands = cands
-        self.resolver: LineageResolver = ctx.lineage
+        self.resolver: RootResolver = ctx.lineage
         self.live: LiveContext | None = ctx.live_context
         self.tally = _Tally(candidates=len(cands))
         self.notices: list[tuple[Reason, str]] = []
         self._score = cands.score()
-        self._depth = max(4 * need, 64) if need else len(cands)
+        self._depth = need + need // 4 + 16 if need else len(cands)
         self.order: list[int] = []
         self.session_ids: list[str] = []
         self.compacted: list[bool] = []
@@ -77,19 +82,25 @@ class _Walk:
             j += 1
 
     def _deepen(self) -> bool:
-        """Order the next, deeper head; False when every candidate has been ordered."""
+        """Order the next, deeper head; False when every candidate has been ordered. A deeper
+        head that adds no row (its cut falls in the same run of tied scores as the last one)
+        is skipped for the next depth, so the walk never stops before the candidates end."""
         done, m = len(self.order), len(self.cands)
-        if done == m:
-            return False
-        need = None if self._depth >= m else self._depth
-        order = total_order(self.cands, self._score, need)[done:]
-        self._depth *= 4
+        order: list[int] = []
+        while not order:
+            if done == m:
+                return False
+            need = None if self._depth >= m else self._depth
+            order = total_order(self.cands, self._score, need)[done:].tolist()
+            self._depth *= 2
         feat = self.cands.features
         assert feat.session_ids is not None and feat.compacted is not None
-        self.order += order.tolist()
-        self.session_ids += feat.session_ids.take(order).tolist()
-        self.compacted += feat.compacted[order].tolist()
-        return len(self.order) > done
+        taken = np.asarray(order, np.int64)
+        self.order += order
+        self.session_ids += feat.session_ids.take(taken).tolist()
+        self.resolver.prefetch(self.session_ids[done:])
+        self.compacted += feat.compacted[taken].tolist()
+        return True
 
     def take(self, keep: list[int]) -> Candidates:
         """The input candidates at walk positions `keep`, in that order."""

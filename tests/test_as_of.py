@@ -1,0 +1,170 @@
+"""``AS OF t`` answers from the database as committed at `t` (SPEC §3.2, issue 13).
+
+Found by trials: a row committed after `t` still appeared in a statement ``AS OF t`` (with a
+future ``created_at`` it even outranked the rows that existed). Now batches record their commit
+time; rows committed later are invisible, rows deleted or replaced later are visible again
+within the retention window, and past it the result says so (`AS_OF_BEYOND_RETENTION`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+from engine_helpers import Clock
+
+import recallql
+
+T0 = 1_760_000_000.0
+DAY = 86400.0
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def item(id_: str, text: str, v: list[float], created_at: float | None = None) -> dict:
+    out = {"id": id_, "body": text, "vector": v}
+    if created_at is not None:
+        out["created_at"] = created_at
+    return out
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(T0)
+
+
+def make(clock: Clock, path=None, **options) -> recallql.Database:
+    db = recallql.connect(path, embedder=None, clock=clock, **options)
+    db.create_collection("kb", ("body",), dim=4, embedder=None)
+    return db
+
+
+HYBRID = ("SEARCH kb MATCHING 'alpha' NEAR :v WITH RECENCY (weight = 0.5, half_life = 1 DAYS) "
+          "AS OF TIMESTAMP '{at}' LIMIT 10")
+V = [1.0, 0.0, 0.0, 0.0]
+
+
+def test_rows_committed_after_t_are_invisible(clock):
+    db = make(clock)
+    db.ingest("kb", [item("old", "alpha", V, created_at=T0 - DAY)])
+    clock.now = T0 + 100
+    # committed later, dated in the future: it would outrank 'old' on recency
+    db.ingest("kb", [item("new", "alpha alpha", V, created_at=T0 + 10 * DAY)])
+    at = db.execute(HYBRID.format(at=iso(T0 + 50)), v=V)
+    assert at.ids() == ["old"]
+    assert not at.warnings
+    now = db.execute(HYBRID.format(at=iso(T0 + 200)), v=V)
+    assert now.ids() == ["new", "old"]
+    assert db.execute(HYBRID.format(at=iso(T0 - 1)), v=V).ids() == []  # before any batch
+
+
+def test_rows_deleted_or_replaced_after_t_are_visible_on_every_leg(clock, tmp_path):
+    db = make(clock, tmp_path / "db")
+    db.ingest("kb", [item("a", "alpha first", V), item("b", "alpha bravo", [0.9, 0.1, 0, 0]),
+                     item("c", "charlie", [0, 1, 0, 0])])
+    clock.now = T0 + 100
+    db.delete("kb", ["b"])
+    db.ingest("kb", [item("a", "alpha replaced", V)])
+    clock.now = T0 + 200
+    db.ingest("kb", [item("d", "delta", [0, 0, 1, 0])])  # later batches purge nothing yet
+    for using in ("LEXICAL", "SEMANTIC"):
+        stmt = (f"SEARCH kb MATCHING 'alpha' USING {using} NEAR :v AS OF TIMESTAMP "
+                f"'{iso(T0 + 50)}' LIMIT 10")
+        then = db.execute(stmt, v=V)
+        assert set(then.ids()) == {"a", "b"} | ({"c"} if using == "SEMANTIC" else set())
+        assert next(r for r in then if r.id == "a").fields["body"] == "alpha first"
+        assert not then.warnings
+    now = db.execute("SEARCH kb MATCHING 'alpha' LIMIT 10")
+    assert now.ids() == ["a"] and now.rows[0].fields["body"] == "alpha replaced"
+    snap = db.snapshot("kb", as_of=T0 + 50)
+    assert (snap.size, int(snap.live.sum())) == (3, 3)
+
+
+def test_as_of_reproduces_the_result_of_its_time(clock):
+    db = make(clock)
+    db.ingest("kb", [item(f"d{i}", "alpha " * (i + 1), [1, i / 10, 0, 0],
+                          created_at=T0 - i * DAY) for i in range(6)])
+    stmt = HYBRID.format(at=iso(T0))
+    before = db.execute(stmt, v=V)
+    clock.now = T0 + DAY
+    db.delete("kb", ["d0", "d3"])
+    db.ingest("kb", [item("late", "alpha alpha alpha alpha alpha alpha alpha", V, T0 + DAY)])
+    after = db.execute(stmt, v=V)
+    assert [(r.id, r.fields) for r in after] == [(r.id, r.fields) for r in before]
+    assert [r.reasons[0].code for r in after] == [r.reasons[0].code for r in before]
+
+
+def test_past_the_retention_window_a_notice_says_what_is_missing(clock, tmp_path):
+    db = make(clock, tmp_path / "db", retention=1)  # one day
+    db.ingest("kb", [item("a", "alpha", V), item("b", "alpha", V)])
+    clock.now = T0 + 100
+    db.delete("kb", ["b"])
+    stmt = f"SEARCH kb MATCHING 'alpha' AS OF TIMESTAMP '{iso(T0 + 50)}'"
+    assert set(db.execute(stmt).ids()) == {"a", "b"}  # within the window
+    clock.now = T0 + 2 * DAY  # the deletion is older than the window now: later batches purge
+    for k in range(3):
+        db.ingest("kb", [item(f"x{k}", "other", [0, 1, 0, 0])])
+    result = db.execute(stmt)
+    assert result.ids() == ["a"]
+    codes = {w.code: w.message for w in result.warnings}
+    assert "AS_OF_BEYOND_RETENTION" in codes and "1 row(s)" in codes["AS_OF_BEYOND_RETENTION"]
+    assert db.check().ok
+
+
+def test_vacuum_purges_at_once_and_as_of_says_so(clock, tmp_path):
+    db = make(clock, tmp_path / "db")
+    db.ingest("kb", [item("a", "alpha", V), item("b", "alpha", [0.5, 0.5, 0, 0])])
+    clock.now = T0 + 100
+    db.delete("kb", ["b"])
+    text = db.store._state("kb").text
+    assert text.searcher().num_docs == 2
+    assert db.vacuum() != []
+    assert text.searcher().num_docs == 1
+    assert sum(len(s.rowids) for s in db.store._state("kb").segments) == 1
+    result = db.execute(f"SEARCH kb MATCHING 'alpha' NEAR :v AS OF TIMESTAMP '{iso(T0 + 50)}'",
+                        v=V)
+    assert result.ids() == ["a"]
+    assert [w.code for w in result.warnings] == ["AS_OF_BEYOND_RETENTION"]
+    assert db.vacuum() == []  # nothing left to purge
+    assert db.check().ok
+
+
+def test_commit_times_never_go_backwards(clock):
+    """A clock that steps back (NTP, another process) stamps the batch with the previous
+    batch's time, so `AS OF` stays a prefix of the batches."""
+    db = make(clock)
+    db.ingest("kb", [item("a", "alpha", V)])
+    clock.now = T0 - 1000
+    db.ingest("kb", [item("b", "alpha", V)])
+    times = [t for (t,) in db.store.meta.read.execute(
+        "SELECT committed_at FROM batches ORDER BY seq")]
+    assert times == [T0, T0]
+    assert db.execute(f"SEARCH kb MATCHING 'alpha' AS OF TIMESTAMP '{iso(T0 - 500)}'").ids() == []
+
+
+def test_messages_appended_after_t_are_invisible(clock):
+    db = recallql.connect(embedder=None, clock=clock)
+    db.sessions.create("s", "agent", started_at=T0 - DAY)
+    db.messages.append("s", "user", "alpha before")
+    clock.now = T0 + 100
+    db.messages.append("s", "user", "alpha after")
+    rows = db.execute(f"SEARCH messages MATCHING 'alpha' AS OF TIMESTAMP '{iso(T0 + 50)}'")
+    assert [r.fields["content"] for r in rows] == ["alpha before"]
+
+
+def test_snapshot_as_of_keeps_the_legs_in_step(clock):
+    """The derived snapshot's arrays are sized to the earlier batch; rows of later batches
+    never come back from either leg."""
+    db = make(clock)
+    db.ingest("kb", [item("a", "alpha", V)])
+    clock.now = T0 + 10
+    db.ingest("kb", [item(f"n{i}", "alpha", V) for i in range(5)])
+    snap = db.snapshot("kb", as_of=T0)
+    assert snap.size == 1 and snap.seq == 1
+    rows, _ = snap.semantic_topn(np.array(V, np.float32), 10)
+    assert rows.tolist() == [0]
+    rows, _ = snap.lexical_topn(["alpha"], 10)
+    assert rows.tolist() == [0]
