@@ -113,3 +113,28 @@ def test_a_new_tenant_goes_to_an_added_shard(systems):
     assert c.tenants()["agent-new"] == 4
     assert c.execute("SEARCH cacm MATCHING 'new tenant' LIMIT 5",
                      tenant="agent-new").ids() == ["n1"]
+
+
+def test_messages_extend_routes_each_session_to_its_owner(systems):
+    c, _, _ = systems
+    c.sessions.create("e-1", "agent-1")
+    c.sessions.create("e-3", "agent-3")
+    ids = c.messages.extend([
+        {"session_id": "e-1", "role": "user", "content": "tape drives"},
+        {"session_id": "e-3", "role": "user", "content": "disk packs"},
+        {"session_id": "e-1", "role": "assistant", "content": "nine track"}], key="k1")
+    assert len(ids) == 3
+    again = c.messages.extend([
+        {"session_id": "e-1", "role": "user", "content": "tape drives"},
+        {"session_id": "e-3", "role": "user", "content": "disk packs"},
+        {"session_id": "e-1", "role": "assistant", "content": "nine track"}], key="k1")
+    assert again == ids  # the idempotency key: nothing written twice
+    found = c.execute("SEARCH messages MATCHING 'nine track tape disk' LIMIT 5",
+                      tenant="agent-1")
+    assert {r.fields["content"] for r in found.rows} == {"tape drives", "nine track"}
+
+
+def test_a_builtin_collection_cannot_be_shared(systems):
+    c, _, _ = systems
+    with pytest.raises(cluster.ClusterError, match="built-in"):
+        c.create_collection("messages", shared=True)

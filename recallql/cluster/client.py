@@ -278,6 +278,9 @@ class Cluster:
         """
         from recallql.index.schema import make_info
 
+        if shared and name in {"docs", "messages"}:
+            raise ClusterError(f"{name!r} is a built-in per-tenant collection; a shared "
+                               "collection needs another name")
         types = {k: _type_name(v) for k, v in (fields or {}).items()}
         make_info(name, text_fields, types, dim or 1, None)  # validates before recording
         definition = {"text_fields": list(text_fields), "fields": types, "dim": dim,
@@ -429,6 +432,27 @@ class ClusterMessages:
         owner = self._cluster.sessions.owner(session_id)
         return self._cluster.tenant_call(owner, "messages", "append",
                                          (session_id, role, content), kwargs, write=True)
+
+    def extend(self, messages: Iterable[Mapping[str, Any]], *, key: str | None = None
+               ) -> list[int]:
+        """Append many messages (see `Messages.extend`): one all-or-nothing batch per session
+        owner. With an idempotency `key` (each owner's part stores ``key/owner``) the call is
+        retried across a shard restart, and a caller may retry it too.
+
+        Returns:
+            The new message ids, in the order given (ids are per tenant database).
+        """
+        items = [dict(m) for m in messages]
+        owners = [self._cluster.sessions.owner(str(m.get("session_id"))) for m in items]
+        ids: list[int] = [0] * len(items)
+        for owner in dict.fromkeys(owners):
+            at = [i for i, o in enumerate(owners) if o == owner]
+            part = self._cluster.tenant_call(
+                owner, "messages", "extend", ([items[i] for i in at],),
+                {"key": None if key is None else f"{key}/{owner}"}, write=key is None)
+            for i, new in zip(at, part, strict=True):
+                ids[i] = new
+        return ids
 
 
 def _grouped(items: Iterable[Any], key: Callable[[Any], Any]) -> dict[Any, list[Any]]:

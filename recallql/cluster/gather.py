@@ -16,18 +16,19 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
 
 from recallql.cluster.bm25 import Bm25Stats
+from recallql.cluster.runtime import ClusterError
 from recallql.cluster.shard import LexicalPart
 from recallql.engine.features import Features, Strings, concat_features
 from recallql.engine.legs import LegBatch, LegBatches, competition_ranks
 from recallql.engine.plan import LegKind, LegSpec, QueryPlan
-from recallql.sessions.lineage import SessionRow
 from recallql.sessions.models import SessionSnapshot, SessionState
+from recallql.sessions.stored import RootResolver
 
 #: Bits of a shard-local rowid in a re-keyed rowid (2^40 rows per shard).
 SHIFT = 40
@@ -129,9 +130,11 @@ def _merged(plan: QueryPlan, runs: dict[int, _ShardRun], elapsed: int) -> LegBat
                          np.concatenate(scores) if scores else np.zeros(0), ids, elapsed))
     keep = np.unique(np.concatenate([leg.rowids for leg in legs])) if legs else None
     features = concat_features([_rekeyed(s, runs[s].batches.features, keep) for s in shards])
+    notices = dict.fromkeys(n for s in shards for n in runs[s].batches.notices)
     return LegBatches(plan.collection, 0, sum(runs[s].batches.size for s in shards),
                       tuple(legs), features,
-                      max((runs[s].batches.scan_ns for s in shards), default=0))
+                      max((runs[s].batches.scan_ns for s in shards), default=0),
+                      tuple(notices))
 
 
 def _cut(spec: LegSpec, rowids: np.ndarray, scores: np.ndarray, ids: list[str],
@@ -177,8 +180,9 @@ class GatherSource:
                     ) -> dict[str, dict[str, float]]:
         return {}
 
-    def lineage_rows(self) -> AbstractContextManager[Callable[[str], SessionRow | None]]:
-        return nullcontext(lambda _session_id: None)
+    def lineage_resolver(self, budget: int) -> AbstractContextManager[RootResolver]:
+        raise ClusterError("conversation lineage reads the messages collection, which is "
+                           "per tenant: run the statement on its tenant (tenant=...)")
 
     def fetch_rows(self, collection: str, rowids: np.ndarray, batch: int
                    ) -> list[dict[str, Any]]:
