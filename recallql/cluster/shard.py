@@ -13,6 +13,7 @@ between a call's legs and the statistics it returns with them.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import urllib.parse
 from collections import Counter
@@ -100,6 +101,11 @@ class Shard:
     def pid(self) -> int:
         """The actor's process id (tests watch it change after a kill)."""
         return os.getpid()
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system, seconds) this shard's process has used (benchmarks)."""
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
 
     # -- databases ------------------------------------------------------------------------------
 
