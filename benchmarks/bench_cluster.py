@@ -50,11 +50,12 @@ def corpus(root: Path) -> tuple[list[dict], list[tuple[str, np.ndarray]]]:
     return docs, list(zip(queries, qvecs, strict=True))
 
 
-def single(path: Path, docs: list[dict], name: str = "cacm") -> recallql.Database:
+def single(path: Path, docs: list[dict], fields: dict[str, str] = FIELDS
+           ) -> recallql.Database:
     db = recallql.connect(path, embedder=None)
-    db.create_collection(name, text_fields=("title", "body"), fields=FIELDS, dim=384,
+    db.create_collection("cacm", text_fields=("title", "body"), fields=fields, dim=384,
                          embedder=None)
-    db.ingest(name, docs)
+    db.ingest("cacm", docs)
     return db
 
 
@@ -71,8 +72,9 @@ def latency(one, many, queries, rounds: int, route: dict) -> dict[str, tuple[flo
         a, b = [], []
         for _ in range(rounds):
             for q, v in queries:
-                a.append(timed(lambda t=text, q=q, v=v: one.execute(t, q=q, v=v)))
-                b.append(timed(lambda t=text, q=q, v=v: many.execute(t, q=q, v=v, **route)))
+                params = {"q": q, "v": v} if ":v" in text else {"q": q}
+                a.append(timed(lambda t=text, p=params: one.execute(t, **p)))
+                b.append(timed(lambda t=text, p=params: many.execute(t, **p, **route)))
         out[kind] = (percentile(a, 50), percentile(b, 50))
     return out
 
@@ -138,12 +140,9 @@ def main() -> None:
         rate, cpu = throughput(c, queries, args.clients, args.per_client, {})
         rows.append((f"scatter-gather, {n} shard{'s' if n > 1 else ''}", p50, rate, cpu))
         c.close()
+        report(rows[-1:], header=len(rows) == 1)
     rows.append(tenant_rows(tmp, docs, queries, args))
-    print(f"{'':28} {'hybrid p50 (added)':>24} {'lexical p50 (added)':>24} "
-          f"{'throughput':>14} {'CPU/stmt':>10}")
-    for name, p50, rate, cpu in rows:
-        cells = [f"{p50[k][1]:6.2f} ms ({p50[k][1] - p50[k][0]:+.2f} ms)" for k in STATEMENTS]
-        print(f"{name:28} {cells[0]:>24} {cells[1]:>24} {rate:8.1f} st/s {cpu:7.2f} ms")
+    report(rows[-1:], header=False)
     base = rows[0][1]
     print(f"one database (same run):     hybrid p50 {base['hybrid'][0]:.2f} ms, lexical p50 "
           f"{base['lexical'][0]:.2f} ms")
@@ -154,6 +153,16 @@ def main() -> None:
     one.close()
 
 
+def report(rows, header: bool) -> None:
+    if header:
+        print(f"{'':28} {'hybrid p50 (added)':>24} {'lexical p50 (added)':>24} "
+              f"{'throughput':>14} {'CPU/stmt':>10}")
+    for name, p50, rate, cpu in rows:
+        cells = [f"{p50[k][1]:6.2f} ms ({p50[k][1] - p50[k][0]:+.2f} ms)" for k in STATEMENTS]
+        print(f"{name:28} {cells[0]:>24} {cells[1]:>24} {rate:8.1f} st/s {cpu:7.2f} ms",
+              flush=True)
+
+
 def tenant_rows(tmp: Path, docs, queries, args):
     """Tenant-routed at 4 shards: each statement runs whole on the tenant's shard, against the
     tenant's own database in this process."""
@@ -162,7 +171,8 @@ def tenant_rows(tmp: Path, docs, queries, args):
                         fields={**FIELDS, "agent_id": "str"}, dim=384, embedder=None)
     mine = [{**d, "agent_id": f"agent-{i % TENANTS}"} for i, d in enumerate(docs)]
     c.ingest("cacm", mine)
-    own = single(tmp / "tenant-0", [d for d in mine if d["agent_id"] == "agent-0"])
+    own = single(tmp / "tenant-0", [d for d in mine if d["agent_id"] == "agent-0"],
+                 {**FIELDS, "agent_id": "str"})
     p50 = latency(own, c, queries, args.rounds, {"tenant": "agent-0"})
     rate, cpu = throughput(c, queries, args.clients, args.per_client, {"tenant": "agent-0"})
     c.close()

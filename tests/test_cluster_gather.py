@@ -75,7 +75,7 @@ def test_naive_per_shard_bm25_would_differ(systems):
         plan = c.plan("SEARCH cacm MATCHING :q USING LEXICAL LIMIT 10", q=q)
         naive = []
         for i in range(4):
-            text, _ = c.actor(i).legs(plan.model_dump_json())
+            text, _, _ = c.actor(i).legs(plan.model_dump_json())
             leg = LegBatches.from_json(text).legs[0]
             naive += list(zip((-leg.scores).tolist(), leg.ids.tolist(), strict=True))
         top = [item for _, item in sorted(naive)[:10]]
@@ -94,8 +94,8 @@ def test_bound_holds_for_every_returned_row(systems):
         leg = plan.legs[0]
         counts = leg.term_counts or (1,) * len(leg.terms)
         runs = [c.actor(i).legs(plan.model_dump_json()) for i in range(4)]
-        total = Bm25Stats.total([parts["lexical"].stats for _, parts in runs])
-        for text, parts in runs:
+        total = Bm25Stats.total([parts["lexical"].stats for _, parts, _ in runs])
+        for text, parts, _ in runs:
             part = parts["lexical"]
             local = Bm25Stats(part.stats.docs, part.stats.tokens, part.stats.doc_freq)
             scores = LegBatches.from_json(text).legs[0].scores

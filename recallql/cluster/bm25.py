@@ -28,7 +28,7 @@ import ctypes
 import ctypes.util
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -115,6 +115,8 @@ class Bm25Stats:
     docs: int
     tokens: int
     doc_freq: Mapping[str, int]
+    _memo: dict[tuple[tuple[str, ...], tuple[int, ...]], np.ndarray] = field(
+        default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def total(cls, parts: Sequence[ShardStats]) -> Bm25Stats:
@@ -131,13 +133,19 @@ class Bm25Stats:
         return _F(self.tokens) / _F(self.docs) if self.docs else _F(0.0)
 
     def weights(self, terms: Sequence[str], counts: Sequence[int]) -> np.ndarray:
-        """float32[t] idf(t) · (k1 + 1) · q(t) per query term (0 for a term no row holds)."""
+        """float32[t] idf(t) · (k1 + 1) · q(t) per query term (0 for a term no row holds;
+        computed once per terms and counts)."""
+        key = (tuple(terms), tuple(counts))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
         out = np.zeros(len(terms), np.float32)
         for i, (term, count) in enumerate(zip(terms, counts, strict=True)):
             n = self.doc_freq.get(term, 0)
             if n and self.docs:
                 w = idf(n, self.docs) * (K1 + _F(1.0))
                 out[i] = w if count == 1 else w * _F(count)
+        self._memo[key] = out
         return out
 
     def norms(self) -> np.ndarray:

@@ -210,7 +210,8 @@ class Cluster:
             if owner is not None:
                 session = self._session_reader(owner)
         source = GatherSource(self.scatter, shards, session)
-        return run_statement(plan, lambda p: gather_legs(p, self.scatter, shards), source)
+        return run_statement(plan, lambda p: gather_legs(p, self.scatter, shards, source.rows),
+                             source)
 
     def _session_reader(self, owner: str) -> Callable[[str, str, tuple[Any, ...]], Any]:
         def read(_session_id: str, method: str, args: tuple[Any, ...]) -> Any:

@@ -34,6 +34,8 @@ from recallql.sessions.stored import RootResolver
 SHIFT = 40
 #: Deeper lexical fetches stop at this window per shard (past it the leg is cut there).
 MAX_DEPTH = 1 << 20
+#: Rows per leg a shard sends ahead with its candidates (2 x the page, at most this).
+PREFETCH_MAX = 50
 
 #: `scatter(method, shards, args)`: call `method` on each shard with its arguments, wait, and
 #: return the results in shard order (Ray actor calls in `recallql.cluster.client`).
@@ -45,32 +47,54 @@ class _ShardRun:
     batches: LegBatches
     lexical: dict[str, LexicalPart]
     windows: dict[str, int]
+    local: dict[str, Bm25Stats] = dataclasses.field(default_factory=dict)
+
+    def local_stats(self, leg: str) -> Bm25Stats:
+        """The shard's own statistics for a lexical leg (weights memoised)."""
+        if leg not in self.local:
+            part = self.lexical[leg].stats
+            self.local[leg] = Bm25Stats(part.docs, part.tokens, part.doc_freq)
+        return self.local[leg]
 
 
-def gather_legs(plan: QueryPlan, scatter: Scatter, shards: Sequence[int]) -> LegBatches:
+def gather_legs(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
+                rows: dict[int, dict[str, Any]] | None = None) -> LegBatches:
     """The plan's leg batches over every shard's share, as one database would return them.
+
+    Args:
+        rows: filled with the stored fields of rows the shards sent ahead (re-keyed rowid ->
+            row; `GatherSource` reads them before asking a shard).
 
     Raises:
         whatever a shard's `run_legs` raises (QueryError, ExecutionError), re-raised by Ray.
     """
     start = time.perf_counter_ns()
     runs = _run(plan, scatter, shards, {s: {leg.name: leg.window for leg in plan.legs}
-                                        for s in shards})
+                                        for s in shards}, rows)
     while True:
-        deeper = _deeper(plan, runs)
+        stats = {spec.name: _global_stats(spec, runs) for spec in plan.legs
+                 if spec.kind is LegKind.LEXICAL}
+        rescored = {(s, name): _rescored(spec, stats[name], runs[s].lexical[name])
+                    for s in runs for spec in plan.legs if (name := spec.name) in stats}
+        deeper = _deeper(plan, runs, stats, rescored)
         if not deeper:
             break
-        again = _run(plan, scatter, list(deeper), deeper)
-        runs.update(again)
-    return _merged(plan, runs, time.perf_counter_ns() - start)
+        runs.update(_run(plan, scatter, list(deeper), deeper, None))
+    return _merged(plan, runs, rescored, time.perf_counter_ns() - start)
 
 
 def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
-         windows: dict[int, dict[str, int]]) -> dict[int, _ShardRun]:
+         windows: dict[int, dict[str, int]], rows: dict[int, dict[str, Any]] | None
+         ) -> dict[int, _ShardRun]:
+    ahead = 0 if rows is None else min(2 * plan.need, PREFETCH_MAX)
     plans = [_windowed(plan, windows[s]).model_dump_json() for s in shards]
-    out = scatter("legs", shards, [(p,) for p in plans])
-    return {s: _ShardRun(LegBatches.from_json(text), parts, windows[s])
-            for s, (text, parts) in zip(shards, out, strict=True)}
+    out = scatter("legs", shards, [(p, ahead) for p in plans])
+    runs = {}
+    for s, (text, parts, sent) in zip(shards, out, strict=True):
+        runs[s] = _ShardRun(LegBatches.from_json(text), parts, windows[s])
+        if rows is not None:
+            rows.update({(s << SHIFT) | rowid: row for rowid, row in sent.items()})
+    return runs
 
 
 def _windowed(plan: QueryPlan, windows: dict[str, int]) -> QueryPlan:
@@ -92,39 +116,38 @@ def _rescored(spec: LegSpec, stats: Bm25Stats, part: LexicalPart) -> np.ndarray:
     return stats.score(spec.terms, _counts(spec), part.tf, part.codes).astype(np.float64)
 
 
-def _deeper(plan: QueryPlan, runs: dict[int, _ShardRun]) -> dict[int, dict[str, int]]:
+def _deeper(plan: QueryPlan, runs: dict[int, _ShardRun], stats: dict[str, Bm25Stats],
+            rescored: dict[tuple[int, str], np.ndarray]) -> dict[int, dict[str, int]]:
     """Shards whose unreturned rows could enter a lexical leg's global top N, with the deeper
     windows to ask them for."""
     deeper: dict[int, dict[str, int]] = {}
     for spec in plan.legs:
-        if spec.kind is not LegKind.LEXICAL:
+        if spec.name not in stats:
             continue
-        stats = _global_stats(spec, runs)
-        scores = np.sort(np.concatenate(
-            [_rescored(spec, stats, run.lexical[spec.name]) for run in runs.values()]))[::-1]
+        glob = stats[spec.name]
+        scores = np.sort(np.concatenate([rescored[(s, spec.name)] for s in runs]))[::-1]
         nth = scores[spec.window - 1] if scores.shape[0] >= spec.window else -np.inf
         for s, run in runs.items():
             part = run.lexical[spec.name]
             if part.exhausted or run.windows[spec.name] >= MAX_DEPTH:
                 continue
-            local = Bm25Stats(part.stats.docs, part.stats.tokens, part.stats.doc_freq)
-            if stats.bound(local, spec.terms, _counts(spec)) * part.cut_score >= nth:
+            local = run.local_stats(spec.name)
+            if glob.bound(local, spec.terms, _counts(spec)) * part.cut_score >= nth:
                 deeper.setdefault(s, dict(run.windows))[spec.name] = min(
                     run.windows[spec.name] * 2, MAX_DEPTH)
     return deeper
 
 
-def _merged(plan: QueryPlan, runs: dict[int, _ShardRun], elapsed: int) -> LegBatches:
+def _merged(plan: QueryPlan, runs: dict[int, _ShardRun],
+            rescored: dict[tuple[int, str], np.ndarray], elapsed: int) -> LegBatches:
     shards = sorted(runs)
     legs = []
     for i, spec in enumerate(plan.legs):
-        stats = _global_stats(spec, runs) if spec.kind is LegKind.LEXICAL else None
         rowids, scores, ids = [], [], []
         for s in shards:
             batch = runs[s].batches.legs[i]
             rowids.append((s << SHIFT) | batch.rowids)
-            scores.append(batch.scores if stats is None
-                          else _rescored(spec, stats, runs[s].lexical[spec.name]))
+            scores.append(rescored.get((s, spec.name), batch.scores))
             ids.extend(batch.ids.tolist())
         legs.append(_cut(spec, np.concatenate(rowids) if rowids else np.zeros(0, np.int64),
                          np.concatenate(scores) if scores else np.zeros(0), ids, elapsed))
@@ -163,10 +186,12 @@ class GatherSource:
     SESSION session from its owner's database (`session`: a callable reaching it)."""
 
     def __init__(self, scatter: Scatter, shards: Sequence[int],
-                 session: Callable[[str, str, tuple[Any, ...]], Any] | None = None) -> None:
+                 session: Callable[[str, str, tuple[Any, ...]], Any] | None = None,
+                 rows: dict[int, dict[str, Any]] | None = None) -> None:
         self._scatter = scatter
         self._shards = list(shards)
         self._session = session
+        self.rows: dict[int, dict[str, Any]] = {} if rows is None else rows
 
     def session_state(self, session_id: str, now_ts: float
                       ) -> tuple[SessionState, SessionSnapshot] | None:
@@ -186,6 +211,13 @@ class GatherSource:
 
     def fetch_rows(self, collection: str, rowids: np.ndarray, batch: int
                    ) -> list[dict[str, Any]]:
+        missing = np.asarray([r for r in rowids.tolist() if r not in self.rows], np.int64)
+        if missing.shape[0]:
+            self.rows.update(zip(missing.tolist(), self._fetch(collection, missing),
+                                 strict=True))
+        return [self.rows[r] for r in rowids.tolist()]
+
+    def _fetch(self, collection: str, rowids: np.ndarray) -> list[dict[str, Any]]:
         shard_of = rowids >> SHIFT
         local = rowids & ((1 << SHIFT) - 1)
         wanted = sorted(set(shard_of.tolist()))

@@ -187,9 +187,11 @@ class Shard:
         """A shared-collection statement's plan as JSON (every shard has the same catalog)."""
         return self.shared().plan(text, *args, **params).model_dump_json()
 
-    def legs(self, plan_json: str) -> tuple[str, dict[str, LexicalPart]]:
-        """Run a plan's legs on this shard's share: the `LegBatches` as JSON, and for each
-        lexical leg what exact global BM25 needs (`LexicalPart`)."""
+    def legs(self, plan_json: str, prefetch: int = 0
+             ) -> tuple[str, dict[str, LexicalPart], dict[int, dict[str, Any]]]:
+        """Run a plan's legs on this shard's share: the `LegBatches` as JSON; for each lexical
+        leg what exact global BM25 needs (`LexicalPart`); and the stored fields of each leg's
+        first `prefetch` rows (the page's rows are usually among them: one round trip less)."""
         db = self.shared()
         plan = QueryPlan.model_validate_json(plan_json)
         snap = db.snapshot(plan.collection)
@@ -199,7 +201,10 @@ class Shard:
             if spec.kind is LegKind.LEXICAL:
                 parts[spec.name] = self._lexical(snap, spec.terms, spec.term_counts,
                                                  batch.rowids, batch.scores, spec.window)
-        return batches.to_json(), parts
+        ahead = [b.rowids[:prefetch] for b in batches.legs] or [batches.features.rowid[:prefetch]]
+        wanted = np.unique(np.concatenate(ahead)) if prefetch else np.zeros(0, np.int64)
+        rows = {int(row["rowid"]): row for row in snap.fetch(wanted)} if wanted.shape[0] else {}
+        return batches.to_json(), parts, rows
 
     def _lexical(self, snap: CollectionSnapshot, terms: Sequence[str],
                  counts: Sequence[int], rowids: np.ndarray, scores: np.ndarray,
