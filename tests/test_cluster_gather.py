@@ -158,3 +158,23 @@ def test_after_writes_answers_still_equal(systems):
     assert len(report.parts) > 1  # the new items went to several shards
     some = dict(list(queries.items())[:16])
     assert differences(c, single, cases(some)) == []
+
+
+def test_one_shard_is_one_database_in_one_round(systems, tmp_path):
+    """A shard holding every row scores as the global BM25 bit for bit: never asked again."""
+    single, _, docs, queries = systems
+    ref = single_database(tmp_path / "ref", docs[:500])
+    c = cluster.connect(shards=1, path=tmp_path / "one", embedder=None, clock=CLOCK,
+                        in_process=True)
+    c.create_collection("cacm", text_fields=("title", "body"), fields=FIELDS,
+                        embedder=EMBEDDER, shared=True)
+    c.ingest("cacm", docs[:500])
+    rounds = []
+    scatter = c.transport.scatter
+    c.transport.scatter = lambda m, s, a, write=False: (
+        rounds.append(m) if m == "legs" else None) or scatter(m, s, a, write=write)
+    some = dict(list(queries.items())[:16])
+    assert differences(c, ref, cases(some)) == []
+    assert rounds.count("legs") == len(cases(some))  # one round per statement
+    c.close()
+    ref.close()

@@ -119,7 +119,9 @@ def _rescored(spec: LegSpec, stats: Bm25Stats, part: LexicalPart) -> np.ndarray:
 def _deeper(plan: QueryPlan, runs: dict[int, _ShardRun], stats: dict[str, Bm25Stats],
             rescored: dict[tuple[int, str], np.ndarray]) -> dict[int, dict[str, int]]:
     """Shards whose unreturned rows could enter a lexical leg's global top N, with the deeper
-    windows to ask them for."""
+    windows to ask them for: those whose bound on an unreturned row's global BM25 exceeds the
+    N-th global score (the bound carries `BOUND_SLACK`, so an unreturned row under it scores
+    strictly less than the N-th and cannot tie its way in either)."""
     deeper: dict[int, dict[str, int]] = {}
     for spec in plan.legs:
         if spec.name not in stats:
@@ -132,10 +134,20 @@ def _deeper(plan: QueryPlan, runs: dict[int, _ShardRun], stats: dict[str, Bm25St
             if part.exhausted or run.windows[spec.name] >= MAX_DEPTH:
                 continue
             local = run.local_stats(spec.name)
-            if glob.bound(local, spec.terms, _counts(spec)) * part.cut_score >= nth:
+            if _same(local, glob):  # its own order is the global one: nothing can jump it
+                continue
+            if glob.bound(local, spec.terms, _counts(spec)) * part.cut_score > nth:
                 deeper.setdefault(s, dict(run.windows))[spec.name] = min(
                     run.windows[spec.name] * 2, MAX_DEPTH)
     return deeper
+
+
+def _same(local: Bm25Stats, glob: Bm25Stats) -> bool:
+    """Whether a shard's statistics are the global ones (it holds every counted document):
+    its BM25 is then the global BM25 bit for bit, and its unreturned rows all rank after its
+    returned ones."""
+    return (local.docs, local.tokens, dict(local.doc_freq)) == (glob.docs, glob.tokens,
+                                                                dict(glob.doc_freq))
 
 
 def _merged(plan: QueryPlan, runs: dict[int, _ShardRun],
