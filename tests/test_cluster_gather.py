@@ -21,7 +21,7 @@ from cluster_helpers import (
 from recallql import cluster
 from recallql.cluster.bm25 import FIELD_NORMS, Bm25Stats, fieldnorm_code
 from recallql.cluster.gather import SHIFT
-from recallql.engine.legs import LegBatches
+from recallql.cluster.wire import unpack
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_naive_per_shard_bm25_would_differ(systems):
         naive = []
         for i in range(4):
             text, _, _ = c.actor(i).legs(plan.model_dump_json())
-            leg = LegBatches.from_json(text).legs[0]
+            leg = unpack(text).legs[0]
             naive += list(zip((-leg.scores).tolist(), leg.ids.tolist(), strict=True))
         top = [item for _, item in sorted(naive)[:10]]
         same += top == single.execute("SEARCH cacm MATCHING :q USING LEXICAL LIMIT 10",
@@ -98,7 +98,7 @@ def test_bound_holds_for_every_returned_row(systems):
         for text, parts, _ in runs:
             part = parts["lexical"]
             local = Bm25Stats(part.stats.docs, part.stats.tokens, part.stats.doc_freq)
-            scores = LegBatches.from_json(text).legs[0].scores
+            scores = unpack(text).legs[0].scores
             mine = local.score(leg.terms, counts, part.tf, part.codes)
             assert np.array_equal(mine.astype(np.float64), scores)  # tantivy's own arithmetic
             glob = total.score(leg.terms, counts, part.tf, part.codes)

@@ -24,6 +24,7 @@ import numpy as np
 from recallql.cluster.bm25 import Bm25Stats
 from recallql.cluster.runtime import ClusterError
 from recallql.cluster.shard import LexicalPart
+from recallql.cluster.wire import unpack
 from recallql.engine.features import Features, Strings, concat_features
 from recallql.engine.legs import LegBatch, LegBatches, competition_ranks
 from recallql.engine.plan import LegKind, LegSpec, QueryPlan
@@ -91,7 +92,7 @@ def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
     out = scatter("legs", shards, [(p, ahead) for p in plans])
     runs = {}
     for s, (text, parts, sent) in zip(shards, out, strict=True):
-        runs[s] = _ShardRun(LegBatches.from_json(text), parts, windows[s])
+        runs[s] = _ShardRun(unpack(text), parts, windows[s])
         if rows is not None:
             rows.update({(s << SHIFT) | rowid: row for rowid, row in sent.items()})
     return runs

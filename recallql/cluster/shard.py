@@ -28,7 +28,7 @@ from recallql.api import Database
 from recallql.api import connect as connect_database
 from recallql.cluster.bm25 import ShardStats, fieldnorm_code
 from recallql.cluster.placement import CollectionDef, Placement
-from recallql.engine.legs import LegBatches
+from recallql.cluster.wire import pack
 from recallql.engine.plan import LegKind, QueryPlan
 from recallql.index.embedders import by_name
 from recallql.index.errors import StoreError
@@ -188,8 +188,8 @@ class Shard:
         return self.shared().plan(text, *args, **params).model_dump_json()
 
     def legs(self, plan_json: str, prefetch: int = 0
-             ) -> tuple[str, dict[str, LexicalPart], dict[int, dict[str, Any]]]:
-        """Run a plan's legs on this shard's share: the `LegBatches` as JSON; for each lexical
+             ) -> tuple[dict[str, Any], dict[str, LexicalPart], dict[int, dict[str, Any]]]:
+        """Run a plan's legs on this shard's share: the `LegBatches` (`wire.pack`); for each lexical
         leg what exact global BM25 needs (`LexicalPart`); and the stored fields of each leg's
         first `prefetch` rows (the page's rows are usually among them: one round trip less)."""
         db = self.shared()
@@ -204,7 +204,7 @@ class Shard:
         ahead = [b.rowids[:prefetch] for b in batches.legs] or [batches.features.rowid[:prefetch]]
         wanted = np.unique(np.concatenate(ahead)) if prefetch else np.zeros(0, np.int64)
         rows = {int(row["rowid"]): row for row in snap.fetch(wanted)} if wanted.shape[0] else {}
-        return batches.to_json(), parts, rows
+        return pack(batches), parts, rows
 
     def _lexical(self, snap: CollectionSnapshot, terms: Sequence[str],
                  counts: Sequence[int], rowids: np.ndarray, scores: np.ndarray,
@@ -274,7 +274,3 @@ def _create(db: Database, coll: CollectionDef, default: object) -> None:
                          "'default', None, or a built-in embedder's name)")
     db.create_collection(coll.name, embedder=embedder, **spec)
 
-
-def batches_of(text: str) -> LegBatches:
-    """`LegBatches.from_json` (the coordinator's side of `Shard.legs`)."""
-    return LegBatches.from_json(text)
