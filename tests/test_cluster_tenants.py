@@ -138,3 +138,34 @@ def test_a_builtin_collection_cannot_be_shared(systems):
     c, _, _ = systems
     with pytest.raises(cluster.ClusterError, match="built-in"):
         c.create_collection("messages", shared=True)
+
+
+def test_for_session_on_a_shared_collection_reads_the_owners_session(systems, tmp_path):
+    """Scatter-gather with FOR SESSION: the session (keywords, signals) comes from its owner's
+    database, so the boosts are those one database holding both would give."""
+    from cluster_helpers import EMBEDDER, FIELDS
+
+    import recallql
+    from recallql.index.embedders import HashEmbedder
+
+    c, _, _ = systems
+    items = [{"id": f"kb{i}", "title": t, "entity": f"e{i}"} for i, t in enumerate(
+        ["tape backup rotation", "restore from tape", "disk quota policy", "backup tape vault"])]
+    c.create_collection("kb", text_fields=("title", "body"), fields=FIELDS, embedder=EMBEDDER,
+                        shared=True)
+    c.ingest("kb", items)
+    one = recallql.connect(tmp_path / "one", embedder=None, clock=CLOCK)
+    one.create_collection("kb", text_fields=("title", "body"), fields=FIELDS,
+                          embedder=HashEmbedder(64))
+    one.ingest("kb", items)
+    for target in (c, one):
+        target.sessions.create("kb-s", "agent-2")
+        target.sessions.annotate("kb-s", "vault")
+        target.sessions.signal("kb-s", "reward", 1.0, entity="e2")
+    text = ("SEARCH kb MATCHING 'tape backup' FOR SESSION 'kb-s' "
+            "WITH SIGNAL BOOST (reward = 0.2) LIMIT 4")
+    ours, theirs = c.execute(text), one.execute(text)
+    assert answer(ours) == answer(theirs)
+    assert any(r.code.startswith("SIGNAL") or r.code.startswith("SESSION")
+               for row in ours.rows for r in row.reasons)
+    one.close()

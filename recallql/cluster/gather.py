@@ -196,7 +196,8 @@ def _rekeyed(shard: int, features: Features, keep: np.ndarray | None) -> Feature
 
 class GatherSource:
     """The `MergeSource` of a scatter-gather statement: rows from their shards, and the FOR
-    SESSION session from its owner's database (`session`: a callable reaching it)."""
+    SESSION session and signal sums from its owner's database (`session(session_id, method,
+    args)`: a callable reaching it)."""
 
     def __init__(self, scatter: Scatter, shards: Sequence[int],
                  session: Callable[[str, str, tuple[Any, ...]], Any] | None = None,
@@ -216,7 +217,13 @@ class GatherSource:
 
     def entity_sums(self, entities: list[str], names: list[str], now_ts: float
                     ) -> dict[str, dict[str, float]]:
-        return {}
+        """Signal sums of the FOR SESSION owner's sessions (sessions are tenant data; without
+        FOR SESSION a shared collection sees none)."""
+        if self._session is None:
+            return {}
+        sums: dict[str, dict[str, float]] = self._session(
+            "", "entity_sums", (entities, names, now_ts))
+        return sums
 
     def lineage_resolver(self, budget: int) -> AbstractContextManager[RootResolver]:
         raise ClusterError("conversation lineage reads the messages collection, which is "
