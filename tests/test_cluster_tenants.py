@@ -169,3 +169,15 @@ def test_for_session_on_a_shared_collection_reads_the_owners_session(systems, tm
     assert any(r.code.startswith("SIGNAL") or r.code.startswith("SESSION")
                for row in ours.rows for r in row.reasons)
     one.close()
+
+
+def test_signal_many_routes_each_session_to_its_owner(systems):
+    c, _, _ = systems
+    c.sessions.create("g-1", "agent-1")
+    c.sessions.create("g-4", "agent-4")
+    signals = [{"session_id": "g-1", "name": "reward", "value": 1.0, "entity": "cacm:1"},
+               {"session_id": "g-4", "name": "reward", "value": -0.5, "entity": "cacm:4"}]
+    assert c.sessions.signal_many(signals, key="sig-1") == 2
+    assert c.sessions.signal_many(signals, key="sig-1") == 0  # a retry records nothing
+    snap = c.sessions.snapshot("g-4")
+    assert (snap.agent_id, snap.signal_scores["reward"]) == ("agent-4", -0.5)

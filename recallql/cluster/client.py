@@ -412,7 +412,24 @@ class ClusterSessions:
             raise ClusterError(f"unknown session {session_id!r} (create it through the cluster)")
         return tenant
 
+    def signal_many(self, signals: Iterable[Mapping[str, Any]], *, key: str | None = None
+                    ) -> int:
+        """Record many signals (see `Sessions.signal_many`): one transaction per session
+        owner; with an idempotency `key` (each owner's part stores ``key/owner``) the call is
+        retried across a shard restart.
+
+        Returns:
+            The number of signals recorded.
+        """
+        parts = _grouped(signals, lambda s: self.owner(str(s.get("session_id"))))
+        return sum(int(self._cluster.tenant_call(
+            owner, "sessions", "signal_many", (part,),
+            {"key": None if key is None else f"{key}/{owner}"}, write=key is None))
+            for owner, part in parts.items())
+
     def __getattr__(self, method: str) -> Callable[..., Any]:
+        if method.startswith("_"):
+            raise AttributeError(method)
         write = method in {"annotate", "signal", "close", "archive"}
 
         def routed(session_id: str, *args: Any, **kwargs: Any) -> Any:
