@@ -88,7 +88,13 @@ def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
          windows: dict[int, dict[str, int]], rows: dict[int, dict[str, Any]] | None
          ) -> dict[int, _ShardRun]:
     ahead = 0 if rows is None else min(2 * plan.need, PREFETCH_MAX)
-    plans = [_windowed(plan, windows[s]).model_dump_json() for s in shards]
+    texts: dict[tuple[tuple[str, int], ...], str] = {}  # one JSON per distinct windows
+    plans = []
+    for s in shards:
+        key = tuple(sorted(windows[s].items()))
+        if key not in texts:
+            texts[key] = _windowed(plan, windows[s]).model_dump_json()
+        plans.append(texts[key])
     out = scatter("legs", shards, [(p, ahead) for p in plans])
     runs = {}
     for s, (text, parts, sent) in zip(shards, out, strict=True):
