@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import math
 import os
 import sqlite3
 import threading
@@ -66,7 +67,7 @@ from recallql.index.timestamps import (
     parse_timestamp,  # noqa: F401  (the CLI's --param)
     to_epoch,
 )
-from recallql.sessions.input import SessionError
+from recallql.sessions.input import SessionError, many
 from recallql.sessions.lifecycle import Sessions
 from recallql.sessions.lineage import LineageReport
 from recallql.sessions.messages import COLLECTION as MESSAGES
@@ -226,11 +227,10 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
         AnalyzerOutdatedWarning: collections indexed by an older text analyser (they keep it
             until `Database.reindex` / ``recallql reindex``).
     """
-    seconds = retention.total_seconds() if isinstance(retention, timedelta) \
-        else float(retention) * 86400.0
-    if not (seconds >= 0 and lock_timeout >= 0):
-        raise StoreError(f"lock_timeout and retention must be non-negative, got "
-                         f"{lock_timeout!r} and {retention!r}")
+    seconds = _retention_seconds(retention)
+    if not (_is_number(lock_timeout) and lock_timeout >= 0):
+        raise StoreError(f"lock_timeout must be a non-negative number of seconds, got "
+                         f"{lock_timeout!r}")
     store = Store.open(path, readonly=readonly, lock_timeout=lock_timeout, retention=seconds,
                        clock=clock or time.time)
     try:
@@ -240,6 +240,28 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
         store.close()
         raise
     return db
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _retention_seconds(retention: object) -> float:
+    """`connect`'s retention (a timedelta, or days) in seconds.
+
+    Raises:
+        StoreError: not a timedelta or a number, negative, or NaN.
+    """
+    seconds = math.nan
+    if isinstance(retention, timedelta):
+        seconds = retention.total_seconds()
+    elif isinstance(retention, int | float) and not isinstance(retention, bool):
+        seconds = float(retention) * 86400.0 if abs(retention) < 1e300 else (
+            math.inf if retention > 0 else -math.inf)  # an int beyond float: forever
+    if not seconds >= 0:
+        raise StoreError("retention must be a non-negative timedelta or number of days, got "
+                         f"{retention!r}")
+    return seconds
 
 
 def _warn_outdated(db: Database) -> None:
@@ -255,6 +277,10 @@ def _warn_outdated(db: Database) -> None:
             f"recallql writes {describe(CURRENT_VERSION)}. Statements keep the old analyser "
             f"until you run `recallql reindex --db {db.path}` (it rebuilds the text index "
             "from the stored texts; nothing is lost)."), stacklevel=3)
+
+
+#: The flags of a message item that leaves them out (`Database.ingest` into ``messages``).
+MESSAGE_FLAGS = {"active": True, "compacted": False}
 
 
 class Database:
@@ -393,7 +419,9 @@ class Database:
             collection: collection name.
             items: dicts with ``id`` (str or int), the text fields, ``created_at`` (datetime,
                 ISO-8601 str or epoch seconds; naive = UTC), ``entity``, ``doc_id``,
-                ``position``, ``vector`` (optional) and the declared fields.
+                ``position``, ``vector`` (optional) and the declared fields. An item of
+                ``messages`` without ``active`` / ``compacted`` gets True / False, as
+                `Messages.append` gives (left NULL, the row would never be searchable).
             replace_documents: for every ``doc_id`` in the batch (an item without one is its
                 own document), also delete the document's live chunks whose id is not in the
                 batch, in the same batch: re-ingesting a file that shrank from 100 chunks to 1
@@ -413,6 +441,10 @@ class Database:
                 full, permissions, I/O; the file and cause are named, nothing was written).
             DatabaseLocked: another process's write held the lock for `lock_timeout`.
         """
+        items = many(items, "items", IngestError)
+        if collection == MESSAGES:  # as db.messages.append: a flag left out is not 'rewound'
+            items = ({**MESSAGE_FLAGS, **item} if isinstance(item, Mapping) else item
+                     for item in items)
         return self.store.ingest(collection, items, self.embedder(collection),
                                  replace_documents=replace_documents, key=key)
 

@@ -19,7 +19,8 @@ def index_shared_data() -> Path:
     for candidate in SHARED_DATA_CANDIDATES:
         if (candidate / "ir").is_dir():
             return candidate.resolve()
-    pytest.skip("shared data folder ../shared/data (CACM, Cranfield) is not beside the repo")
+    pytest.skip("shared data folder ../shared/data (CACM, Cranfield, LoCoMo) is not beside the "
+                "repo")
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ within the retention window, and past it the result says so (`AS_OF_BEYOND_RETEN
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 
 import numpy as np
@@ -168,3 +169,26 @@ def test_snapshot_as_of_keeps_the_legs_in_step(clock):
     assert rows.tolist() == [0]
     rows, _ = snap.lexical_topn(["alpha"], 10)
     assert rows.tolist() == [0]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"retention": "7"}, "retention must be a non-negative timedelta or number of days, got '7'"),
+    ({"retention": "abc"}, "retention must be a non-negative timedelta or number of days, got "
+                           "'abc'"),
+    ({"retention": -1}, "retention must be a non-negative timedelta or number of days, got -1"),
+    ({"retention": float("nan")}, "retention must be a non-negative timedelta or number of days"),
+    ({"retention": -(10**400)}, "retention must be a non-negative timedelta or number of days"),
+    ({"lock_timeout": "5"}, "lock_timeout must be a non-negative number of seconds, got '5'"),
+    ({"lock_timeout": -1}, "lock_timeout must be a non-negative number of seconds, got -1"),
+])
+def test_connect_names_the_option_that_is_wrong(kwargs, message):
+    """retention='abc' raised a bare ValueError from float(), lock_timeout='5' a TypeError, and
+    one message named both options whichever was wrong."""
+    with pytest.raises(recallql.StoreError) as err:
+        recallql.connect(embedder=None, **kwargs)
+    assert message in str(err.value)
+
+
+def test_connect_takes_a_huge_retention_as_forever():
+    with recallql.connect(embedder=None, retention=10**400) as db:
+        assert db.store.retention == math.inf

@@ -294,3 +294,26 @@ def test_help_paragraphs_are_rewrapped_not_ragged():
 def test_bench_outside_a_checkout_or_help():
     done = cli("bench", "--help")
     assert done.returncode == 0 and "benchmarks" in done.stdout
+
+
+@pytest.mark.parametrize("command", [
+    ["vacuum"], ["sessions", "annotate", "s1", "words"],
+    ["sessions", "signal", "s1", "reward", "1"], ["sessions", "close", "s1"],
+    ["sessions", "archive", "s1"],
+    ["sessions", "sweep", "--older-than", "1", "--yes"],
+], ids=" ".join)
+def test_a_writer_with_nothing_to_act_on_leaves_no_database_at_a_new_path(tmp_path, command):
+    """A mistyped --db made these create an empty database there, then say 'nothing to vacuum'
+    or 'no session s1' (as reindex, optimize and delete already refused)."""
+    db = tmp_path / "typo.db"
+    result = cli(*command, "--db", str(db))
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: no recallql database at {db}")
+    assert not db.exists()
+
+
+def test_sessions_create_starts_a_database(tmp_path):
+    db = tmp_path / "new.db"
+    result = cli("sessions", "create", "s1", "--agent", "a", "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    assert "created session s1" in result.stdout and (db / "meta.sqlite").is_file()

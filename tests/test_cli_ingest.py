@@ -328,3 +328,19 @@ def test_delete_removes_documents_and_counts_missing_ids(tmp_path, monkeypatch):
         assert conn.execute("SEARCH docs MATCHING 'text'").ids() == ["b.md#0"]
     usage = CliRunner().invoke(app, ["delete", "--db", "db"])
     assert usage.exit_code == 2 and "give at least one --id or --doc-id" in usage.output
+
+
+def test_ingest_into_a_damaged_database_is_a_data_error_not_an_internal_one(tmp_path):
+    """`--embedder auto` (the default) reads the database's embedder before connecting: a
+    damaged database there was reported as 'internal error: StoreError ... --debug'."""
+    db = tmp_path / "db"
+    with recallql.connect(db, embedder=HashEmbedder()) as conn:
+        conn.ingest("docs", [{"id": "a", "title": "backup"}])
+    (db / "collections" / "docs" / "text" / "meta.json").unlink()
+    path = tmp_path / "more.jsonl"
+    path.write_text('{"id": "b", "title": "more"}\n')
+    result = _ingest(str(path), "--db", str(db))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: ")
+    assert "meta.json is missing" in result.stderr
+    assert "internal error" not in result.stderr and "--debug" not in result.stderr

@@ -57,3 +57,14 @@ def test_culprit_and_used_by():
         recallql.bind(stmt, q="x", n="ten")
     assert culprit(caught.value) == "n"
     assert used_by(stmt, {"q": 1, "other": 2}) == {"q": 1}
+
+
+def test_when_the_string_does_not_fit_either_the_inferred_values_error_stands():
+    """``LIMIT :n`` with ``n=99999999999999999999999`` said 'must be a whole number (int), got
+    str' (the fallback's error) instead of naming the 64-bit range."""
+    with recallql.connect(embedder=HashEmbedder()) as db:
+        stmt = parse("SEARCH docs MATCHING 'x' LIMIT :n")
+        with pytest.raises(recallql.ParameterError) as err:
+            bind_with_fallback(lambda values: db.execute(stmt, **values),
+                               parse_params(["n=99999999999999999999999"]))
+    assert "within the 64-bit range, got int 99999999999999999999999" in str(err.value)

@@ -149,3 +149,19 @@ def test_import_hermes(tmp_path):
     assert "conv-tip" in {r["id"] for r in json.loads(listed.stdout)["records"]}
     missing = cli("import", "hermes", str(tmp_path / "nope.db"), "--db", str(tmp_path / "db"))
     assert missing.returncode == 1 and "no such file" in missing.stderr
+    # a directory (the recallql database itself, say) was reported as 'no such file'
+    folder = cli("import", "hermes", str(tmp_path / "db"), "--db", str(tmp_path / "db"))
+    assert folder.returncode == 1
+    assert f"{tmp_path / 'db'} is a directory, not a Hermes store" in folder.stderr
+
+
+@pytest.mark.parametrize("command", ["show", "lineage"])
+def test_show_and_lineage_of_a_missing_session_name_it_without_a_caret(db, command):
+    """The caret went under ':s' of 'SHOW SESSION :s', a statement the user never typed."""
+    plain = cli("sessions", command, "nobody", "--db", str(db))
+    assert plain.returncode == 1
+    assert plain.stderr == "error: no session 'nobody'\n"
+    if command == "lineage":
+        as_json = cli("sessions", command, "nobody", "--json", "--db", str(db))
+        assert as_json.returncode == 1 and json.loads(as_json.stderr)["error"] == (
+            "no session 'nobody'")

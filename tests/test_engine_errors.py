@@ -94,3 +94,24 @@ def test_signal_boost_names_must_be_policy_names(db):
         db.execute("SEARCH kb MATCHING 'x' WITH SIGNAL BOOST (rewrad = 0.5)")
     assert "did you mean 'reward'?" in str(err.value)
     assert db.execute("SEARCH kb MATCHING 'alpha' WITH SIGNAL BOOST (reward = 0.5)").ids() == ["a"]
+
+
+@pytest.mark.parametrize("stmt", [
+    "SEARCH kb USING LEXICAL NEAR :v",
+    "RETRIEVE FROM kb USING LEXICAL NEAR :v",
+])
+def test_near_with_using_lexical_and_no_text_is_an_error(db, stmt):
+    """NEAR feeds only the semantic leg: USING LEXICAL without MATCHING planned no leg at all
+    and returned zero rows (SEARCH) or boosts only (RETRIEVE), without a word."""
+    with pytest.raises(recallql.QuerySemanticError) as err:
+        db.execute(stmt, v=q(vec(1, 0, 0, 0)))
+    assert "USING LEXICAL needs MATCHING text" in str(err.value)
+    assert err.value.column == stmt.index("USING") + 1
+    assert "USING SEMANTIC" in (err.value.hint or "")
+
+
+def test_near_with_using_lexical_and_text_runs_the_lexical_leg(db):
+    """With MATCHING the vector is unused, as a FUSE weight for a leg not run is."""
+    result = db.execute("SEARCH kb MATCHING 'alpha' USING LEXICAL NEAR :v", v=q(vec(1, 0, 0, 0)))
+    assert result.ids() == ["a"]
+    assert [r.code.value for r in result.rows[0].reasons][0] == "LEXICAL_MATCH"

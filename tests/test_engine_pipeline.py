@@ -228,3 +228,19 @@ def test_the_leg_pool_belongs_to_the_database():
 def test_plan_refuses_statements_without_a_plan(kb):
     with pytest.raises(recallql.QuerySemanticError, match="only SEARCH, RETRIEVE and EXPLAIN"):
         kb.plan("SHOW COLLECTIONS")
+
+
+def test_merge_refuses_leg_batches_of_another_collection(kb):
+    """The batches' rowids index their own collection: merged with a plan of another one they
+    raised a bare IndexError from the row fetch (``rowid 0 out of range 0..-1``)."""
+    batches = kb.run_legs(kb.plan("SEARCH kb MATCHING 'backup'"))
+    plan = kb.plan("SEARCH messages MATCHING 'backup'")
+    with pytest.raises(ValueError, match="the leg batches are of collection 'kb', the plan of "
+                                         "'messages'"):
+        recallql.merge(plan, batches, kb)
+
+
+def test_merge_refuses_leg_batches_without_a_leg_the_plan_fuses(kb):
+    batches = kb.run_legs(kb.plan("SEARCH kb MATCHING 'backup' USING LEXICAL"))
+    with pytest.raises(ValueError, match="no batch for leg 'semantic'"):
+        recallql.merge(kb.plan("SEARCH kb MATCHING 'backup' NEAR :v", v=V), batches, kb)

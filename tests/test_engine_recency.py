@@ -181,3 +181,15 @@ def test_as_of_pins_now():
     row = db.execute(stmt, v=q(vec(1, 0, 0, 0))).rows[0]
     assert reason(row, "RECENCY").contribution == pytest.approx(0.05, abs=1e-12)
     assert reason(row, "RECENCY").detail == "age=365d"
+
+
+@pytest.mark.parametrize("shape", ["EXP", "GAUSS", "LINEAR"])
+def test_a_tiny_half_life_decays_to_zero_without_a_numpy_warning(old_vs_new, shape):
+    """`half_life = 1e-300 DAYS`: age / half_life overflows to inf, whose decay is exactly 0;
+    numpy printed 'RuntimeWarning: overflow encountered in divide' on the user's stderr."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows = run(old_vs_new, f"WITH RECENCY (half_life = 1e-300 DAYS, shape = {shape})").rows
+    assert [reason(r, "RECENCY").contribution for r in rows] == [0.0, 0.0]

@@ -319,3 +319,47 @@ def test_a_read_ends_the_window_and_sees_the_writes_before_it():
         assert outcomes[1] == ["a"] and time.monotonic() - started < 30.0
     finally:
         worker.close()
+
+
+def _in_process_call(calls):
+    """Tool calls through the SDK's client against an in-process server (no subprocess)."""
+    from recallql.mcp.server import MemoryTools, build_server
+
+    worker = _worker()
+    server = build_server(MemoryTools(worker))
+
+    async def go():
+        async with Client(server) as client:
+            return [await client.call_tool(name, args) for name, args in calls]
+
+    try:
+        return run(go)
+    finally:
+        worker.close()
+
+
+def test_append_messages_takes_the_iso_8601_times_its_schema_documents():
+    """`Message.at` is documented as ISO-8601 text; every such string was refused ('at must be
+    a datetime or epoch seconds (UTC), got '2026-01-05T10:00:00Z'')."""
+    started, good, bad, found = _in_process_call([
+        ("start_session", {"agent_id": "a", "session": "s-1"}),
+        ("append_messages", {"session": "s-1", "messages": [
+            {"role": "user", "content": "zebra crossing", "at": "2999-01-05T10:00:00+02:00"}]}),
+        ("append_messages", {"session": "s-1", "messages": [
+            {"role": "user", "content": "fine"}, {"role": "user", "content": "x", "at": "soon"}]}),
+        ("run_statement", {"statement": "SEARCH messages MATCHING 'zebra'"}),
+    ])
+    assert not started.is_error and data(good)["message_ids"] == [1]
+    assert bad.is_error and text(bad) == ("IngestError: message #1, field 'at': cannot parse "
+                                          "'soon' as an ISO-8601 timestamp")
+    (row,) = data(found)["rows"]
+    assert row["created_at"] == "2999-01-05T08:00:00.000000Z"
+
+
+def test_a_filter_with_an_empty_list_is_a_tool_error_naming_the_filter():
+    """`filters={"tags": []}` built `WHERE ()` and came back as a syntax error under a statement
+    the agent never wrote."""
+    (result,) = _in_process_call([("search_memory", {"text": "x", "filters": {"tags": []}})])
+    assert result.is_error and text(result) == (
+        "QuerySemanticError: filters: tags has an empty list; a list means any of its values, "
+        "so give at least one (or leave the filter out)")

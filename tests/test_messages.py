@@ -89,3 +89,19 @@ def test_group_by_document_under_for_session_lets_a_later_hit_serve(db):
                         "WITHOUT RECENCY GROUP BY DOCUMENT LIMIT 5")
     assert [(r.session_id, r.message_id) for r in result.rows] == [
         ("other", 3), ("cur", ids["cur#1"])]
+
+
+def test_an_ingested_message_without_flags_is_searchable_as_an_appended_one(db):
+    """`db.ingest("messages", ...)` (and MCP `remember(collection="messages")`) left `active` and
+    `compacted` NULL: the row was stored, reported added, and never matched any search (the
+    searchable rule is `active OR compacted`; only `active = false AND compacted = false` is a
+    rewound message)."""
+    db.sessions.create("a", "agent-1", started_at=T0)
+    report = db.ingest("messages", [{"id": "m-raw", "content": "zebra crossing",
+                                     "session_id": "a"},
+                                    {"id": "m-rewound", "content": "zebra stripes",
+                                     "session_id": "a", "active": False, "compacted": False}])
+    assert report.added == 2
+    row = db.snapshot("messages").fetch([0])[0]
+    assert (row["active"], row["compacted"]) == (True, False)
+    assert db.execute("SEARCH messages MATCHING 'zebra' USING LEXICAL").ids() == ["m-raw"]

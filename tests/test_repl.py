@@ -249,3 +249,14 @@ def test_completion_of_keywords_collections_fields_and_commands():
 def test_parse_command():
     assert parse_command("\\timing on;") == ("\\timing", "on")
     assert parse_command("\\d Docs") == ("\\d", "Docs")
+
+
+def test_timing_takes_on_or_off_like_the_other_switches(repl):
+    """``\\timing what`` turned timing on (``\\x maybe`` and ``\\pager maybe`` are errors)."""
+    for line in ("\\timing what", "\\timing on", "\\timing", "\\x maybe"):
+        repl.run_lines([line + "\n"])  # one script each: a script stops at its first error
+    text = repl.output.getvalue()
+    assert "\\timing takes on or off, not 'what'" in text
+    assert text.index("timing is on") < text.index("timing is off")
+    assert "\\x takes on or off, not 'maybe'" in text
+    assert repl.timing is False

@@ -295,3 +295,40 @@ def test_a_huge_int_is_refused_not_overflowed(db, call, error, match):
     with pytest.raises(error, match=match):
         call(db)
     assert dump(db) == before
+
+
+# -- batch arguments: a list of mappings -----------------------------------------------------
+
+BATCH_CALLS = {
+    "ingest": (lambda db, v: db.ingest("messages", v), IngestError, "items"),
+    "extend": (lambda db, v: db.messages.extend(v), SessionError, "messages"),
+    "signal_many": (lambda db, v: db.sessions.signal_many(v), SignalRejected, "signals"),
+}
+ONE_ITEM = {"ingest": {"id": "m", "content": "hello"},
+            "extend": {"session_id": "s-1", "role": "user", "content": "hello"},
+            "signal_many": {"session_id": "s-1", "name": "reward", "value": 1.0}}
+
+
+@pytest.mark.parametrize("call", list(BATCH_CALLS))
+def test_one_mapping_instead_of_a_list_says_so(db, call):
+    """A single mapping iterated as its keys: the error was 'message #0: a message is a mapping
+    ..., got 'session_id'' (an item must be a dict, got str), naming a key as the item."""
+    fn, error, what = BATCH_CALLS[call]
+    before = dump(db)
+    with pytest.raises(error) as err:
+        fn(db, ONE_ITEM[call])
+    assert f"{what} must be a list of mappings" in str(err.value)
+    assert "got one mapping (wrap it in a list" in str(err.value)
+    assert dump(db) == before
+
+
+@pytest.mark.parametrize("call", list(BATCH_CALLS))
+@pytest.mark.parametrize("value", [5, "session_id", b"raw", None], ids=repr)
+def test_a_batch_that_is_not_a_list_names_its_type(db, call, value):
+    """Not iterable raised a bare TypeError ('int' object is not iterable); a string was read
+    character by character."""
+    fn, error, what = BATCH_CALLS[call]
+    with pytest.raises(error) as err:
+        fn(db, value)
+    assert f"{what} must be a list of mappings" in str(err.value)
+    assert f"got {type(value).__name__}" in str(err.value)

@@ -222,18 +222,21 @@ def locked_message(path: Path, exc: BaseException | None = None) -> str:
             "`recallql query`, `recallql explain` or `recallql shell` meanwhile")
 
 
-def open_db(path: Path, *, write: bool = False, embedder: str = "auto") -> Database:
+def open_db(path: Path, *, write: bool = False, create: bool = False,
+            embedder: str = "auto") -> Database:
     """Open the database at `path`.
 
-    Readers (`write=False`) take no lock, so they work beside a writer (a shell, an ingest);
-    the database must exist. Writers create it when missing.
+    Readers (`write=False`) take no lock, so they work beside a writer (a shell, an ingest).
+    The database must exist, unless `create` (a writer that starts one: `sessions create`,
+    `import hermes`, `shell --create`); a command with nothing to act on in a new database
+    (vacuum, annotate, signal, close, sweep) must not leave one at a mistyped path.
 
     Raises:
         typer.Exit: (code 1) no database there, locked, or an embedder mismatch.
     """
     import recallql
 
-    if not write and not is_database(path):
+    if not (write and create) and not is_database(path):
         raise fail(no_database(path))
     with handled():
         return recallql.connect(path, embedder=embedder_for(embedder, path),

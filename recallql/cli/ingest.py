@@ -252,9 +252,9 @@ def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder:
     from recallql.importers.files import EXTRA_KEYS
     from recallql.ui.progress import ProgressEmbedder
 
-    inner = resolve(embedder_for(embedder, db))
-    embed = ProgressEmbedder(inner) if inner is not None else None
     try:
+        inner = resolve(embedder_for(embedder, db))  # reads a damaged database's catalog
+        embed = ProgressEmbedder(inner) if inner is not None else None
         database = recallql.connect(db, embedder=embed, lock_timeout=State.wait)
     except recallql.DatabaseLocked as exc:
         raise fail(locked_message(db, exc)) from None

@@ -95,18 +95,24 @@ def culprit(exc: Exception) -> str | None:
 
 def bind_with_fallback(run: Callable[[dict[str, Any]], T], params: dict[str, Param]) -> T:
     """Call ``run(values)``; when a query error points at a parameter whose type was inferred,
-    retry with that parameter as the plain string it was given as."""
+    retry with that parameter as the plain string it was given as. When the string does not
+    fit either, the error about the inferred value is raised (``LIMIT :n`` with ``n=1e30``:
+    out of range, not 'got str')."""
     from recallql.grammar.errors import QueryError
 
     values = {name: p.value for name, p in params.items()}
+    first: dict[str, QueryError] = {}
     while True:
         try:
             return run(values)
         except QueryError as exc:
             name = culprit(exc)
             param = params.get(name) if name else None
-            if name is None or param is None or not param.inferred or values[name] == param.raw:
+            if name is None or param is None or not param.inferred:
                 raise
+            if values[name] == param.raw:
+                raise first.get(name, exc) from None
+            first[name] = exc
             values[name] = param.raw
 
 

@@ -5,7 +5,7 @@ Reads (list, show, lineage) open the database read-only; writes take the writer 
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -14,6 +14,7 @@ from recallql.cli.common import (
     Command,
     DbOption,
     JsonOption,
+    fail,
     handled,
     open_db,
     out,
@@ -75,11 +76,22 @@ def show(session: SessionArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = F
         if as_json:
             snap = database.sessions.snapshot(session)
         else:
-            outcome = database.execute("SHOW SESSION :s", s=session)
+            outcome = _show(database, "SHOW SESSION :s", session)
     if as_json:
         out.print(snap.model_dump_json(), markup=False, soft_wrap=True)
     else:
         _print(outcome, False)
+
+
+def _show(database: Any, statement: str, session: str) -> Any:
+    """Run SHOW SESSION / SHOW LINEAGE for `session`; an error (no such session) is printed
+    as ``error: ...``, without a caret under a statement the user did not write."""
+    from recallql.grammar.errors import QueryError
+
+    try:
+        return database.execute(statement, s=session)
+    except QueryError as exc:
+        raise fail(exc.message) from None
 
 
 @app.command(cls=Command, short_help="Show a session's chain of parents.")
@@ -95,7 +107,7 @@ def lineage(session: SessionArg, db: DbOption = DEFAULT_DB, as_json: JsonOption 
       recallql sessions lineage s-42 --json
     """
     with open_db(db) as database, handled():
-        _print(database.execute("SHOW LINEAGE :s", s=session), as_json)
+        _print(_show(database, "SHOW LINEAGE :s", session), as_json)
 
 
 @app.command(cls=Command)
@@ -129,7 +141,7 @@ def create(
         if not sep or not key:
             raise typer.BadParameter(f"expected KEY=VALUE, got {entry!r}", param_hint="--meta")
         metadata[key] = infer(value)
-    with open_db(db, write=True) as database, handled():
+    with open_db(db, write=True, create=True) as database, handled():
         snap = database.sessions.create(session, agent, parent=parent, source=source,
                                         branched_from=branched_from,
                                         delegate_from=delegate_from, metadata=metadata,

@@ -81,7 +81,7 @@ def _create_empty(db: Path, create: bool) -> None:
         raise fail(no_database(db, f"start an empty one with `recallql shell --db {db} "
                                    f"--create`, or ingest first: `recallql ingest FILES --db "
                                    f"{db}`"))
-    open_db(db, write=True).close()
+    open_db(db, write=True, create=True).close()
     err.print(f"created an empty database at {db}", markup=False)
 
 
@@ -180,9 +180,12 @@ def import_hermes(
     """
     from recallql.ui.render import cell, records_table
 
+    if store.is_dir():
+        raise fail(f"{store} is a directory, not a Hermes store: name its SQLite file (e.g. "
+                   "~/.hermes/state.db)")
     if not store.is_file():
         raise fail(f"{store}: no such file")
-    with open_db(db, write=True, embedder=embedder) as database, handled():
+    with open_db(db, write=True, create=True, embedder=embedder) as database, handled():
         report = _import_with_progress(database, store)
     if as_json:
         out.print(report.model_dump_json(), markup=False, soft_wrap=True)

@@ -224,6 +224,9 @@ def _vector(stmt: s.Search | s.Retrieve, info: CollectionInfo) -> np.ndarray | N
     near = stmt.near
     if near is None:
         return None
+    if stmt.using is not None and stmt.using.mode == "lexical" and stmt.matching is None:
+        _fail(stmt, stmt.using, "USING LEXICAL needs MATCHING text: NEAR gives only the "
+              "semantic leg its vector", "add MATCHING 'text', or write USING SEMANTIC")
     if not isinstance(near, n.VectorLiteral):
         _fail(stmt, near, "NEAR takes a vector parameter", cls=ParameterError)
     if near.value.shape[0] != info.dim:

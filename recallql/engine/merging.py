@@ -99,12 +99,18 @@ def merge(plan: QueryPlan, leg_batches: LegBatches, source: MergeSource) -> Resu
 
     Raises:
         ExecutionError: an operator failed, naming it.
+        ValueError: leg batches of another collection than the plan's, or without a leg the
+            plan fuses.
     """
     return merge_outcome(plan, leg_batches, source).result
 
 
 def merge_outcome(plan: QueryPlan, batches: LegBatches, source: MergeSource) -> MergeOutcome:
     """`merge`, with what the refill policy needs to decide on a deeper window."""
+    if batches.collection != plan.collection:  # their rowids index another collection's rows
+        raise ValueError(f"the leg batches are of collection {batches.collection!r}, the plan "
+                         f"of {plan.collection!r}: merge a plan with its own legs "
+                         "(db.run_legs(plan))")
     tree = build_tree(plan)
     notices = list(plan.notices)
     state = source.session_state(plan.session_id, plan.now) \

@@ -70,12 +70,13 @@ def decay(age_days: np.ndarray, half_life_days: float, shape: DecayShape) -> np.
     Returns:
         float64[m].
     """
-    x = np.asarray(age_days, dtype=np.float64) / half_life_days
-    if shape is DecayShape.EXP:
-        return np.exp2(-x)
-    if shape is DecayShape.GAUSS:
-        return np.exp2(-(x * x))
-    return np.maximum(0.0, 1.0 - x / 2.0)
+    with np.errstate(over="ignore"):  # a tiny half-life: x = inf, whose limits are exact (0)
+        x = np.asarray(age_days, dtype=np.float64) / half_life_days
+        if shape is DecayShape.EXP:
+            return np.exp2(-x)
+        if shape is DecayShape.GAUSS:
+            return np.exp2(-(x * x))
+        return np.maximum(0.0, 1.0 - x / 2.0)
 
 
 def saturate(x: np.ndarray | float) -> np.ndarray | float:

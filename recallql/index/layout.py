@@ -30,7 +30,8 @@ def check_directory(directory: Path, readonly: bool) -> None:
     Raises:
         StoreError: a file; a directory with other content and no ``meta.sqlite`` (naming the
             missing file when it holds parts of a store); a damaged ``meta.sqlite`` header;
-            missing when `readonly`.
+            missing when `readonly`; a database directory that is not writable
+            (`check_writable`).
     """
     meta = directory / META_FILE
     if readonly and not meta.is_file():
@@ -43,6 +44,7 @@ def check_directory(directory: Path, readonly: bool) -> None:
         if not meta.is_file():
             raise StoreError(f"{meta} is not a file: the database is damaged")
         check_header(meta)
+        check_writable(directory)
         return
     if not directory.is_dir():
         return
@@ -51,6 +53,24 @@ def check_directory(directory: Path, readonly: bool) -> None:
         raise _missing_meta(directory)
     if names - _CREATION_LEFTOVERS:
         raise StoreError(f"{directory} is not empty and is not a recallql database")
+
+
+def check_writable(directory: Path) -> None:
+    """Refuse a database directory this process may not write, naming the cause: even a reader
+    writes there (SQLite's ``meta.sqlite-shm`` of WAL mode, tantivy's ``.tantivy-meta.lock``,
+    which tantivy creates to read an index).
+
+    Raises:
+        StoreError: on a read-only file system or without write permission.
+    """
+    if os.access(directory, os.W_OK):
+        return
+    read_only = bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    cause = "it is on a read-only file system" if read_only else "no write permission"
+    raise StoreError(f"the database directory {directory} is not writable ({cause}); even "
+                     "reading writes lock files there (SQLite's meta.sqlite-shm, tantivy's "
+                     ".tantivy-meta.lock): copy the database to a writable directory (cp -r) "
+                     "and open the copy")
 
 
 def _missing_meta(directory: Path) -> StoreError:

@@ -285,9 +285,9 @@ class TextIndex:
             raise tantivy_error(self.path, "clean up", exc) from exc
 
     def rollback(self) -> None:
-        """Drop queued, uncommitted changes (no-op without a writer)."""
-        if self._writer is not None:
-            self._writer.rollback()
+        """Drop queued, uncommitted changes (no-op without a writer): the writer is closed
+        (`close`) and the next change opens a new one."""
+        self.close()
 
     def searcher(self) -> tantivy.Searcher:
         """A searcher over the last commit visible to this process."""
@@ -308,13 +308,19 @@ class TextIndex:
         return np.asarray(rowids, np.uint64), np.asarray(batch, np.uint64)
 
     def close(self, quiet: bool = False) -> None:
-        """Release the writer (and tantivy's writer lock); `quiet` ignores tantivy's errors
-        (after a failure)."""
+        """Release the writer (and tantivy's writer lock) once its merges have finished,
+        dropping queued, uncommitted changes; `quiet` ignores tantivy's errors (after a
+        failure).
+
+        Never tantivy's ``rollback`` here: it kills the segment updater while a merge that
+        ended may still be saving ``meta.json``; the next writer, opened on the meta.json before
+        it, then garbage-collects the merged segment's files, and the index refers to files that
+        are gone (found by 8 threads appending on one database).
+        """
         if self._writer is not None:
             writer, self._writer = self._writer, None
             try:
-                writer.rollback()
-                writer.wait_merging_threads()
+                writer.wait_merging_threads()  # uncommitted documents are not committed
             except (OSError, ValueError) as exc:
                 if not quiet:
                     raise tantivy_error(self.path, "close the writer of", exc) from exc

@@ -235,7 +235,7 @@ class MemoryTools:
         """Append messages to an open session (searchable in the `messages` collection, one
         conversation per chain of sessions). Returns JSON {"session", "message_ids"}."""
         self._check_writable()
-        rows = [m.model_dump() for m in messages]
+        rows = message_rows(messages)
         ids = self.worker.write(lambda db: append_all(db, session, rows))
         return shapes.dumps({"session": session, "message_ids": ids})
 
@@ -306,6 +306,28 @@ class MemoryTools:
         ended = format_timestamp(snap.ended_at) if snap.ended_at else None
         return shapes.dumps({"session": snap.id, "status": snap.status,
                              "end_reason": snap.end_reason, "ended_at": ended})
+
+
+def message_rows(messages: list[Message]) -> list[dict[str, Any]]:
+    """The tool's messages as `db.messages.extend` takes them: ``at``, ISO-8601 text here,
+    as an aware datetime.
+
+    Raises:
+        IngestError: an ``at`` that is not ISO-8601, naming the message.
+    """
+    from recallql.api import IngestError
+    from recallql.index.timestamps import parse_timestamp
+
+    rows = []
+    for number, message in enumerate(messages):
+        row = message.model_dump()
+        if row["at"] is not None:
+            try:
+                row["at"] = parse_timestamp(row["at"])
+            except ValueError as exc:
+                raise IngestError(f"message #{number}, field 'at': {exc}") from None
+        rows.append(row)
+    return rows
 
 
 def append_all(db: Any, session: str, messages: list[dict[str, Any]]) -> list[int]:

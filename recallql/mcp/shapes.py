@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.keywords import quote_identifier
 from recallql.grammar.timestamps import format_timestamp
 from recallql.ui.render import row_text, why
@@ -36,6 +37,9 @@ def search_statement(collection: str, *, session: str | None, filters: Mapping[s
 
     A filter ``field → value`` becomes ``field = :fN``; a list value ``field IN (...)``; on a
     ``list[str]`` field, ``field CONTAINS :fN`` (a list value: any of them).
+
+    Raises:
+        QuerySemanticError: a filter whose value is an empty list.
     """
     params: dict[str, Any] = {}
     parts = []
@@ -55,6 +59,9 @@ def search_statement(collection: str, *, session: str | None, filters: Mapping[s
 
 def _condition(name: str, value: Any, kind: str | None, number: int,
                params: dict[str, Any]) -> str:
+    if value == []:  # `IN ()` or `()`: a statement the caller never wrote, failing to parse
+        raise QuerySemanticError(f"filters: {name} has an empty list; a list means any of its "
+                                 "values, so give at least one (or leave the filter out)")
     values = value if isinstance(value, list) else [value]
     keys = [f"f{number}_{i}" for i in range(len(values))]
     params.update(zip(keys, values, strict=True))

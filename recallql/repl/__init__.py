@@ -143,10 +143,7 @@ class Repl:
             return False
         if name in ("\\help", "\\h", "\\?"):
             self.console.print(Text(HELP))
-        elif name == "\\timing":
-            self.timing = {"on": True, "off": False}.get(arg, not self.timing)
-            self.console.print(f"timing is {'on' if self.timing else 'off'}", markup=False)
-        elif name in ("\\format", "\\x", "\\o", "\\pager"):
+        elif name in ("\\format", "\\x", "\\o", "\\pager", "\\timing"):
             return self.output_command(name, arg)
         elif name == "\\d":
             from recallql.grammar.keywords import quote_identifier
@@ -158,7 +155,7 @@ class Repl:
         return True
 
     def output_command(self, name: str, arg: str) -> bool:
-        """``\\format``, ``\\x``, ``\\o`` and ``\\pager``."""
+        """``\\format``, ``\\x``, ``\\o``, ``\\pager`` and ``\\timing``."""
         from recallql.ui.formats import FORMATS
 
         if name == "\\format":
@@ -167,18 +164,8 @@ class Repl:
             elif arg:
                 return self._error(f"unknown format {arg!r} (use {', '.join(FORMATS)})")
             self.console.print(f"output format is {self.fmt}", markup=False)
-        elif name in ("\\x", "\\pager"):
-            current = self.expanded if name == "\\x" else self.out.pager
-            if arg not in ("", "on", "off"):
-                return self._error(f"{name} takes on or off, not {arg!r}")
-            value = {"on": True, "off": False}.get(arg, not current)
-            if name == "\\x":
-                self.expanded = value
-                self.console.print(f"expanded display is {'on' if value else 'off'}",
-                                   markup=False)
-            else:
-                self.out.pager = value
-                self.console.print(f"pager is {'on' if value else 'off'}", markup=False)
+        elif name in ("\\x", "\\pager", "\\timing"):
+            return self.toggle(name, arg)
         else:
             try:
                 self.out.redirect(arg or None)
@@ -186,6 +173,22 @@ class Repl:
                 return self._error(f"cannot write {arg}: {exc.strerror or exc}")
             where = f"results go to {arg}" if arg else "results go to the terminal"
             self.console.print(where, markup=False)
+        return True
+
+    def toggle(self, name: str, arg: str) -> bool:
+        """``\\x``, ``\\pager`` and ``\\timing``: ``on``, ``off``, or nothing to flip."""
+        if arg not in ("", "on", "off"):
+            return self._error(f"{name} takes on or off, not {arg!r}")
+        current = {"\\x": self.expanded, "\\pager": self.out.pager, "\\timing": self.timing}
+        value = {"on": True, "off": False}.get(arg, not current[name])
+        if name == "\\x":
+            self.expanded = value
+        elif name == "\\pager":
+            self.out.pager = value
+        else:
+            self.timing = value
+        what = {"\\x": "expanded display", "\\pager": "pager", "\\timing": "timing"}[name]
+        self.console.print(f"{what} is {'on' if value else 'off'}", markup=False)
         return True
 
     def execute(self, text: str) -> None:

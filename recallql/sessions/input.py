@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +24,23 @@ class SessionError(ValueError):
 
 class SessionNotFound(SessionError, LookupError):
     """No session with that id (never created, or swept)."""
+
+
+def many(values: Any, what: str, error: type[ValueError]) -> Iterable[Any]:
+    """A batch argument (`ingest`'s items, `extend`'s messages, `signal_many`'s signals), as
+    given, refusing what would iterate into nonsense: one mapping (its keys), a string (its
+    characters), or no iterable at all.
+
+    Raises:
+        error: naming `what` and the value's type.
+    """
+    if isinstance(values, Mapping):
+        raise error(f"{what} must be a list of mappings, one per {what[:-1]}; got one mapping "
+                    f"(wrap it in a list: [{{...}}])")
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise error(f"{what} must be a list of mappings, one per {what[:-1]}; got "
+                    f"{type(values).__name__} {short_repr(values)}")
+    return values
 
 
 def to_epoch(value: datetime | float | int | None, default: float, what: str,

@@ -37,6 +37,7 @@ from recallql.sessions.input import (
     SessionError,
     SessionNotFound,
     check_text,
+    many,
     metadata_json,
     retention_days,
     to_epoch,
@@ -216,7 +217,7 @@ class Sessions(LineageAccess):
             IdempotencyKeyReused: `key` was used for another request.
             StoreError: the database is read-only.
         """
-        return self._signals(list(signals), key, numbered=True)
+        return self._signals(list(many(signals, "signals", SignalRejected)), key, numbered=True)
 
     def _signals(self, signals: list[Any], key: str | None, numbered: bool) -> int:
         checked = [self._checked_signal(s, i if numbered else None) for i, s in

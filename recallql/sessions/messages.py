@@ -24,6 +24,7 @@ from recallql.grammar.timestamps import format_timestamp
 from recallql.index import requests
 from recallql.index.errors import IngestError
 from recallql.index.filters import In
+from recallql.sessions.input import many
 from recallql.sessions.lifecycle import (
     SessionError,
     SessionNotFound,
@@ -100,7 +101,7 @@ class Messages:
                 (``message #i``); nothing of the batch is written.
             IdempotencyKeyReused: `key` was used for another request.
         """
-        return self._write(list(messages), key, numbered=True)
+        return self._write(list(many(messages, "messages", SessionError)), key, numbered=True)
 
     def _write(self, messages: list[Any], key: str | None, numbered: bool) -> list[int]:
         checked = [_checked(m, i if numbered else None) for i, m in enumerate(messages)]
