@@ -15,8 +15,9 @@ CMD``); `connect` refuses otherwise.
 
 from __future__ import annotations
 
-from recallql.cluster.client import Cluster, ClusterWriteReport, connect
+from recallql.cluster.client import Cluster, connect
 from recallql.cluster.placement import CollectionDef
+from recallql.cluster.routed import ClusterWriteReport
 from recallql.cluster.runtime import ClusterError
 
 __all__ = ["Cluster", "ClusterError", "ClusterWriteReport", "CollectionDef", "connect"]

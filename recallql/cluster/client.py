@@ -14,12 +14,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from recallql.cluster.gather import GatherSource, gather_legs
 from recallql.cluster.placement import CollectionDef, Placement, item_shard
+from recallql.cluster.routed import ClusterMessages, ClusterSessions, ClusterWriteReport, grouped
 from recallql.cluster.runtime import ClusterError, start
 from recallql.cluster.transport import InProcess, RayShards, Transport
 from recallql.engine.models import Explain, Result
@@ -29,28 +29,6 @@ from recallql.grammar import bind, parse
 from recallql.grammar import statements as st
 from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.nodes import And, Comparison, StringLiteral
-from recallql.index.batch import DeleteReport, IngestReport
-
-
-@dataclass
-class ClusterWriteReport:
-    """What a cluster write committed: one report per shard (shared collections) or tenant,
-    each all-or-nothing on its own (like a bulk request over Elasticsearch shards).
-
-    Attributes:
-        parts: `{tenant or "shard-<i>": IngestReport | DeleteReport}`.
-    """
-
-    parts: dict[str, IngestReport | DeleteReport] = field(default_factory=dict)
-
-    def total(self, name: str) -> int:
-        """The sum of attribute `name` (``added``, ``replaced``, ``deleted``...) over parts."""
-        return sum(int(getattr(p, name, 0)) for p in self.parts.values())
-
-    @property
-    def count(self) -> int:
-        """Items written (added + replaced)."""
-        return self.total("added") + self.total("replaced")
 
 
 def connect(address: str | None = None, shards: int = 4, path: str | Path | None = None, *,
@@ -105,14 +83,15 @@ class Cluster:
     """A connection to a recallql cluster. Use `connect`. A context manager.
 
     Attributes:
-        root: the cluster directory; sessions, messages: the routed session and message API.
+        root: the cluster directory; placement: its placement table (`Placement`); sessions,
+            messages: the routed session and message API.
     """
 
     def __init__(self, transport: Transport, root: Path, placement: Placement,
                  routing_field: str, *, owns_dir: bool) -> None:
         self.transport = transport
         self.root = root
-        self._placement = placement
+        self.placement = placement
         self._routing = routing_field
         self._owns_dir = owns_dir
         self.sessions = ClusterSessions(self)
@@ -148,7 +127,7 @@ class Cluster:
         Raises:
             ClusterError: an unknown tenant (nothing was ever written for it).
         """
-        shard = self._placement.tenant_shard(tenant, place=create)
+        shard = self.placement.tenant_shard(tenant, place=create)
         if shard is None:
             raise ClusterError(f"unknown tenant {tenant!r}: nothing was written for it yet")
         return self.scatter("call", [shard], [(tenant, target, method, tuple(args),
@@ -201,12 +180,12 @@ class Cluster:
         plan = self.plan(text, *args, **params)
         if explain is not None:
             plan = plan.model_copy(update={"explain": explain})
-        coll = self._placement.collection(plan.collection)
+        coll = self.placement.collection(plan.collection)
         spread = coll.spread if coll is not None else self.shards
         shards = list(range(spread))
         session = None
         if plan.session_id is not None:
-            owner = self._placement.session_tenant(plan.session_id)
+            owner = self.placement.session_tenant(plan.session_id)
             if owner is not None:
                 session = self._session_reader(owner)
         source = GatherSource(self.scatter, shards, session)
@@ -229,18 +208,18 @@ class Cluster:
             return tenant
         query = stmt.statement if isinstance(stmt, st.Explain) else stmt
         if isinstance(query, st.Search | st.Retrieve):
-            coll = self._placement.collection(query.collection.name)
+            coll = self.placement.collection(query.collection.name)
             if coll is not None and coll.shared:
                 return None
             found = self._tenant_of_where(query.where)
             if found is None and query.session is not None:
                 session = getattr(query.session, "value", None)
-                found = self._placement.session_tenant(str(session))
+                found = self.placement.session_tenant(str(session))
             if found is not None:
                 return found
         session_node = getattr(stmt, "session", None)
         if session_node is not None and not isinstance(query, st.Search | st.Retrieve):
-            owner = self._placement.session_tenant(str(getattr(session_node, "value", "")))
+            owner = self.placement.session_tenant(str(getattr(session_node, "value", "")))
             if owner is not None:
                 return owner
         raise QuerySemanticError(
@@ -287,7 +266,7 @@ class Cluster:
         definition = {"text_fields": list(text_fields), "fields": types, "dim": dim,
                       "embedder": embedder}
         try:
-            coll = self._placement.define(name, shared, self.shards, definition)
+            coll = self.placement.define(name, shared, self.shards, definition)
         except ValueError as exc:
             raise ClusterError(str(exc)) from None
         self.scatter("create_collection", range(coll.spread if shared else self.shards),
@@ -296,7 +275,7 @@ class Cluster:
 
     def collections(self) -> list[CollectionDef]:
         """The cluster's collections."""
-        return self._placement.collections()
+        return self.placement.collections()
 
     def ingest(self, collection: str, items: Iterable[Mapping[str, object]], *,
                tenant: str | None = None, replace_documents: bool = False
@@ -308,16 +287,16 @@ class Cluster:
         Raises:
             IngestError: an item without a tenant, or invalid (that part wrote nothing).
         """
-        coll = self._placement.collection(collection)
+        coll = self.placement.collection(collection)
         if coll is not None and coll.shared:
-            groups = _grouped(items, lambda item: item_shard(item.get("id"), coll.spread))
+            groups = grouped(items, lambda item: item_shard(item.get("id"), coll.spread))
             shards = sorted(groups)
             reports = self.scatter("shared_call", shards, [
                 ("ingest", (collection, groups[s]), {"replace_documents": replace_documents})
                 for s in shards], write=True)
             return ClusterWriteReport({f"shard-{s}": r for s, r in zip(shards, reports,
                                                                         strict=True)})
-        by_tenant = _grouped(items, lambda item: tenant or self._item_tenant(item))
+        by_tenant = grouped(items, lambda item: tenant or self._item_tenant(item))
         out = ClusterWriteReport()
         for owner, group in by_tenant.items():
             out.parts[owner] = self.tenant_call(owner, "db", "ingest", (collection, group),
@@ -328,10 +307,10 @@ class Cluster:
     def delete(self, collection: str, ids: Iterable[str | int], *,
                tenant: str | None = None) -> ClusterWriteReport:
         """Delete items by id (a tenant's, or a shared collection's on their shards)."""
-        coll = self._placement.collection(collection)
+        coll = self.placement.collection(collection)
         ids = list(ids)
         if coll is not None and coll.shared:
-            groups = _grouped(ids, lambda i: item_shard(i, coll.spread))
+            groups = grouped(ids, lambda i: item_shard(i, coll.spread))
             shards = sorted(groups)
             reports = self.scatter("shared_call", shards, [
                 ("delete", (collection, groups[s]), {}) for s in shards], write=True)
@@ -359,20 +338,20 @@ class Cluster:
         """Start one more shard; new tenants are placed on it until it holds as many tenants as
         the others (existing tenants and shared items stay where they are). Returns its index.
         """
-        index = self._placement.ensure_shards(self.shards + 1) - 1
+        index = self.placement.ensure_shards(self.shards + 1) - 1
         self.transport.add(index)
         self.wait_ready()
         return index
 
     def tenants(self) -> dict[str, int]:
         """Every tenant and the shard that owns it."""
-        return self._placement.tenants()
+        return self.placement.tenants()
 
     def close(self) -> None:
         """Close the shards' databases; stop the Ray instance this connection started (and
         remove a temporary cluster directory)."""
         self.transport.close()
-        self._placement.close()
+        self.placement.close()
         if self._owns_dir:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -381,104 +360,6 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class ClusterSessions:
-    """`Database.sessions`, routed: `create` places the session with its owner (``agent_id``);
-    every other call goes to the owner of the session named first."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self._cluster = cluster
-
-    def create(self, id: str, agent_id: str, **kwargs: Any) -> Any:
-        """Create a session in its owner's database (see `Sessions.create`)."""
-        out = self._cluster.tenant_call(agent_id, "sessions", "create", (id, agent_id), kwargs,
-                                        create=True, write=True)
-        self._cluster._placement.record_session(id, agent_id)
-        return out
-
-    def list(self, agent_id: str, status: str | None = None) -> list[dict[str, Any]]:
-        """A tenant's sessions (see `Sessions.list`)."""
-        return self._cluster.tenant_call(agent_id, "sessions", "list", (agent_id, status))  # type: ignore[no-any-return]
-
-    def owner(self, session_id: str) -> str:
-        """The tenant that owns a session created through the cluster.
-
-        Raises:
-            ClusterError: no such session.
-        """
-        tenant = self._cluster._placement.session_tenant(session_id)
-        if tenant is None:
-            raise ClusterError(f"unknown session {session_id!r} (create it through the cluster)")
-        return tenant
-
-    def signal_many(self, signals: Iterable[Mapping[str, Any]], *, key: str | None = None
-                    ) -> int:
-        """Record many signals (see `Sessions.signal_many`): one transaction per session
-        owner; with an idempotency `key` (each owner's part stores ``key/owner``) the call is
-        retried across a shard restart.
-
-        Returns:
-            The number of signals recorded.
-        """
-        parts = _grouped(signals, lambda s: self.owner(str(s.get("session_id"))))
-        return sum(int(self._cluster.tenant_call(
-            owner, "sessions", "signal_many", (part,),
-            {"key": None if key is None else f"{key}/{owner}"}, write=key is None))
-            for owner, part in parts.items())
-
-    def __getattr__(self, method: str) -> Callable[..., Any]:
-        if method.startswith("_"):
-            raise AttributeError(method)
-        write = method in {"annotate", "signal", "close", "archive"}
-
-        def routed(session_id: str, *args: Any, **kwargs: Any) -> Any:
-            return self._cluster.tenant_call(self.owner(session_id), "sessions", method,
-                                             (session_id, *args), kwargs, write=write)
-
-        return routed
-
-
-class ClusterMessages:
-    """`Database.messages`, routed by the session's owner."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self._cluster = cluster
-
-    def append(self, session_id: str, role: str, content: str, **kwargs: Any) -> Any:
-        """Append one message to a session (see `Messages.append`)."""
-        owner = self._cluster.sessions.owner(session_id)
-        return self._cluster.tenant_call(owner, "messages", "append",
-                                         (session_id, role, content), kwargs, write=True)
-
-    def extend(self, messages: Iterable[Mapping[str, Any]], *, key: str | None = None
-               ) -> list[int]:
-        """Append many messages (see `Messages.extend`): one all-or-nothing batch per session
-        owner. With an idempotency `key` (each owner's part stores ``key/owner``) the call is
-        retried across a shard restart, and a caller may retry it too.
-
-        Returns:
-            The new message ids, in the order given (ids are per tenant database).
-        """
-        items = [dict(m) for m in messages]
-        owners = [self._cluster.sessions.owner(str(m.get("session_id"))) for m in items]
-        ids: list[int] = [0] * len(items)
-        for owner in dict.fromkeys(owners):
-            at = [i for i, o in enumerate(owners) if o == owner]
-            part = self._cluster.tenant_call(
-                owner, "messages", "extend", ([items[i] for i in at],),
-                {"key": None if key is None else f"{key}/{owner}"}, write=key is None)
-            for i, new in zip(at, part, strict=True):
-                ids[i] = new
-        return ids
-
-
-def _grouped(items: Iterable[Any], key: Callable[[Any], Any]) -> dict[Any, list[Any]]:
-    groups: dict[Any, list[Any]] = {}
-    for item in items:
-        groups.setdefault(key(item), []).append(dict(item) if isinstance(item, Mapping)
-                                                 else item)
-    return groups
 
 
 def _type_name(kind: object) -> str:
