@@ -9,7 +9,8 @@ p50/p95 over all queries × rounds.
 
 - recallql hybrid: ``SEARCH docs MATCHING :q NEAR :v LIMIT 10`` (default recency boost on; the
   engine fetches the window N = 100 from each leg), through `Database.execute`: parse (cached),
-  bind, analyse, plan, both legs, RRF, recency, total order, row fetch with reasons.
+  bind, analyse, plan, both legs, the context leg, convex fusion, recency, total order, row
+  fetch with reasons; and the same with `FUSE RRF (weights = (context = 0))`.
 - LanceDB hybrid: native FTS + exact cosine scan + RRFReranker, limit 10 (it fetches 10 per leg).
 - bm25s: lexical top 10 (tokenise + retrieve).
 - raw tantivy top-100 and raw numpy top-100 (``m @ q``, and ``einsum``, which recallql's scan
@@ -37,6 +38,10 @@ from benchmarks import corpus, parseplan, peers, stats, targets
 from benchmarks.vectors_cache import embed_cached
 
 STATEMENT = "SEARCH docs MATCHING :q NEAR :v LIMIT 10"
+#: The same SEARCH with the fusion before issue 12 (RRF, no context leg): what the convex
+#: default and the context credit cost, measured in the same run.
+OLD_FUSION = "SEARCH docs MATCHING :q NEAR :v FUSE RRF (weights = (context = 0)) LIMIT 10"
+OLD_NAME = "recallql hybrid, FUSE RRF without context"
 WINDOW = 100
 K = 10
 BLOCK = 10
@@ -75,6 +80,7 @@ def build(items: list[dict], vecs: np.ndarray, tmp: Path) -> tuple[dict[str, Sys
     nv = peers.RawNumpy(vecs)
     systems: dict[str, System] = {
         "recallql hybrid": lambda q, v: rq.db.execute(STATEMENT, q=q, v=v),
+        OLD_NAME: lambda q, v: rq.db.execute(OLD_FUSION, q=q, v=v),
         "LanceDB hybrid": lambda q, v: lance.hybrid(q, v, K),
         "bm25s (lexical)": lambda q, v: bm.search(q, K),
         "raw tantivy top-100": lambda q, v: tv.search(q, WINDOW),
@@ -132,6 +138,10 @@ def latency_table(times: dict[str, np.ndarray]) -> tuple[str, dict[str, float]]:
         "recallql / (raw tantivy p50 + raw numpy @ p50), legs timed apart":
             base / (p50["raw tantivy top-100"] + p50["raw numpy top-100"]),
     }
+    old = times.get(OLD_NAME)
+    if old is not None:
+        ratios["default (convex + context) / FUSE RRF without context (median per query)"] = \
+            float(np.median(times["recallql hybrid"] / old))
     return stats.table(["system", "p50 ms", "p95 ms", "p50 / recallql"], rows), ratios
 
 

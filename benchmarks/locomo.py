@@ -36,6 +36,12 @@ DEFAULT = "recallql messages, default (hybrid)"
 #: The recallql rows: name -> (system, statement).
 STATEMENTS: dict[str, tuple[str, str]] = {
     DEFAULT: ("messages", "SEARCH messages MATCHING :q LIMIT 10"),
+    "recallql messages, FUSE RRF (k = 60), no context credit (the old default)": (
+        "messages", "SEARCH messages MATCHING :q FUSE RRF (weights = (context = 0)) LIMIT 10"),
+    "recallql messages, FUSE CONVEX, no context credit": (
+        "messages", "SEARCH messages MATCHING :q FUSE CONVEX (weights = (context = 0)) LIMIT 10"),
+    "recallql messages, FUSE CONVEX (normalization = tmm)": (
+        "messages", "SEARCH messages MATCHING :q FUSE CONVEX (normalization = tmm) LIMIT 10"),
     "recallql messages, USING LEXICAL": (
         "messages", "SEARCH messages MATCHING :q USING LEXICAL LIMIT 10"),
     "recallql messages, USING SEMANTIC": (

@@ -7,7 +7,8 @@ all-MiniLM-L6-v2 vectors of those texts and of the questions (`benchmarks.vector
 - `MessagesSystem`: recallql the way an agent stores a conversation: one database per LoCoMo
   conversation, one recallql session per LoCoMo session (started at the session's time, closed
   after its last turn), each turn a message with ``role`` = speaker and ``at`` = the session's
-  time. The database clock reads the last session's time, so "now" (recency) is when the
+  time, written with one `db.messages.extend` batch per session. The database clock reads the
+  last session's time, so "now" (recency) is when the
   conversation ended. The attached embedder returns the cached vectors.
 - `PlainSystem`: recallql with one plain collection ``turns`` holding all conversations (fields
   ``conv``, ``session``, ``speaker``; ``created_at`` = the session's time, ``doc_id`` = the
@@ -140,8 +141,10 @@ class MessagesSystem:
                       content: Callable[[Turn], str]) -> None:
         sid = f"{conv.id}-s{session.number}"
         db.sessions.create(sid, agent_id="locomo", started_at=session.at, source="locomo")
-        for turn in session.turns:
-            message_id = db.messages.append(sid, turn.speaker, content(turn), at=session.at)
+        ids = db.messages.extend({"session_id": sid, "role": turn.speaker,
+                                  "content": content(turn), "at": session.at}
+                                 for turn in session.turns)  # one batch per session
+        for message_id, turn in zip(ids, session.turns, strict=True):
             self.turn_of[f"{conv.id}/msg:{message_id}"] = turn_id(conv, turn)
         db.sessions.close(sid, end_reason="new_session", at=session.at)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -171,15 +171,16 @@ class RecallqlSystem:
         items: items for `Database.ingest` (``id``, text fields, ``created_at``, ...).
         vectors: float32[n, 384], one per item, in order.
         batch: items per ingest batch.
+        clock: the database's clock ("now", epoch seconds UTC), or None for the wall clock.
     """
 
     name = "recallql"
 
     def __init__(self, path: Path, items: Sequence[dict], vectors: np.ndarray,
-                 batch: int = 20_000):
+                 batch: int = 20_000, clock: Callable[[], float] | None = None):
         import recallql
 
-        self.db = recallql.connect(path, embedder=None)
+        self.db = recallql.connect(path, embedder=None, **({"clock": clock} if clock else {}))
         for start in range(0, len(items), batch):
             chunk = [dict(item, vector=vectors[start + i])
                      for i, item in enumerate(items[start:start + batch])]

@@ -38,7 +38,7 @@ def main() -> None:
     db.ingest("docs", DOCS)
     query = "how long are backups kept"
 
-    step("1. hybrid search: LEXICAL_MATCH and SEMANTIC_MATCH shares of the RRF fusion")
+    step("1. hybrid search: LEXICAL_MATCH and SEMANTIC_MATCH shares of the convex fusion")
     plain = db.explain("SEARCH docs MATCHING :q AS OF :now LIMIT 3", q=query, now=NOW)
     print(plain.to_text())
 

@@ -1,6 +1,7 @@
 """recallql: an embedded query engine for AI-agent memory.
 
-Hybrid retrieval (BM25 via tantivy + dense vectors via numpy, fused by RRF), recency, session and
+Hybrid retrieval (BM25 via tantivy + dense vectors via numpy, fused by a convex combination of
+normalised scores or by RRF, with context credit for neighbouring items), recency, session and
 signal boosts, conversation lineage, and EXPLAIN with per-result score arithmetic.
 
     >>> import recallql

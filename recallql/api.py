@@ -35,6 +35,7 @@ from recallql.engine.engine import QueryEngine
 from recallql.engine.legs import LegBatches
 from recallql.engine.models import Explain, Result
 from recallql.engine.plan import QueryPlan
+from recallql.engine.surrounding import Surrounding, surrounding
 from recallql.grammar.errors import QueryError
 from recallql.importers.hermes_store import HermesFormatError, HermesStoreBusy
 from recallql.index import embedders as emb
@@ -662,6 +663,12 @@ class Database:
     def bm25_explanation(self, collection: str, terms: list[str], rowid: int, batch: int) -> str:
         """tantivy's BM25 explanation of `terms` for one row, as JSON text."""
         return self.snapshot(collection).explain_bm25(terms, rowid)
+
+    def surrounding_rows(self, collection: str, rowids: np.ndarray, before: int, after: int,
+                         filter_expr: Any, batch: int) -> list[Surrounding]:
+        """`WITH CONTEXT`: the eligible items around each row in its document (the current
+        snapshot: rows never change, so it holds every row of `batch`; later rows may appear)."""
+        return surrounding(self.snapshot(collection), rowids, before, after, filter_expr)
 
     def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """A consistent read view of the metadata store (sessions, signals)."""

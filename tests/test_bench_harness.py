@@ -8,7 +8,7 @@ import pytest
 from benchmarks import stats, targets
 from benchmarks.__main__ import _script, _scripts
 from benchmarks.corpus import joined_text, windows
-from benchmarks.latency import FLOOR, latency_table
+from benchmarks.latency import FLOOR, OLD_NAME, latency_table
 from benchmarks.quality import HYBRID, metrics_table, paired_table
 
 
@@ -90,6 +90,10 @@ def test_latency_table_ratios():
     assert ratios["overhead (median per query)"] == pytest.approx(2.0 / 1.6)
     assert ratios["recallql / (raw tantivy p50 + raw numpy @ p50), legs timed apart"] == (
         pytest.approx(2.0 / 1.5))
+    assert not any(k.startswith("default (convex") for k in ratios)
+    _, with_old = latency_table({**times, OLD_NAME: ones * 0.0016})
+    assert with_old["default (convex + context) / FUSE RRF without context (median per query)"] \
+        == pytest.approx(2.0 / 1.6)
 
 
 def test_missing_script_is_reported_pending():

@@ -15,7 +15,11 @@ import recallql
 from recallql.index.embedders import HashEmbedder
 
 T0 = 1_760_000_000.0
-QUERY = "SEARCH messages MATCHING 'alpha' USING LEXICAL {session}WITHOUT RECENCY {group}LIMIT {n}"
+#: The conversation tests are about grouping and lineage: they pin RRF without context credit,
+#: so the expected scores are the RRF shares of one lexical leg (messages of a session are
+#: neighbours, and context credit would mix them).
+QUERY = ("SEARCH messages MATCHING 'alpha' USING LEXICAL {session}WITHOUT RECENCY "
+         "FUSE RRF (weights = (context = 0)) {group}LIMIT {n}")
 _PAD = itertools.count()
 
 

@@ -113,7 +113,7 @@ def test_planning_is_pure_and_repeatable():
         names.append(node.name)
         node = node.children[0]
     names.append(node.name)
-    assert names == ["TopK", "GroupByDocument", "RecencyBoost", "RrfFusion", "LexicalScan"]
+    assert names == ["TopK", "GroupByDocument", "RecencyBoost", "ConvexFusion", "LexicalScan"]
     assert first.window == second.window == 100
     assert first.lexical_terms() == ("alpha", "beta") and calls == ["alpha beta", "alpha beta"]
     assert first.model_dump_json() == second.model_dump_json()

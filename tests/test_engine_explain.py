@@ -6,6 +6,7 @@ import json
 import re
 from datetime import datetime
 
+import numpy as np
 import pytest
 from engine_helpers import NOW, doc, left_sum, make_db, q, vec
 
@@ -61,25 +62,51 @@ def age_days(iso: str) -> float:
     return max(0.0, (NOW - datetime.fromisoformat(iso)).total_seconds() / 86400.0)
 
 
-#: One score per golden file, derived by hand from SPEC §4 (relevance = RRF shares over the
-#: plan's legs; + weight · f(age) for recency): (row id, score).
+def cosine(d: tuple[float, ...]) -> float:
+    """Cosine of a document vector with the query V = (1, 0.1, 0, 0), by hand in float64."""
+    qv, dv = np.array([1.0, 0.1, 0.0, 0.0]), np.array(d, dtype=np.float64)
+    return float(dv @ qv / (np.linalg.norm(dv) * np.linalg.norm(qv)))
+
+
+R0, R1, SCHED, CREDS, UNDATED = ("backups/retention.md#0", "backups/retention.md#1",
+                                 "backups/schedule.md#0", "security/creds.md#0",
+                                 "misc/undated.md#0")
+COS = {R0: cosine((1, 0, 0, 0)), R1: cosine((0.9, 0.3, 0, 0)), SCHED: cosine((0.7, 0.7, 0, 0)),
+       CREDS: 0.0, UNDATED: cosine((0.2, 0, 0, 1))}
+OLD = 0.005 * 0.5 ** (age_days("2020-12-01T00:00:00Z") / 365)  # default recency, a 2020 item
+
+
+def mm(x: float, lo: float, hi: float) -> float:
+    """Min-max normalisation (Bruch et al., TOIS 2023): (x − lo) / (hi − lo)."""
+    return (x - lo) / (hi - lo)
+
+
+#: One score per golden file, derived by hand from SPEC §4 and docs/scoring.md: the default
+#: fusion is the convex combination 0.5·φ_lex + 0.5·φ_sem (φ min-max over each leg's window;
+#: the semantic minimum is creds' cosine 0 whenever it is a candidate), plus the context credit
+#: 0.5 · the neighbour's relevance (retention.md#0 and #1 are neighbours), plus the boosts.
+#: Inputs: the BM25 scores of the lexical leg (`bm25`, from the rows' reasons) and the cosines
+#: computed by hand from the vectors (float32 storage: 1e-6). (row id, expected score(bm25)).
 HAND_DERIVED = {
-    # ranks 3 and 3 of 2 legs; EXP recency, default weight 0.005, half-life 365 days
-    "hybrid": ("backups/schedule.md#0",
-               share(3) + share(3) + 0.005 * 0.5 ** (age_days("2026-11-20T00:00:00Z") / 365)),
-    # ranks 3 and 3; GAUSS (Elasticsearch decay 0.5 at the half-life): 0.5 ** ((age / 30)²)
-    "filtered_grouped": ("backups/schedule.md#0",
-                         share(3) + share(3) + 0.01 * 0.5 ** ((10.0 / 30.0) ** 2)),
-    # no lexical terms: one leg (L = 1), semantic rank 2; recency of a 2020 item
-    "no_terms": ("backups/retention.md#1",
-                 share(2, legs=1) + 0.005 * 0.5 ** (age_days("2020-12-01T00:00:00Z") / 365)),
-    # one leg with k = 10, rank 2: (1/12) / (1/11) = 11/12; no recency
-    "lexical_k": ("backups/retention.md#1", 11 / 12),
+    # schedule: no neighbour; lexical min = undated, max = retention#1; EXP recency 10 days
+    "hybrid": (SCHED, lambda b: 0.5 * mm(b[SCHED], b[UNDATED], b[R1])
+               + 0.5 * COS[SCHED] / COS[R0]
+               + 0.005 * 0.5 ** (age_days("2026-11-20T00:00:00Z") / 365)),
+    # WHERE team = 'ops' leaves retention#0/#1 and schedule; schedule is the minimum of both
+    # legs (φ = 0): only GAUSS recency, 0.01 · 0.5^((10/30)²)
+    "filtered_grouped": (SCHED, lambda b: 0.01 * 0.5 ** ((10.0 / 30.0) ** 2)),
+    # semantic leg only (W = 1): retention#1's φ + half of retention#0's relevance (its φ = 1)
+    "no_terms": (R1, lambda b: COS[R1] / COS[R0] + 0.5 * 1.0 + OLD),
+    # FUSE RRF (k = 10), one leg: rank 2 → (1/12)/(1/11) = 11/12; its neighbour retention#0 has
+    # rank 3 → 11/13, credited at half
+    "lexical_k": (R1, lambda b: 11 / 12 + 0.5 * (11 / 13)),
     # no legs and no session: only recency, 10 days old
-    "retrieve_missing_session": ("backups/schedule.md#0", 0.005 * 0.5 ** (10 / 365)),
-    # lexical rank 2 + semantic rank 4; a missing date adds 0
-    "future_and_missing_dates": ("misc/undated.md#0", share(2) + share(4)),
+    "retrieve_missing_session": (SCHED, lambda b: 0.005 * 0.5 ** (10 / 365)),
+    # creds: lexical maximum (φ = 1) and semantic minimum (φ = 0), future date: full weight 0.1
+    "future_and_missing_dates": (CREDS, lambda b: 0.5 * 1.0 + 0.0 + 0.1),
 }
+#: Goldens whose hand-derived score holds exactly (no cosine by hand in it).
+EXACT = {"filtered_grouped", "lexical_k", "retrieve_missing_session", "future_and_missing_dates"}
 
 
 @pytest.mark.parametrize("name", list(STATEMENTS))
@@ -88,10 +115,27 @@ def test_explain_text_golden(db, golden, name):
         else db.execute(STATEMENTS[name])
     assert isinstance(explain, recallql.engine.models.Explain)
     golden(f"explain_{name}.txt", explain.to_text())
-    row_id, score = HAND_DERIVED[name]
+    row_id, derive = HAND_DERIVED[name]
+    bm25 = {r.id: x.bm25 for r in explain.result.rows for x in r.reasons if x.bm25 is not None}
+    score = derive(bm25)
     (row,) = [r for r in explain.result.rows if r.id == row_id]
-    assert row.score == score
-    assert f"{row_id}  score={score:.5f}" in explain.to_text()
+    assert row.score == (score if name in EXACT else pytest.approx(score, abs=1e-6))
+    assert f"{row_id}  score={row.score:.5f}" in explain.to_text()
+
+
+def test_hybrid_golden_context_credit_by_hand(db):
+    """retention#1: lexical maximum (φ = 1), semantic φ = cos1/cos0, plus half of retention#0's
+    relevance 0.5·φ_lex(#0) + 0.5·1, plus the 2020 recency."""
+    explain = db.execute(STATEMENTS["hybrid"], v=V)
+    b = {r.id: x.bm25 for r in explain.result.rows for x in r.reasons if x.bm25 is not None}
+    rel0 = 0.5 * mm(b[R0], b[UNDATED], b[R1]) + 0.5 * 1.0
+    expected = 0.5 * 1.0 + 0.5 * COS[R1] / COS[R0] + 0.5 * rel0 + OLD
+    row = explain.result.rows[0]
+    assert row.id == R1 and row.score == pytest.approx(expected, abs=1e-6)
+    ctx = next(x for x in row.reasons if x.code.value == "CONTEXT_MATCH")
+    assert (ctx.neighbour, ctx.side, ctx.weight) == (R0, "before", 0.5)
+    assert ctx.contribution == 0.5 * ctx.relevance
+    assert ctx.relevance == pytest.approx(rel0, abs=1e-6)
 
 
 @pytest.mark.parametrize("name", list(STATEMENTS))

@@ -31,7 +31,7 @@ def hybrid(db, text="alpha beta", v=(1, 0, 0, 0), extra="", **params):
 
 
 def test_rrf_shares_are_exact(corpus):
-    rows = {r.id: r for r in hybrid(corpus, extra="WITHOUT RECENCY").rows}
+    rows = {r.id: r for r in hybrid(corpus, extra="WITHOUT RECENCY FUSE RRF").rows}
     lex = {r.id: reason(r, "LEXICAL_MATCH").rank
            for r in rows.values() if any(x.code.value == "LEXICAL_MATCH" for x in r.reasons)}
     assert lex == {"a1": 1, "a2": 2, "a3": 3}
@@ -57,7 +57,8 @@ def test_rank_one_in_every_leg_is_exactly_one():
 
 
 def test_one_leg_plan_normalises_by_one(corpus):
-    rows = corpus.execute("SEARCH kb MATCHING 'alpha beta' USING LEXICAL WITHOUT RECENCY").rows
+    rows = corpus.execute("SEARCH kb MATCHING 'alpha beta' USING LEXICAL WITHOUT RECENCY "
+                          "FUSE RRF").rows
     assert rows[0].score == 1.0
     assert rows[1].score == share(2, legs=1)
     assert all(x.code.value != "SEMANTIC_MATCH" for r in rows for x in r.reasons)

@@ -64,8 +64,9 @@ def three_legs(db, weights=WEIGHTS):
                    v=q(vec(1, 0.1, 0, 0)))
     stars = LegSpec(name="stars", kind=LegKind.LEXICAL, operator="StarsScan",
                     window=plan.window, filter=plan.filter)
-    return plan.model_copy(update={"legs": (*plan.legs, stars),
-                                   "fusion": FusionSpec(k=K, weights=weights)})
+    direct = tuple(leg for leg in plan.legs if leg.kind is not LegKind.CONTEXT)
+    return plan.model_copy(update={"legs": (*direct, stars), "fusion": FusionSpec(
+        method="rrf", k=K, window=plan.window, weights=weights)})
 
 
 def share(weight: float, rank: int, total: float) -> float:
@@ -124,7 +125,8 @@ def test_explain_lists_every_leg(db):
     explain = recallql.merge(plan, db.run_legs(plan), db)
     assert isinstance(explain, Explain)
     lines = explain.to_text().splitlines()
-    assert lines[1] == "  RrfFusion: k=60 legs=3 weights=(lexical=2, semantic=1, stars=0.5)"
+    assert lines[1] == ("  RrfFusion: k=60 window=100 legs=3 "
+                        "weights=(lexical=2, semantic=1, stars=0.5)")
     assert lines[2].startswith("    LexicalScan: fields=[title, body] terms=[backup]")
     assert lines[3].startswith("    SemanticScan: metric=cosine dim=4")
     assert lines[4] == "    StarsScan: leg=stars field=stars window=100"
@@ -148,7 +150,7 @@ def test_default_weights_change_nothing(db):
     v = q(vec(1, 0.1, 0, 0))
     plain = db.execute("SEARCH kb MATCHING 'backup' NEAR :v LIMIT 5", v=v)
     ones = db.execute("SEARCH kb MATCHING 'backup' NEAR :v "
-                      "FUSE RRF (weights = (lexical = 1, semantic = 1.0)) LIMIT 5", v=v)
+                      "FUSE CONVEX (weights = (lexical = 1, semantic = 1.0)) LIMIT 5", v=v)
     assert [(r.id, r.score, r.reasons) for r in plain.rows] == \
         [(r.id, r.score, r.reasons) for r in ones.rows]
 

@@ -106,7 +106,10 @@ def test_plan_json_round_trips_exactly(kb):
     assert restored.model_dump_json() == plan.model_dump_json()
     data = json.loads(plan.model_dump_json())
     assert data["now"] == plan.now and data["window"] == 100
-    assert [leg["name"] for leg in data["legs"]] == ["lexical", "semantic"]
+    assert [leg["name"] for leg in data["legs"]] == ["lexical", "semantic", "context"]
+    assert data["legs"][2]["options"] == {"weight": 0.5}
+    assert data["fusion"] == {"method": "convex", "k": 60.0, "window": 100,
+                              "normalization": "minmax", "weights": []}
     assert data["legs"][0]["terms"] == ["backup"]
     assert data["legs"][1]["vector"] == V.tolist()
     assert np.array_equal(restored.legs[1].vector, plan.legs[1].vector)
@@ -207,9 +210,9 @@ def test_query_vectors_are_cached_per_embedder_not_per_collection():
     db = recallql.connect(embedder=None)
     try:
         db.create_collection("c", ("body",), embedder=fixed([1, 0, 0, 0]))
-        first = db.plan("SEARCH c MATCHING 'x'").legs[-1].vector
+        first = db.plan("SEARCH c MATCHING 'x'").legs[1].vector
         db.set_embedder("c", fixed([0, 1, 0, 0]))
-        second = db.plan("SEARCH c MATCHING 'x'").legs[-1].vector
+        second = db.plan("SEARCH c MATCHING 'x'").legs[1].vector
         assert first.tolist() == [1, 0, 0, 0] and second.tolist() == [0, 1, 0, 0]
     finally:
         db.close()

@@ -34,8 +34,10 @@ def old_vs_new():
 
 def test_old_correct_beats_new_similar(old_vs_new):
     """Measured margin: relevance(A) − relevance(B) = 1 − 61/62 = 0.016129 while the largest
-    possible recency boost is the weight, 0.005: the gap is 3.23× the boost (SPEC asks ≥ 3×)."""
-    rows = run(old_vs_new).rows
+    possible recency boost is the weight, 0.005: the gap is 3.23× the boost (SPEC asks ≥ 3×).
+    RRF is the fusion with the smallest gaps, so it is the one pinned here (the default convex
+    combination: `test_old_correct_beats_new_similar_under_the_convex_default`)."""
+    rows = run(old_vs_new, "FUSE RRF").rows
     assert [r.id for r in rows] == ["a", "b"]
     relevance = {r.id: sum(x.contribution for x in r.reasons
                            if x.code.value in ("LEXICAL_MATCH", "SEMANTIC_MATCH")) for r in rows}
@@ -46,6 +48,19 @@ def test_old_correct_beats_new_similar(old_vs_new):
     assert gap / WEIGHT == pytest.approx(3.2258, abs=1e-4)
     boost_b = reason(rows[1], "RECENCY").contribution
     assert WEIGHT * 0.99 < boost_b <= WEIGHT
+
+
+def test_old_correct_beats_new_similar_under_the_convex_default(old_vs_new):
+    """Two candidates per leg: min-max maps A (first in both legs) to φ = 1 and B (last in both)
+    to φ = 0, so relevance(A) = 0.5·1 + 0.5·1 = 1 and relevance(B) = 0: the gap is 200× the
+    largest recency boost."""
+    rows = run(old_vs_new).rows
+    assert [r.id for r in rows] == ["a", "b"]
+    for row, norm in zip(rows, (1.0, 0.0), strict=True):
+        legs = [x for x in row.reasons if x.code.value in ("LEXICAL_MATCH", "SEMANTIC_MATCH")]
+        assert [(x.norm, x.contribution) for x in legs] == [(norm, 0.5 * norm)] * 2
+    assert reason(rows[1], "RECENCY").contribution <= WEIGHT
+    assert rows[1].score == left_sum(rows[1]) == reason(rows[1], "RECENCY").contribution
 
 
 def test_old_correct_still_first_without_recency(old_vs_new):

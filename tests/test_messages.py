@@ -86,9 +86,35 @@ def test_group_by_document_under_for_session_lets_a_later_hit_serve(db):
     ids = session(db, "cur", msgs=(5, (2, False, True)))
     session(db, "other", msgs=(3,))
     result = db.execute("SEARCH messages MATCHING 'alpha' USING LEXICAL FOR SESSION 'cur' "
-                        "WITHOUT RECENCY GROUP BY DOCUMENT LIMIT 5")
+                        "WITHOUT RECENCY FUSE RRF (weights = (context = 0)) GROUP BY DOCUMENT "
+                        "LIMIT 5")
     assert [(r.session_id, r.message_id) for r in result.rows] == [
         ("other", 3), ("cur", ids["cur#1"])]
+
+
+def test_with_context_returns_the_neighbouring_messages_of_the_session(db):
+    """Messages are ordered by seq in their session; a rewound message (active = 0,
+    compacted = 0) is never searchable, so it is skipped in the context too."""
+    ids = session(db, "s", msgs=(0, (0, False, False), 3, 0, 0))
+    session(db, "t", msgs=(0,))
+    result = db.execute("SEARCH messages MATCHING 'alpha' USING LEXICAL WITHOUT RECENCY "
+                        "WITH CONTEXT (before = 2, after = 1) LIMIT 1")
+    (row,) = result.rows
+    assert row.message_id == ids["s#2"]
+    assert [(c.offset, c.session_id, c.message_id) for c in row.context] == [
+        (-1, "s", ids["s#0"]), (1, "s", ids["s#3"])]
+
+
+def test_context_credit_between_messages_of_a_session(db):
+    ids = session(db, "s", msgs=(0, 3, 0))
+    result = db.execute("SEARCH messages MATCHING 'alpha' USING LEXICAL WITHOUT RECENCY LIMIT 5")
+    by = {r.message_id: r for r in result.rows}
+    hit = by[ids["s#1"]]
+    assert hit.score == 1.0  # the only lexical match: φ = 1, one leg (W = 1)
+    for label, side in (("s#0", "after"), ("s#2", "before")):
+        ctx = next(x for x in by[ids[label]].reasons if x.code.value == "CONTEXT_MATCH")
+        assert (ctx.neighbour, ctx.side, ctx.relevance) == (hit.id, side, 1.0)
+        assert by[ids[label]].score == 0.5
 
 
 def test_an_ingested_message_without_flags_is_searchable_as_an_appended_one(db):

@@ -131,7 +131,8 @@ def test_explain_prints_the_text_format(repl):
     repl.run_lines([f"EXPLAIN {statement};\n"])
     text = repl.output.getvalue()
     assert text.rstrip("\n") == repl.db.explain(statement).to_text()
-    assert text.startswith("TopK: k=1 offset=0\n") and "    RrfFusion: k=60" in text
+    assert text.startswith("TopK: k=1 offset=0\n")
+    assert "    ConvexFusion: normalization=minmax window=100" in text
     assert "LEXICAL_MATCH(rank=1" in text and "#1 creds" in text
 
 

@@ -240,7 +240,7 @@ def test_explain_shows_exact_session_boost_values(handmade):
 
 def test_explain_search_contributions_sum_to_the_score(handmade):
     parts, _ = _expected_session_parts()
-    text = ("SEARCH notes MATCHING 'shared words' NEAR :v FOR SESSION 's' "
+    text = ("SEARCH notes MATCHING 'shared words' NEAR :v FOR SESSION 's' FUSE RRF "
             f"AS OF TIMESTAMP '{AS_OF}'")
     explain = handmade.explain(text, v=V)
     assert explain.result.ids() == handmade.execute(text, v=V).ids() == ["p", "q"]

@@ -31,7 +31,10 @@ NOTES = [
     {"id": "cpp", "body": "c++ build flags", "tag": "build", "entity": "doc:cpp",
      "vector": [0, 0, 1, 0]},
 ]
-SEARCH = "SEARCH notes MATCHING 'database' NEAR :v {session} WITHOUT RECENCY LIMIT 4"
+#: RRF pinned: in this four-note corpus min-max normalisation (the default FUSE CONVEX) puts the
+#: credentials note, cosine 0 to the query, at relevance ~0.3 below the restore runbook (cosine
+#: 1), more than the session boost adds; RRF's rank shares differ by ~0.03 (issue 12 notes).
+SEARCH = "SEARCH notes MATCHING 'database' NEAR :v {session} WITHOUT RECENCY FUSE RRF LIMIT 4"
 RETRIEVE = "RETRIEVE 4 FROM notes {session} WITHOUT RECENCY WITHOUT SIGNAL BOOST"
 
 

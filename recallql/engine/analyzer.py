@@ -13,18 +13,22 @@ import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 import numpy as np
 
-from recallql.engine.plan import LegKind
+from recallql.engine.fusion_options import (
+    context_window,
+    fail,
+    fusion_options,
+    number,
+    whole,
+)
 from recallql.engine.scoring import DecayShape
 from recallql.grammar import nodes as n
 from recallql.grammar import statements as s
 from recallql.grammar.errors import (
     ParameterError,
-    QueryError,
-    QuerySemanticError,
     QuerySyntaxError,
 )
 from recallql.grammar.render import string_literal
@@ -34,8 +38,6 @@ from recallql.index.schema import CollectionInfo, FieldType
 from recallql.index.timestamps import parse_timestamp
 
 DEFAULT_LIMIT = 10
-DEFAULT_WINDOW = 100
-DEFAULT_RRF_K = 60.0
 DEFAULT_RECENCY = (0.005, 365.0)
 DEFAULT_SESSION_BOOST = (0.3, 0.2, 0.2)
 DEFAULT_SIGNAL_BOOST = (("reward", 0.1),)
@@ -77,9 +79,13 @@ class QuerySpec:
     session_boost: tuple[float, float, float] | None
     signal_weights: tuple[tuple[str, float], ...] | None
     recency: RecencySpec | None
+    fusion: Literal["rrf", "convex"]
     k: float
     window: int
+    normalization: Literal["minmax", "tmm"]
     weights: tuple[tuple[str, float], ...]
+    context_weight: float
+    context: tuple[int, int] | None
     group_by: Literal["document", "conversation"] | None
     budget: int
     as_of: datetime | None
@@ -87,34 +93,12 @@ class QuerySpec:
     offset: int
 
 
-def _fail(stmt: s.StatementBase, node: n.Node, message: str, hint: str | None = None,
-          cls: type[QueryError] = QuerySemanticError) -> NoReturn:
-    raise cls(message, text=stmt.source, span=node.span, hint=hint)
-
-
-def _number(stmt: s.StatementBase, node: Any, what: str) -> float | None:
-    if node is None:
-        return None
-    value = getattr(node, "value", None)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        _fail(stmt, node, f"{what} must be a number")
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
-        _fail(stmt, node, f"{what} must be a finite number")
-    return number
+_fail = fail
+_number = number
 
 
 def _whole(stmt: s.StatementBase, node: Any, what: str, default: int) -> int:
-    """A whole-number option (window, budget), as a Python int (no float rounding)."""
-    if node is None:
-        return default
-    value = getattr(node, "value", None)
-    if isinstance(value, bool) or not isinstance(value, int):
-        _fail(stmt, node, f"{what} must be a whole number")
-    return value
+    return whole(stmt, node, what, default)
 
 
 def _weight(stmt: s.StatementBase, node: Any, what: str) -> float | None:
@@ -125,7 +109,8 @@ def _weight(stmt: s.StatementBase, node: Any, what: str) -> float | None:
 def _check_total(stmt: s.Search | s.Retrieve, spec: QuerySpec) -> None:
     """Every contribution is at most its weight in size and relevance at most 1, so a score is
     finite whenever `1 + Σ|weights|` is (SPEC §4.6); refuse weights whose sum overflows."""
-    weights = [1.0, *(spec.session_boost or ()), *(w for _, w in spec.signal_weights or ())]
+    weights = [1.0, spec.context_weight, *(spec.session_boost or ()),
+               *(w for _, w in spec.signal_weights or ())]
     if spec.recency is not None:
         weights.append(spec.recency.weight)
     total = 0.0
@@ -165,6 +150,7 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
             _fail(stmt, stmt.group_by, "GROUP BY CONVERSATION needs a collection of messages",
                   "use it on the built-in 'messages' collection")
     limit = stmt.limit_value
+    fusion = fusion_options(stmt)
     spec = QuerySpec(
         kind=stmt.kind, collection=info, text=stmt.matching_text, vector=vector,
         using=stmt.using.mode if stmt.using else "hybrid",
@@ -174,9 +160,9 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
         session_boost=_session_boost(stmt),
         signal_weights=_signal_weights(stmt, signal_names),
         recency=_recency(stmt, fields, info.text_fields),
-        k=_number(stmt, stmt.fuse.k if stmt.fuse else None, "k") or DEFAULT_RRF_K,
-        window=_whole(stmt, stmt.fuse.window if stmt.fuse else None, "window", DEFAULT_WINDOW),
-        weights=_fuse_weights(stmt),
+        fusion=fusion.method, k=fusion.k, window=fusion.window,
+        normalization=fusion.normalization, weights=fusion.weights,
+        context_weight=fusion.context_weight, context=context_window(stmt),
         group_by=group_by,
         budget=_whole(stmt, stmt.group_by.budget if stmt.group_by else None, "budget",
                       DEFAULT_BUDGET),
@@ -186,38 +172,6 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
     )
     _check_total(stmt, spec)
     return spec
-
-
-#: The legs a statement runs for each USING mode (their names are what FUSE weights name).
-USING_LEGS = {"hybrid": (LegKind.LEXICAL.value, LegKind.SEMANTIC.value),
-              "lexical": (LegKind.LEXICAL.value,), "semantic": (LegKind.SEMANTIC.value,)}
-
-
-def _fuse_weights(stmt: s.Search | s.Retrieve) -> tuple[tuple[str, float], ...]:
-    """`FUSE RRF (weights = (leg = w, ...))` as `(leg, w)` pairs, in the order written.
-
-    Leg names are those of the language's legs (`lexical`, `semantic`); a leg not named
-    weighs 1. A weight for a leg the statement does not run (USING) is allowed and unused.
-    """
-    node = stmt.fuse.weights if stmt.fuse else None
-    if not isinstance(node, s.OptionList):
-        return ()
-    known = list(USING_LEGS["hybrid"])
-    weights = []
-    for item in node.items:
-        if item.name.name not in known:
-            _fail(stmt, item.name, f"unknown leg '{item.name.name}' in FUSE weights",
-                  did_you_mean(item.name.name, known))
-        weights.append((item.name.name, _number(stmt, item.value, "FUSE weight") or 0.0))
-    running = USING_LEGS[stmt.using.mode if stmt.using else "hybrid"]
-    total = sum(dict(weights).get(leg, 1.0) for leg in running)
-    if total == 0.0:
-        _fail(stmt, node, "every leg this statement runs has FUSE weight 0; relevance would be "
-              "0/0", "give some leg a weight > 0, or drop the weights")
-    if not math.isfinite(total):
-        _fail(stmt, node, "the FUSE weights add up to more than the largest float",
-              "use weights of a sensible size, e.g. (lexical = 2, semantic = 1)")
-    return tuple(weights)
 
 
 def _vector(stmt: s.Search | s.Retrieve, info: CollectionInfo) -> np.ndarray | None:

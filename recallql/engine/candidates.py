@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from recallql.engine.features import Features, empty_features
+from recallql.engine.features import Features, Strings, empty_features
 from recallql.engine.plan import LegKind
 
 #: Boost components, in the order they are summed after the legs (and listed by EXPLAIN).
@@ -90,16 +90,36 @@ class LineageDetail(Detail):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class ContextDetail(Detail):
+    """The context leg's credit per row: the neighbour that gave it (its item id, lazy: read
+    only for the rows a result shows; meaningless where `side` is 0), which side it is on (−1
+    before, +1 after, 0 none), its fused relevance (NaN: none) and the leg's weight."""
+
+    neighbour: Strings
+    side: np.ndarray
+    relevance: np.ndarray
+    weight: float
+
+    def take(self, index: np.ndarray) -> ContextDetail:
+        return ContextDetail(self.neighbour.take(index), self.side[index],
+                             self.relevance[index], self.weight)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class LegColumn:
-    """One leg's columns: int64[m] 1-based ranks (0: absent), float64[m] raw scores (NaN)."""
+    """One leg's columns: int64[m] 1-based ranks (0: absent), float64[m] raw scores (NaN), and
+    under the convex combination float64[m] normalised scores φ (NaN: absent; None under RRF).
+    The context leg's rank is 0 and its raw score NaN (it matches nothing itself)."""
 
     name: str
     kind: LegKind
     rank: np.ndarray
     raw: np.ndarray
+    norm: np.ndarray | None = None
 
     def take(self, index: np.ndarray) -> LegColumn:
-        return LegColumn(self.name, self.kind, self.rank[index], self.raw[index])
+        return LegColumn(self.name, self.kind, self.rank[index], self.raw[index],
+                         None if self.norm is None else self.norm[index])
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -110,7 +130,8 @@ class Candidates:
         features: the rows' features (their `rowid` is the candidates' rowid).
         legs: the plan's legs, in plan order (empty: RETRIEVE without MATCHING).
         parts: contribution columns (float64[m]) by component: leg names, then `BOOSTS`.
-        details: typed detail records by name (`recency`, `session`, `signal`, `lineage`).
+        details: typed detail records by name (`context`, `recency`, `session`, `signal`,
+            `lineage`).
     """
 
     features: Features = field(default_factory=empty_features)
@@ -166,6 +187,10 @@ class Candidates:
         merged = {**self.parts, **{k: np.asarray(v, dtype=np.float64) for k, v in parts.items()}}
         details = self.details if detail is None else {**self.details, detail[0]: detail[1]}
         return Candidates(self.features, self.legs, merged, details)
+
+    def with_legs(self, legs: tuple[LegColumn, ...]) -> Candidates:
+        """A copy with the leg columns replaced (same legs, e.g. with normalised scores)."""
+        return Candidates(self.features, legs, self.parts, self.details)
 
     def with_detail(self, name: str, detail: Detail) -> Candidates:
         """A copy with one more detail record."""

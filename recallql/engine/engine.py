@@ -34,6 +34,7 @@ from recallql.engine.plan import ExplainSpec, LegKind, QueryPlan
 from recallql.engine.planner import plan as plan_spec
 from recallql.engine.reasons import Reason
 from recallql.engine.refill import RefillPolicy, run_statement
+from recallql.engine.surrounding import Surrounding, surrounding
 from recallql.grammar import bind, parse
 from recallql.grammar import statements as s
 from recallql.grammar.errors import QuerySemanticError
@@ -253,6 +254,13 @@ class PinnedSource:
         if self._pinned(collection, batch):
             return self._snapshot.explain_bm25(terms, rowid)
         return self._backend.bm25_explanation(collection, terms, rowid, batch)
+
+    def surrounding_rows(self, collection: str, rowids: np.ndarray, before: int, after: int,
+                         filter_expr: Any, batch: int) -> list[Surrounding]:
+        if self._pinned(collection, batch):
+            return surrounding(self._snapshot, rowids, before, after, filter_expr)
+        return self._backend.surrounding_rows(collection, rowids, before, after, filter_expr,
+                                              batch)
 
 
 def _searchable_messages(spec: QuerySpec) -> QuerySpec:

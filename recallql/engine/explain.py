@@ -7,8 +7,11 @@ precision; the text rendering is `ReasonEntry.detail` and `recallql.engine.expla
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from recallql.engine.candidates import (
     Candidates,
+    ContextDetail,
     LegColumn,
     LineageDetail,
     RecencyDetail,
@@ -28,7 +31,9 @@ def rows_reasons(cands: Candidates) -> list[list[ReasonEntry]]:
     m = len(cands)
     if m == 0:
         return []
-    columns = [_leg_reasons(cands, leg) for leg in cands.legs]
+    columns: list[Sequence[ReasonEntry | None]] = [
+        _context_reasons(cands, leg) if leg.kind is LegKind.CONTEXT
+        else _leg_reasons(cands, leg) for leg in cands.legs]
     if not cands.legs:
         columns.append([ReasonEntry(code=Reason.NO_RELEVANCE, contribution=0.0)] * m)
     columns += _session_reasons(cands)
@@ -48,17 +53,35 @@ def rows_reasons(cands: Candidates) -> list[list[ReasonEntry]]:
                                     anchor=str(a))
                         for r, a in zip(lineage.root.tolist(), lineage.anchor.tolist(),
                                         strict=True)])
-    return [list(row) for row in zip(*columns, strict=True)]
+    return [[r for r in row if r is not None] for row in zip(*columns, strict=True)]
 
 
-def _leg_reasons(cands: Candidates, leg: LegColumn) -> list[ReasonEntry]:
+def _leg_reasons(cands: Candidates, leg: LegColumn) -> list[ReasonEntry | None]:
     code = Reason.LEXICAL_MATCH if leg.kind is LegKind.LEXICAL else Reason.SEMANTIC_MATCH
     score = "bm25" if leg.kind is LegKind.LEXICAL else "cosine"
+    norms = [None] * len(cands) if leg.norm is None else leg.norm.tolist()
     return [ReasonEntry(code=Reason.LEG_ABSENT, contribution=share, leg=leg.name) if rank == 0
             else ReasonEntry(code=code, contribution=share, leg=leg.name, rank=rank,
-                             **{score: raw})
-            for share, rank, raw in zip(cands.parts[leg.name].tolist(), leg.rank.tolist(),
-                                        leg.raw.tolist(), strict=True)]
+                             norm=norm, **{score: raw})
+            for share, rank, raw, norm in zip(cands.parts[leg.name].tolist(), leg.rank.tolist(),
+                                              leg.raw.tolist(), norms, strict=True)]
+
+
+_SIDES = {-1: "before", 1: "after"}
+
+
+def _context_reasons(cands: Candidates, leg: LegColumn) -> list[ReasonEntry | None]:
+    """`CONTEXT_MATCH` for the rows a neighbour credited; nothing for the others (their
+    context part is 0)."""
+    det = cands.details.get(leg.name)
+    if not isinstance(det, ContextDetail):
+        return [None] * len(cands)
+    return [None if side == 0 else ReasonEntry(
+                code=Reason.CONTEXT_MATCH, contribution=c, leg=leg.name, neighbour=str(nb),
+                side=_SIDES[side], relevance=rel, weight=det.weight)
+            for c, side, nb, rel in zip(cands.parts[leg.name].tolist(), det.side.tolist(),
+                                        det.neighbour.tolist(), det.relevance.tolist(),
+                                        strict=True)]
 
 
 def _session_reasons(cands: Candidates) -> list[list[ReasonEntry]]:
@@ -100,9 +123,10 @@ def plan_node(op: Operator, metrics: MetricsNode | None, analyze: bool) -> PlanN
     kids = op.children
     child_metrics = metrics.children if metrics is not None else (None,) * len(kids)
     shown = analyze and metrics is not None
+    extra = metrics.metrics.properties() if metrics is not None else {}
     return PlanNode(
         operator=op.name,
-        properties=op.describe(),
+        properties={**op.describe(), **extra},
         rows_in=metrics.rows_in if shown and metrics else None,
         rows_out=metrics.rows_out if shown and metrics else None,
         time_ms=round(metrics.time_ns / 1e6, 3) if shown and metrics else None,

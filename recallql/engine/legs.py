@@ -30,8 +30,8 @@ from recallql.engine.features import (
     features_to_wire,
 )
 from recallql.engine.operators.base import LegContext
-from recallql.engine.operators.scan import LegScan, eligible_rows, leg_operator
-from recallql.engine.plan import FeatureSpec, LegKind, QueryPlan
+from recallql.engine.operators.scan import ContextScan, LegScan, eligible_rows, leg_operator
+from recallql.engine.plan import FeatureSpec, LegKind, LegSpec, QueryPlan
 from recallql.engine.reasons import Reason
 from recallql.grammar.errors import QueryError, QuerySemanticError
 from recallql.index.errors import FilterError
@@ -66,6 +66,9 @@ class LegBatch:
             1-based competition ranks of `scores`; ids: the rows' item ids.
         window: the candidate window N asked for (m ≤ N).
         time_ns: the leg's wall time.
+        neighbours: context legs: int64[m, 2], each row's nearest eligible candidates of the
+            direct legs before and after it in its document (−1: none); rows ascending, scores
+            and ranks 0 (a context leg matches nothing itself). None for other legs.
     """
 
     name: str
@@ -76,14 +79,16 @@ class LegBatch:
     ids: Strings
     window: int
     time_ns: int = 0
+    neighbours: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.rowids.shape[0])
 
     @property
     def cut(self) -> bool:
-        """True when the leg filled its window, so a deeper window could hold more rows."""
-        return len(self) >= self.window
+        """True when the leg filled its window, so a deeper window could hold more rows (never
+        for a context leg: a deeper window of the direct legs brings its rows)."""
+        return self.kind is not LegKind.CONTEXT and len(self) >= self.window
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,7 +127,9 @@ class LegBatches:
             features=features_to_wire(self.features),
             legs=[_LegWire(name=b.name, kind=b.kind, rowids=b.rowids.tolist(),
                            scores=b.scores.tolist(), ranks=b.ranks.tolist(), ids=b.ids.tolist(),
-                           window=b.window, time_ns=b.time_ns) for b in self.legs],
+                           window=b.window, time_ns=b.time_ns,
+                           neighbours=None if b.neighbours is None else b.neighbours.tolist())
+                  for b in self.legs],
             notices=[(str(code), message) for code, message in self.notices],
         ).model_dump_json()
 
@@ -137,7 +144,9 @@ class LegBatches:
         legs = tuple(LegBatch(
             name=b.name, kind=b.kind, rowids=np.asarray(b.rowids, np.int64),
             scores=np.asarray(b.scores, np.float64), ranks=np.asarray(b.ranks, np.int64),
-            ids=Strings.of(b.ids), window=b.window, time_ns=b.time_ns) for b in wire.legs)
+            ids=Strings.of(b.ids), window=b.window, time_ns=b.time_ns,
+            neighbours=None if b.neighbours is None
+            else np.asarray(b.neighbours, np.int64).reshape(-1, 2)) for b in wire.legs)
         return cls(wire.collection, wire.batch, wire.size, legs,
                    features_from_wire(wire.features), wire.scan_ns,
                    tuple((Reason(code), message) for code, message in wire.notices))
@@ -153,6 +162,7 @@ class _LegWire(BaseModel):
     ids: list[str]
     window: int
     time_ns: int = 0
+    neighbours: list[list[int]] | None = None
 
 
 class _Wire(BaseModel):
@@ -180,9 +190,15 @@ def run_legs(plan: QueryPlan, snapshot: CollectionSnapshot, pool: Executor | Non
     ctx = LegContext(snapshot, _masks(plan, snapshot))
     scan_ns = 0
     if plan.fusion is not None:
-        batches = tuple(_parallel([leg_operator(spec) for spec in plan.legs], ctx, pool))
-        rows = np.unique(np.concatenate([b.rowids for b in batches])) if batches \
+        direct = [spec for spec in plan.legs if spec.kind is not LegKind.CONTEXT]
+        found = {b.name: b for b in _parallel([leg_operator(spec) for spec in direct], ctx, pool)}
+        rows = np.unique(np.concatenate([b.rowids for b in found.values()])) if found \
             else np.zeros(0, np.int64)
+        for spec in plan.legs:
+            if spec.kind is LegKind.CONTEXT:
+                found[spec.name] = _context(spec, ctx, rows)
+        batches = tuple(found[spec.name] for spec in plan.legs)
+        rows = np.unique(np.concatenate([rows, *(b.rowids for b in batches)]))
     else:
         start = time.perf_counter_ns()
         batches, rows = (), _guarded("EligibleScan", lambda: eligible_rows(ctx, plan.filter))
@@ -228,6 +244,18 @@ def _search(op: LegScan, ctx: LegContext) -> tuple[np.ndarray, np.ndarray, int]:
     start = time.perf_counter_ns()
     rowids, scores = _guarded(op.name, lambda: op.search(ctx))
     return rowids, scores, time.perf_counter_ns() - start
+
+
+def _context(spec: LegSpec, ctx: LegContext, found: np.ndarray) -> LegBatch:
+    """The context leg's batch: the neighbours of the direct legs' rows `found`."""
+    op = leg_operator(spec)
+    assert isinstance(op, ContextScan)
+    start = time.perf_counter_ns()
+    rowids, links = _guarded(op.name, lambda: op.around(ctx, found))
+    m = rowids.shape[0]
+    return LegBatch(spec.name, spec.kind, rowids, np.zeros(m, np.float64), np.zeros(m, np.int64),
+                    Strings(_str_gather(ctx.snapshot, "id"), rowids), spec.window,
+                    time.perf_counter_ns() - start, links)
 
 
 def _parallel(scans: list[LegScan], ctx: LegContext, pool: Executor | None) -> list[LegBatch]:

@@ -23,13 +23,14 @@ from recallql.engine.executor import Execution, Gathered, run
 from recallql.engine.explain import plan_node, rows_reasons
 from recallql.engine.legs import LegBatches
 from recallql.engine.metrics import LegMetrics, Output
-from recallql.engine.models import Explain, Notice, Result, Row
+from recallql.engine.models import ContextItem, Explain, Notice, Result, Row
 from recallql.engine.operators.base import ExecutionContext, Operator
-from recallql.engine.operators.fusion import LegHits, RrfFusion
+from recallql.engine.operators.fusion import Fusion, LegHits
 from recallql.engine.operators.scan import EligibleScan, LegScan
 from recallql.engine.plan import LegKind, QueryPlan
 from recallql.engine.planner import build_tree
 from recallql.engine.reasons import Reason
+from recallql.engine.surrounding import Surrounding
 from recallql.grammar.timestamps import format_timestamp
 from recallql.sessions.live_context import LiveContext
 from recallql.sessions.models import SessionSnapshot, SessionState
@@ -66,6 +67,12 @@ class MergeSource(Protocol):
 
     def bm25_explanation(self, collection: str, terms: list[str], rowid: int, batch: int) -> str:
         """tantivy's BM25 explanation of `terms` for one row, as JSON text (EXPLAIN VERBOSE)."""
+        ...
+
+    def surrounding_rows(self, collection: str, rowids: np.ndarray, before: int, after: int,
+                         filter_expr: Any, batch: int) -> list[Surrounding]:
+        """`WITH CONTEXT`: each row's eligible items before and after it in its document, as
+        `(offset, stored fields)` (`recallql.engine.surrounding`)."""
         ...
 
 
@@ -125,6 +132,8 @@ def merge_outcome(plan: QueryPlan, batches: LegBatches, source: MergeSource) -> 
         ex = run(tree, ctx, _gathered(tree, batches))
     cands: Candidates = ex.value
     rows = _rows(cands, source, plan, batches.batch)
+    if plan.context is not None and rows:
+        rows = _with_context(plan, cands, rows, source, batches.batch)
     notices += [Notice(code=code, message=message)
                 for code, message in (*batches.notices, *ex.notices)]
     result = Result(statement=plan.statement, collection=plan.collection, rows=rows,
@@ -152,7 +161,7 @@ def _lineage(plan: QueryPlan, source: MergeSource
 def _gathered(tree: Operator, batches: LegBatches) -> dict[Operator, Gathered]:
     """The scans' outputs, from the batches (the legs by name)."""
     out: dict[Operator, Gathered] = {}
-    fusion = _find(tree, RrfFusion)
+    fusion = _find(tree, Fusion)
     if fusion is not None:
         by_name = {b.name: b for b in batches.legs}
         for op in fusion.children:
@@ -194,6 +203,25 @@ def _rows(cands: Candidates, source: MergeSource, plan: QueryPlan, batch: int) -
         rows.append(Row(id=stored["id"], collection=plan.collection, score=score[i],
                         fields=fields, reasons=reasons[i], **extra))
     return rows
+
+
+def _with_context(plan: QueryPlan, cands: Candidates, rows: list[Row], source: MergeSource,
+                  batch: int) -> list[Row]:
+    spec = plan.context
+    assert spec is not None
+    around = source.surrounding_rows(plan.collection, cands.rowid, spec.before, spec.after,
+                                     plan.filter, batch)
+    return [row.model_copy(update={"context": [_context_item(offset, stored, plan)
+                                               for offset, stored in items]})
+            for row, items in zip(rows, around, strict=True)]
+
+
+def _context_item(offset: int, stored: dict[str, Any], plan: QueryPlan) -> ContextItem:
+    fields = {k: v for k, v in stored.items() if k not in _HIDDEN_FIELDS}
+    extra: dict[str, Any] = {}
+    if plan.messages:
+        extra = {"session_id": fields.get("session_id"), "message_id": fields.get("message_id")}
+    return ContextItem(offset=offset, id=stored["id"], fields=fields, **extra)
 
 
 def dedupe(notices: list[Notice]) -> list[Notice]:

@@ -31,6 +31,11 @@ class Metrics:
         """What `Result.stats` shows of this record (keyed by section)."""
         return {}
 
+    def properties(self) -> dict[str, Any]:
+        """Run-time properties EXPLAIN prints on the operator's line, with or without ANALYZE
+        (the convex combination's per-leg score bounds)."""
+        return {}
+
 
 NO_METRICS = Metrics()
 
@@ -57,12 +62,24 @@ class LegMetrics(Metrics):
 
 @dataclass(frozen=True, slots=True)
 class FusionMetrics(Metrics):
-    """Rank fusion: the legs it fused, in plan order."""
+    """Fusion: the legs it fused, in plan order, and under the convex combination each direct
+    leg's normalisation bounds `(leg, lo, hi)` (NaN for an empty leg)."""
 
     legs: tuple[LegMetrics, ...]
+    bounds: tuple[tuple[str, float, float], ...] = ()
 
     def stats(self) -> dict[str, Any]:
         return {"legs": {leg.leg: {"rows": leg.rows, "window": leg.window} for leg in self.legs}}
+
+    def properties(self) -> dict[str, Any]:
+        if not self.bounds:
+            return {}
+        return {"bounds": {leg: [_rounded(lo), _rounded(hi)] for leg, lo, hi in self.bounds}}
+
+
+def _rounded(x: float) -> float | str:
+    """A bound as EXPLAIN prints it (4 decimals; `nan` for an empty leg)."""
+    return "nan" if x != x else round(x, 4)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,9 @@ class ReasonEntry(_Model):
         contribution: what the entry adds to the score (the same float the executor summed).
         leg: the leg (`*_MATCH`, `LEG_ABSENT`). rank: its 1-based rank.
         bm25, cosine: the leg's raw score (lexical-kind, semantic-kind legs).
+        norm: the normalised score φ the convex combination weighed (`FUSE CONVEX`).
+        neighbour, side, relevance, weight: `CONTEXT_MATCH`: the neighbour's item id, where it
+            is (`before` / `after` the row), its fused relevance and the context leg's weight.
         matched, total: session keywords matched of total (`SESSION_KEYWORDS`).
         velocity: the session's reward velocity v (`SESSION_VELOCITY`).
         entity: the row's entity (`SESSION_ENTITY`, `SIGNAL_BOOST`).
@@ -57,6 +60,11 @@ class ReasonEntry(_Model):
     rank: int | None = None
     bm25: float | None = None
     cosine: float | None = None
+    norm: float | None = None
+    neighbour: str | None = None
+    side: str | None = None
+    relevance: float | None = None
+    weight: float | None = None
     matched: int | None = None
     total: int | None = None
     velocity: float | None = None
@@ -102,7 +110,12 @@ def render_detail(r: ReasonEntry) -> str:
         leg = "" if r.leg == _LEG_NAMES[code] else f"leg={r.leg}, "
         score = f"bm25={_num(r.bm25)}" if code is Reason.LEXICAL_MATCH \
             else f"cosine={_num(r.cosine)}"
-        return f"{leg}rank={r.rank}, {score}"
+        norm = "" if r.norm is None else f", norm={_num(r.norm, 5)}"
+        return f"{leg}rank={r.rank}, {score}{norm}"
+    if code is Reason.CONTEXT_MATCH:
+        leg = "" if r.leg == "context" else f"leg={r.leg}, "
+        return (f"{leg}neighbour={r.neighbour}, side={r.side}, "
+                f"relevance={_num(r.relevance, 5)}, weight={r.weight:g}")
     simple = {
         Reason.LEG_ABSENT: lambda: f"leg={r.leg}",
         Reason.NO_RELEVANCE: lambda: "boosts only",
@@ -126,10 +139,22 @@ class Notice(_Model):
     message: str
 
 
+class ContextItem(_Model):
+    """An item around a result row (`WITH CONTEXT`): its place relative to the row (−2, −1
+    before it, 1, 2 after it, in its document), its id and stored fields."""
+
+    offset: int
+    id: str
+    fields: dict[str, Any] = Field(default_factory=dict)
+    session_id: str | None = None
+    message_id: int | None = None
+
+
 class Row(_Model):
     """One result row.
 
-    `score` equals the left-to-right sum of `reasons[i].contribution`.
+    `score` equals the left-to-right sum of `reasons[i].contribution`. `context` holds the
+    items around it under `WITH CONTEXT` (None without the clause), in document order.
     """
 
     id: str
@@ -140,6 +165,7 @@ class Row(_Model):
     session_id: str | None = None
     message_id: int | None = None
     conversation_root: str | None = None
+    context: list[ContextItem] | None = None
 
 
 class PlanNode(_Model):

@@ -26,10 +26,13 @@ from recallql.index import filters as f
 class LegKind(StrEnum):
     """What a leg's raw score is. The kind fixes the reason code (`LEXICAL_MATCH`,
     `SEMANTIC_MATCH`), the detail label (`bm25=`, `cosine=`) and which total-order key the leg
-    feeds (`best_bm25`, `best_cosine`). Room for more (a context leg)."""
+    feeds (`best_bm25`, `best_cosine`). A `context` leg matches nothing itself: its rows are the
+    neighbours (previous / next item of the same document) of the other legs' candidates, and
+    fusion credits each with part of its best neighbour's relevance (`CONTEXT_MATCH`)."""
 
     LEXICAL = "lexical"
     SEMANTIC = "semantic"
+    CONTEXT = "context"
 
 
 # -- codecs: filters and vectors as JSON ---------------------------------------------------------
@@ -140,7 +143,8 @@ class LegSpec(_Model):
             distinct analysed terms and how often each occurs in the query (empty: once each).
         text: semantic legs: the MATCHING text (shown by EXPLAIN), or None with `NEAR`.
         vector: semantic legs: float32[d] query vector (from NEAR, or embedded at plan time).
-        options: parameters of registered leg operators (JSON scalars).
+        options: parameters of registered leg operators (JSON scalars); the context leg's
+            `weight` (the share of a neighbour's relevance it credits).
     """
 
     name: str
@@ -157,16 +161,28 @@ class LegSpec(_Model):
 
 
 class FusionSpec(_Model):
-    """Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009) with per-leg weights.
+    """How the direct legs' candidates are fused, with per-leg weights.
+
+    - `rrf`: reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009),
+      `Σ w/(k + rank) / (W/(k + 1))`.
+    - `convex`: the convex combination of normalised scores (Bruch, Gai & Ingber, TOIS 2023,
+      "An Analysis of Fusion Functions for Hybrid Retrieval"), `Σ w·φ(score) / W`, with `φ`
+      min-max (`minmax`: the leg's lowest and highest score in its window) or theoretical
+      min-max (`tmm`: BM25's 0 or cosine's −1, and the highest score).
 
     Attributes:
-        k: the RRF constant, > 0.
-        weights: `(leg name, weight ≥ 0)` as written in `FUSE RRF (weights = (...))`; legs not
-            named weigh 1.
+        method: `rrf` or `convex`.
+        k: the RRF constant, > 0 (RRF only; shown by EXPLAIN).
+        window: the candidate window N each leg fused (shown by EXPLAIN).
+        normalization: `minmax` or `tmm` (convex only).
+        weights: `(leg name, weight ≥ 0)` of the direct legs as written in `FUSE ... (weights
+            = (...))` (or from `alpha`); legs not named weigh 1.
     """
 
-    method: Literal["rrf"] = "rrf"
-    k: float
+    method: Literal["rrf", "convex"] = "rrf"
+    k: float = 60.0
+    window: int = 0
+    normalization: Literal["minmax", "tmm"] = "minmax"
     weights: tuple[tuple[str, float], ...] = ()
 
     def weight(self, leg: str) -> float:
@@ -192,6 +208,14 @@ class RecencyPlan(_Model):
     half_life_days: float
     field: str = "created_at"
     shape: DecayShape = DecayShape.EXP
+
+
+class ContextSpec(_Model):
+    """`WITH CONTEXT (before = n, after = m)`: each result row comes with up to `before`
+    eligible items preceding it in its document and `after` following it."""
+
+    before: int
+    after: int
 
 
 class FeatureSpec(_Model):
@@ -224,7 +248,8 @@ class QueryPlan(_Model):
         window: the candidate window N of every leg (`max(offset + limit, window)`).
         legs: the retrieval legs in fusion order; empty for RETRIEVE without MATCHING, which
             scans every eligible row (`filter`).
-        fusion: RRF settings (None without legs).
+        fusion: fusion settings (None without legs).
+        context: `WITH CONTEXT` (surrounding items per row), or None.
         timestamp_fields: the collection's declared timestamp fields (`Result.to_dicts()`
             turns them into datetimes).
         notices: statement-level warnings known at plan time (`LEXICAL_LEG_EMPTY`, ...).
@@ -249,6 +274,7 @@ class QueryPlan(_Model):
     recency: RecencyPlan | None = None
     group_by: Literal["document", "conversation"] | None = None
     budget: int
+    context: ContextSpec | None = None
     features: FeatureSpec = FeatureSpec()
     timestamp_fields: tuple[str, ...] = ()
     notices: tuple[Notice, ...] = ()
@@ -269,7 +295,9 @@ class QueryPlan(_Model):
     def with_window(self, window: int) -> QueryPlan:
         """The same plan with candidate window `window` for every leg (deeper refills)."""
         legs = tuple(leg.model_copy(update={"window": window}) for leg in self.legs)
-        return self.model_copy(update={"window": window, "legs": legs})
+        fusion = None if self.fusion is None else self.fusion.model_copy(
+            update={"window": window})
+        return self.model_copy(update={"window": window, "legs": legs, "fusion": fusion})
 
     def lexical_terms(self) -> tuple[str, ...]:
         """The distinct terms of the first lexical leg (EXPLAIN VERBOSE), or ()."""

@@ -10,9 +10,10 @@ The tree, root first, for a hybrid SEARCH with every clause:
           RecencyBoost                             (default on; WITHOUT RECENCY drops it)
             SignalBoost                            (RETRIEVE default; WITH SIGNAL BOOST)
               SessionBoost                         (FOR SESSION)
-                RrfFusion: k, weights
+                ConvexFusion | RrfFusion           (FUSE CONVEX, the default, | FUSE RRF)
                   LexicalScan                      (text with terms; USING HYBRID | LEXICAL)
                   SemanticScan                     (embedder or NEAR; USING HYBRID | SEMANTIC)
+                  ContextScan                      (neighbours of their rows; weight > 0)
                   ...                              (legs added to the plan: one per LegSpec)
 
 RETRIEVE without MATCHING has `EligibleScan` in place of the fusion. The live-context filter sees
@@ -26,16 +27,18 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Callable
+from typing import Any, Literal
 
 from recallql.engine.analyzer import QuerySpec
 from recallql.engine.models import Notice
 from recallql.engine.operators.base import Operator
 from recallql.engine.operators.boosts import RecencyBoost, SessionBoost, SignalBoost
 from recallql.engine.operators.conversation import GroupByConversation, LiveContextFilter
-from recallql.engine.operators.fusion import RrfFusion
+from recallql.engine.operators.fusion import ConvexFusion, Fusion, RrfFusion
 from recallql.engine.operators.scan import EligibleScan, leg_operator
 from recallql.engine.operators.topk import GroupByDocument, TopK
 from recallql.engine.plan import (
+    ContextSpec,
     ExplainSpec,
     FeatureSpec,
     FusionSpec,
@@ -87,12 +90,16 @@ def plan(
     return QueryPlan(
         statement=statement, kind=spec.kind, collection=spec.collection.name, messages=messages,
         now=now, as_of=spec.as_of, window=n, limit=spec.limit, offset=spec.offset,
-        filter=spec.filter, legs=legs, fusion=_fusion(spec.k, spec.weights) if relevance else None,
+        filter=spec.filter, legs=legs,
+        fusion=_fusion(spec.fusion, spec.k, n, spec.normalization, spec.weights)
+        if relevance else None,
         session_id=spec.session_id, session_boost=None if boost is None else _session(*boost),
         signal_weights=spec.signal_weights,
         recency=None if recency is None else _recency(
             recency.weight, recency.half_life_days, recency.field, recency.shape),
         group_by=spec.group_by, budget=spec.budget, features=features,
+        context=None if spec.context is None else ContextSpec(
+            before=spec.context[0], after=spec.context[1]),
         timestamp_fields=_timestamp_fields(spec.collection), notices=tuple(notices),
         explain=explain, embed_ms=None)
 
@@ -109,8 +116,11 @@ def _features(entities: bool, recency: str | None, strings: bool, messages: bool
 
 
 @functools.lru_cache(maxsize=256)
-def _fusion(k: float, weights: tuple[tuple[str, float], ...]) -> FusionSpec:
-    return FusionSpec(k=k, weights=weights)
+def _fusion(method: Literal["rrf", "convex"], k: float, window: int,
+            normalization: Literal["minmax", "tmm"], weights: tuple[tuple[str, float], ...]
+            ) -> FusionSpec:
+    return FusionSpec(method=method, k=k, window=window, normalization=normalization,
+                      weights=weights)
 
 
 @functools.lru_cache(maxsize=256)
@@ -151,17 +161,32 @@ def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool,
             notices.append(Notice(code=Reason.SEMANTIC_LEG_UNAVAILABLE, message=(
                 f"collection '{info.name}' has no embedder and no NEAR vector was given; ran "
                 "the lexical leg only")))
+    if legs and spec.context_weight > 0.0:
+        legs.append(_context_leg(n, spec.filter, spec.context_weight))
     return tuple(legs)
+
+
+@functools.lru_cache(maxsize=256)
+def _context_leg(window: int, filter_expr: Any, weight: float) -> LegSpec:
+    """The context leg (immutable, so built once per window, filter and weight)."""
+    return LegSpec(name="context", kind=LegKind.CONTEXT, operator="ContextScan", window=window,
+                   filter=filter_expr, options={"weight": weight})
+
+
+def _fusion_node(qp: QueryPlan) -> Fusion:
+    fusion = qp.fusion
+    assert fusion is not None
+    children = tuple(leg_operator(leg) for leg in qp.legs)
+    if fusion.method == "rrf":
+        return RrfFusion(children=children, window=fusion.window, weights=fusion.weights,
+                         k=fusion.k)
+    return ConvexFusion(children=children, window=fusion.window, weights=fusion.weights,
+                        normalization=fusion.normalization)
 
 
 def build_tree(qp: QueryPlan) -> Operator:
     """The operator tree of a plan (pure; the same plan always gives the same tree)."""
-    node: Operator
-    if qp.fusion is None:
-        node = EligibleScan(filter=qp.filter)
-    else:
-        node = RrfFusion(k=qp.fusion.k, children=tuple(leg_operator(leg) for leg in qp.legs),
-                         weights=qp.fusion.weights)
+    node: Operator = EligibleScan(filter=qp.filter) if qp.fusion is None else _fusion_node(qp)
     if qp.session_id is not None and qp.session_boost is not None:
         b = qp.session_boost
         node = SessionBoost(child=node, session_id=qp.session_id, keywords=b.keywords,

@@ -10,8 +10,9 @@ Row-level codes:
 
 | code | contribution | detail |
 |---|---|---|
-| `LEXICAL_MATCH` | a lexical-kind leg's RRF share | [`leg=`,] `rank=`, `bm25=` |
-| `SEMANTIC_MATCH` | a semantic-kind leg's RRF share | [`leg=`,] `rank=`, `cosine=` |
+| `LEXICAL_MATCH` | a lexical-kind leg's share | [`leg=`,] `rank=`, `bm25=`[, `norm=`] |
+| `SEMANTIC_MATCH` | a semantic-kind leg's share | [`leg=`,] `rank=`, `cosine=`[, `norm=`] |
+| `CONTEXT_MATCH` | `weight · relevance` | `neighbour=`, `side=`, `relevance=`, `weight=` |
 | `LEG_ABSENT` | 0 | `leg=`: not in that leg's candidate window |
 | `NO_RELEVANCE` | 0 | RETRIEVE without MATCHING: rows ranked by boosts alone |
 | `SESSION_KEYWORDS` | `keywords · matched/total` | `matched/total` |
@@ -23,7 +24,11 @@ Row-level codes:
 | `RECENCY_MISSING_DATE` | 0 | the row has no date in the recency field |
 | `LINEAGE` | 0 | `root=`, `anchor=`: the row's conversation |
 
-`leg=` comes first only for a leg not named after its kind (`lexical`, `semantic`).
+A leg's share is its RRF share or, under `FUSE CONVEX`, `w/W · norm`. `CONTEXT_MATCH` credits a
+row with `weight ·` the fused relevance of the neighbour (`side=before` / `after` the row).
+`leg=` comes first only for a leg not named after its kind (`lexical`, `semantic`, `context`);
+`norm=` is the min-max normalised score φ under `FUSE CONVEX` (the share is `w/W · φ`). A row
+gets `CONTEXT_MATCH` only when an item next to it in its document is a candidate of a direct leg.
 
 Statement-level codes (warnings): `SESSION_NOT_FOUND`, `LEXICAL_LEG_EMPTY`,
 `SEMANTIC_LEG_UNAVAILABLE`, `LINEAGE_UNRESOLVED_DROPPED`, `LINEAGE_BUDGET_TRUNCATED`,
@@ -44,6 +49,7 @@ class Reason(StrEnum):
     # row level
     LEXICAL_MATCH = "LEXICAL_MATCH"
     SEMANTIC_MATCH = "SEMANTIC_MATCH"
+    CONTEXT_MATCH = "CONTEXT_MATCH"
     LEG_ABSENT = "LEG_ABSENT"
     NO_RELEVANCE = "NO_RELEVANCE"
     SESSION_KEYWORDS = "SESSION_KEYWORDS"
@@ -71,6 +77,7 @@ ROW_CODES = frozenset(
     {
         Reason.LEXICAL_MATCH,
         Reason.SEMANTIC_MATCH,
+        Reason.CONTEXT_MATCH,
         Reason.LEG_ABSENT,
         Reason.NO_RELEVANCE,
         Reason.SESSION_KEYWORDS,
@@ -86,5 +93,5 @@ ROW_CODES = frozenset(
 STATEMENT_CODES = frozenset(set(Reason) - ROW_CODES)
 #: Codes of the relevance part of a row (one per leg, or NO_RELEVANCE): EXPLAIN prints them on
 #: the row's first reason line.
-LEG_CODES = frozenset({Reason.LEXICAL_MATCH, Reason.SEMANTIC_MATCH, Reason.LEG_ABSENT,
-                       Reason.NO_RELEVANCE})
+LEG_CODES = frozenset({Reason.LEXICAL_MATCH, Reason.SEMANTIC_MATCH, Reason.CONTEXT_MATCH,
+                       Reason.LEG_ABSENT, Reason.NO_RELEVANCE})

@@ -107,8 +107,9 @@ class ResultConversions:
 
         A row gives ``rank`` (1-based), ``id``, ``collection``, ``score``, then
         ``session_id`` / ``message_id`` / ``conversation_root`` when any row has one, its
-        stored fields, and ``reasons`` (``"CODE(detail) +contribution"`` strings). Timestamps are
-        aware UTC `datetime`s (see the module docstring).
+        stored fields, ``reasons`` (``"CODE(detail) +contribution"`` strings) and, under
+        ``WITH CONTEXT``, ``context`` (the surrounding items as dicts with ``offset``).
+        Timestamps are aware UTC `datetime`s (see the module docstring).
         """
         if self.records is not None:
             return [self._record_dict(record) for record in self.records]
@@ -127,6 +128,10 @@ class ResultConversions:
             if name not in data:
                 data[name] = epoch_to_datetime(value) if name in stamps else value
         data["reasons"] = [r.render() for r in row.reasons]
+        if row.context is not None:
+            data["context"] = [{"offset": c.offset, "id": c.id, **{
+                k: epoch_to_datetime(v) if k in stamps else v for k, v in c.fields.items()
+                if k != "id"}} for c in row.context]
         return data
 
     def _record_dict(self, record: Mapping[str, Any]) -> dict[str, Any]:

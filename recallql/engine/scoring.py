@@ -53,6 +53,88 @@ def rrf_share(rank: np.ndarray, k: float, total: float = 1.0, weight: float = 1.
     return share
 
 
+#: Theoretical minimum of a leg's raw score, by leg kind (Bruch et al.'s TMM normalisation):
+#: BM25 is ≥ 0, cosine similarity ≥ −1.
+THEORETICAL_MIN = {"lexical": 0.0, "semantic": -1.0}
+
+
+def score_bounds(scores: np.ndarray, theoretical_min: float | None = None) -> tuple[float, float]:
+    """`(lo, hi)` of a leg's raw scores for min-max normalisation: the lowest and highest score
+    in its window, or, with `theoretical_min` (TMM), that minimum and the highest score.
+
+    Args:
+        scores: float64[m], the leg's raw scores (m ≥ 0).
+        theoretical_min: the leg kind's lowest possible score, or None for min-max.
+
+    Returns:
+        `(lo, hi)`; `(nan, nan)` for an empty leg.
+    """
+    if scores.shape[0] == 0:
+        return math.nan, math.nan
+    hi = float(scores.max())
+    lo = float(scores.min()) if theoretical_min is None else min(theoretical_min, hi)
+    return lo, hi
+
+
+def normalised(scores: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """`φ(s) = (s − lo)/(hi − lo)` in [0, 1] (Bruch, Gai & Ingber, TOIS 2023); when every score
+    of the leg is equal (`hi = lo`) each is the leg's best and `φ = 1`; NaN (absent) stays NaN.
+
+    Args:
+        scores: float64[m] raw scores, NaN where the row is absent from the leg.
+        lo, hi: the bounds (`score_bounds`).
+
+    Returns:
+        float64[m].
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if not hi > lo:
+        return np.where(np.isnan(scores), np.nan, 1.0)
+    return (scores - lo) / (hi - lo)
+
+
+def convex_share(norm: np.ndarray, total: float, weight: float = 1.0) -> np.ndarray:
+    """A leg's share of the convex combination `Σ_legs w·φ / W` (W = Σ w over the direct legs;
+    with two legs of weights 1 − α and α this is Bruch et al.'s `α·φ_sem + (1 − α)·φ_lex`).
+
+    The share is `(w / W) · φ`; an absent row (NaN) gets 0; when `W = 0` every share is 0. A row
+    at the top of every leg has relevance `Σ w/W = 1` (up to rounding of the division).
+
+    Args:
+        norm: float64[m] normalised scores φ, NaN where absent.
+        total: W.
+        weight: this leg's w ≥ 0.
+
+    Returns:
+        float64[m] in [0, w/W].
+    """
+    norm = np.asarray(norm, dtype=np.float64)
+    if total <= 0.0:
+        return np.zeros(norm.shape, dtype=np.float64)
+    return np.where(np.isnan(norm), 0.0, (weight / total) * norm)
+
+
+def context_credit(weight: float, before: np.ndarray, after: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Context credit of ordered items: `weight · max(rel(before), rel(after))`.
+
+    Args:
+        weight: the context leg's weight, in [0, 1] (below a direct match).
+        before, after: float64[m] the fused relevance of each row's previous / next item (NaN
+            where there is none among the candidates).
+
+    Returns:
+        `(credit float64[m], side int8[m])`: the credit and which neighbour gave it (−1 before,
+        +1 after, 0 none); ties go to the item before.
+    """
+    b = np.where(np.isnan(before), -np.inf, before)
+    a = np.where(np.isnan(after), -np.inf, after)
+    side = np.where(a > b, 1, -1).astype(np.int8)
+    best = np.maximum(a, b)
+    side[~np.isfinite(best)] = 0
+    return np.where(np.isfinite(best), weight * best, 0.0), side
+
+
 def decay(age_days: np.ndarray, half_life_days: float, shape: DecayShape) -> np.ndarray:
     """The decay factor `f(age)` in [0, 1], with `f(0) = 1` and `f(half_life) = 0.5`.
 

@@ -74,6 +74,7 @@ from recallql.grammar.statements import (
     Statement,
     StatementBase,
     Using,
+    WithContext,
 )
 from recallql.grammar.suggest import did_you_mean
 from recallql.grammar.timestamps import format_timestamp
@@ -89,7 +90,7 @@ __all__ = [
     "And", "Or", "Not",
     "Option", "OptionValue", "NamedValue", "OptionList", "Using", "RecencyBoost", "NoRecency",
     "SessionBoost", "SignalBoost",
-    "NoSignalBoost", "Boost", "Fuse", "GroupBy",
+    "NoSignalBoost", "Boost", "WithContext", "Fuse", "GroupBy",
     "StatementBase", "QueryStatement", "Search", "Retrieve", "Explain", "ShowCollections",
     "ShowSessions", "ShowSession", "ShowLineage", "Describe", "Statement",
 ]  # fmt: skip

@@ -277,5 +277,6 @@ _CONVERTERS: dict[str, Callable[[Any, Parameter], Any]] = {
     "leg_weight": _number,
     "signal_weight": _number,
     "positive": _number,
+    "fraction": _number,
     "duration": _duration,
 }

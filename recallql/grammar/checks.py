@@ -41,6 +41,7 @@ from recallql.grammar.statements import (
     SessionBoost,
     SignalBoost,
     StatementBase,
+    WithContext,
 )
 from recallql.grammar.suggest import did_you_mean
 
@@ -85,6 +86,10 @@ _OPTION_SLOTS: dict[tuple[type, str], Slot] = {
     (Fuse, "k"): Slot("positive", "RRF k"),
     (Fuse, "window"): Slot("count", "window"),
     (Fuse, "weights"): Slot("weights", "weights"),
+    (Fuse, "alpha"): Slot("fraction", "alpha"),
+    (Fuse, "normalization"): Slot("name", "normalization"),
+    (WithContext, "before"): Slot("offset", "before"),
+    (WithContext, "after"): Slot("offset", "after"),
     (GroupBy, "budget"): Slot("count", "budget"),
 }
 
@@ -100,8 +105,8 @@ _HINTS = {
 }
 
 
-_SOURCE_ORDER = ("count", "matching", "near", "where", "session", "boosts", "fuse", "group_by",
-                 "as_of", "limit", "offset")  # fmt: skip
+_SOURCE_ORDER = ("count", "matching", "near", "where", "session", "boosts", "context", "fuse",
+                 "group_by", "as_of", "limit", "offset")  # fmt: skip
 """Statement fields holding values, in clause order (which the parser enforces), so the first
 error reported is the first in the text."""
 
@@ -131,7 +136,7 @@ def _map_field(name: str, node: Any, visit: Visitor) -> Any:
         return _map_predicate(node, visit)
     if name == "boosts":
         return tuple(_map_options(boost, visit) for boost in node)
-    if name in ("fuse", "group_by"):
+    if name in ("fuse", "group_by", "context"):
         return _map_options(node, visit)
     return visit(_FIELD_SLOTS[name], node)
 
@@ -324,6 +329,7 @@ _CHECKS: dict[str, Check] = {
     "weights": _check_instance((OptionList,), "a list such as (lexical = 1.0, semantic = 0.5)"),
     "signal_weight": _check_number(False, lambda v: True, "be a number"),
     "positive": _check_number(False, lambda v: v > 0, "be positive"),
+    "fraction": _check_number(False, lambda v: 0 <= v <= 1, "be between 0 and 1"),
     "duration": _check_duration,
     "name": _check_instance((Identifier,), "a field name"),
     "shape": _check_shape,

@@ -26,6 +26,7 @@ from recallql.grammar.statements import (
     SessionBoost,
     SignalBoost,
     Using,
+    WithContext,
 )
 from recallql.grammar.suggest import did_you_mean
 
@@ -57,6 +58,7 @@ _CLAUSES: dict[str, _Clause] = {
     "with_session_boost": _Clause("WITH SESSION BOOST", 5, "session_boost"),
     "with_signal_boost": _Clause("WITH SIGNAL BOOST", 5, "signal_boost"),
     "without_signal_boost": _Clause("WITHOUT SIGNAL BOOST", 5, "signal_boost"),
+    "with_context": _Clause("WITH CONTEXT", 5, "context"),
     "fuse": _Clause("FUSE", 6, "fuse"),
     "group_by": _Clause("GROUP BY", 7, "group_by"),
     "as_of": _Clause("AS OF", 8, "as_of"),
@@ -72,11 +74,15 @@ _ALLOWED: dict[str, frozenset[str] | None] = {
     "SHOW SESSIONS": frozenset({"where", "limit", "offset"}),
 }
 
+#: FUSE options that belong to one method only.
+_FUSE_ONLY = {"k": "rrf", "alpha": "convex", "normalization": "convex"}
+
 OPTION_NAMES: dict[str, tuple[str, ...] | None] = {
     "WITH RECENCY": ("weight", "half_life", "field", "shape"),
     "WITH SESSION BOOST": ("keywords", "velocity", "entities"),
     "WITH SIGNAL BOOST": None,  # any signal name
-    "FUSE": ("k", "window", "weights"),
+    "FUSE": ("k", "window", "weights", "alpha", "normalization"),
+    "WITH CONTEXT": ("before", "after"),
     "GROUP BY DOCUMENT": (),
     "GROUP BY CONVERSATION": ("budget",),
 }
@@ -190,10 +196,39 @@ class ClauseCollector:
         """``WITHOUT SIGNAL BOOST``."""
         return NoSignalBoost.model_construct(span=span_of(tree))
 
+    def with_context(self, tree: Tree) -> Any:
+        """``WITH CONTEXT [(before = n, after = m)]``."""
+        options = self._options(tree.children[2:], "WITH CONTEXT")
+        return WithContext.model_construct(options=options, span=span_of(tree))
+
     def fuse(self, tree: Tree) -> Any:
-        """``FUSE RRF [(k = n, window = n, weights = (leg = w, ...))]``."""
-        options = self._options(tree.children[2:], "FUSE")
-        return Fuse.model_construct(method="rrf", options=options, span=span_of(tree))
+        """``FUSE RRF | CONVEX [(k = n, window = n, alpha = a, normalization = minmax | tmm,
+        weights = (leg = w, ...))]``; which option fits which method is checked later."""
+        method = token_at(tree, 1).type.lower()
+        options = []
+        for option in self._options(tree.children[2:], "FUSE"):
+            allowed = _FUSE_ONLY.get(option.name.name)
+            if allowed is not None and allowed != method:
+                raise self.builder.error(
+                    f"option {option.name.name!r} is for FUSE {allowed.upper()}, not "
+                    f"FUSE {method.upper()}", option.name.span,
+                    hint=f"write FUSE {allowed.upper()} ({option.name.name} = ...)")
+            options.append(self._normalization(option)
+                           if option.name.name == "normalization" else option)
+        return Fuse.model_construct(method=method, options=tuple(options), span=span_of(tree))
+
+    def _normalization(self, option: Option) -> Option:
+        """``normalization = minmax | tmm`` (case-insensitive; stored in lower case)."""
+        value = option.value
+        name = value.name.lower() if isinstance(value, Identifier) else None
+        if name not in ("minmax", "tmm"):
+            what = "a parameter" if type(value).__name__ == "Parameter" else value.to_text()
+            raise self.builder.error(
+                f"normalization takes a name, minmax or tmm, not {what}", value.span,
+                hint=did_you_mean(name or "", ["minmax", "tmm"], listing=False)
+                or "minmax: the window's lowest and highest score; tmm: theoretical minimum")
+        ident = Identifier.model_construct(name=name, quoted=False, span=value.span)
+        return Option.model_construct(name=option.name, value=ident, span=option.span)
 
     def group_by(self, tree: Tree) -> Any:
         """``GROUP BY DOCUMENT | CONVERSATION [(budget = n)]``."""
@@ -254,7 +289,7 @@ class ClauseCollector:
             raise self.builder.error(
                 f"option {name.name!r} of {clause} takes one value, not a list",
                 span_of(item),
-                hint="only FUSE RRF (weights = (lexical = 1.0, semantic = 0.5)) takes a list",
+                hint="only FUSE ... (weights = (lexical = 1.0, semantic = 0.5)) takes a list",
             )
         return self._weights(item)
 

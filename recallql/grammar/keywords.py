@@ -28,7 +28,7 @@ NON_RESERVED: frozenset[str] = frozenset(
     {
         "ANALYZE", "VERBOSE", "FORMAT", "TEXT", "JSON",
         "COLLECTIONS", "SESSIONS", "SESSION", "LINEAGE",
-        "HYBRID", "LEXICAL", "SEMANTIC", "RECENCY", "SIGNAL", "BOOST", "RRF",
+        "HYBRID", "LEXICAL", "SEMANTIC", "RECENCY", "SIGNAL", "BOOST", "RRF", "CONVEX", "CONTEXT",
         "DOCUMENT", "CONVERSATION",
         "DAYS", "DAY", "HOURS", "HOUR", "MINUTES", "MINUTE", "SECONDS", "SECOND",
     }

@@ -55,6 +55,7 @@ from recallql.grammar.statements import (
     ShowSessions,
     SignalBoost,
     Using,
+    WithContext,
 )
 
 __all__ = ["render", "string_literal", "number"]
@@ -136,6 +137,7 @@ def _clauses(node: QueryStatement) -> list[str]:
         f"WHERE {render(node.where)}" if node.where else "",
         f"FOR SESSION {render(node.session)}" if node.session else "",
         *(render(boost) for boost in node.boosts),
+        render(node.context) if node.context else "",
         render(node.fuse) if node.fuse else "",
         render(node.group_by) if node.group_by else "",
         f"AS OF {render(node.as_of)}" if node.as_of else "",
@@ -205,6 +207,7 @@ _RENDERERS: dict[type, Callable[[Any], str]] = {
     SignalBoost: lambda n: "WITH SIGNAL BOOST" + _options(n.options),
     NoSignalBoost: lambda n: "WITHOUT SIGNAL BOOST",
     Fuse: lambda n: f"FUSE {n.method.upper()}" + _options(n.options),
+    WithContext: lambda n: "WITH CONTEXT" + _options(n.options),
     GroupBy: lambda n: f"GROUP BY {n.kind.upper()}" + _options(n.options),
     QueryStatement: _query,
     Explain: _explain,

@@ -32,7 +32,7 @@ from recallql.grammar.nodes import (
 __all__ = [
     "Option", "OptionValue", "NamedValue", "OptionList", "Using", "RecencyBoost", "NoRecency",
     "SessionBoost", "SignalBoost",
-    "NoSignalBoost", "Boost", "Fuse", "GroupBy", "Search", "Retrieve", "Explain",
+    "NoSignalBoost", "Boost", "WithContext", "Fuse", "GroupBy", "Search", "Retrieve", "Explain",
     "ShowCollections", "ShowSessions", "ShowSession", "ShowLineage", "Describe", "Statement",
     "QueryStatement", "StatementBase",
 ]  # fmt: skip
@@ -167,13 +167,41 @@ Boost: TypeAlias = Annotated[
 ]
 
 
+class WithContext(_WithOptions):
+    """``WITH CONTEXT [(before = n, after = m)]``: return each hit with the items around it in
+    its document (messages: its session; chunks: its document)."""
+
+    kind: Literal["context"] = Field(default="context", repr=False)
+
+    @property
+    def before(self) -> OptionValue | None:
+        """Items before each hit (whole number >= 0), or None."""
+        return self.option("before")
+
+    @property
+    def after(self) -> OptionValue | None:
+        """Items after each hit (whole number >= 0), or None."""
+        return self.option("after")
+
+
 class Fuse(_WithOptions):
-    """``FUSE RRF [(k = n, window = n, weights = (leg = w, ...))]``: reciprocal rank fusion of
-    the legs, optionally weighted per leg."""
+    """``FUSE RRF | CONVEX [(...)]``: how the legs are fused — reciprocal rank fusion (`k`) or
+    the convex combination of normalised scores (`alpha`, `normalization`); both take `window`
+    and per-leg `weights = (leg = w, ...)`."""
 
     kind: Literal["fuse"] = Field(default="fuse", repr=False)
 
-    method: Literal["rrf"] = "rrf"
+    method: Literal["rrf", "convex"] = "rrf"
+
+    @property
+    def alpha(self) -> OptionValue | None:
+        """CONVEX: the semantic leg's weight α in [0, 1] (lexical 1 − α), or None."""
+        return self.option("alpha")
+
+    @property
+    def normalization(self) -> OptionValue | None:
+        """CONVEX: `minmax` or `tmm` (an identifier), or None."""
+        return self.option("normalization")
 
     @property
     def k(self) -> OptionValue | None:
@@ -231,6 +259,7 @@ class QueryStatement(StatementBase):
     where: AnyPredicate | None = None
     session: StringLiteral | Parameter | None = None
     boosts: tuple[Boost, ...] = ()
+    context: WithContext | None = None
     fuse: Fuse | None = None
     group_by: GroupBy | None = None
     as_of: TimestampLiteral | Parameter | None = None

@@ -2,8 +2,9 @@
 
 Messages are ordered by ``seq`` within their session (``doc_id = session:<id>``, ``position =
 seq``) and chunks by ``position`` within their document, so one rule serves both: the items of a
-document in (position, item id) order. An item whose ``doc_id`` is its own id and that no other
-item names as its document is a document of one item and has no neighbours.
+document in (position, tie) order — the snapshot's tie is the rowid, i.e. ingest order, for two
+items at one position. An item whose ``doc_id`` is its own id and that no other item names as
+its document is a document of one item and has no neighbours (document code −1).
 
 This is the building block of context credit (an item whose neighbour matches) and of returning
 a hit with the items around it; both only ever see *eligible* rows (the statement's filters and
@@ -29,15 +30,16 @@ class Neighbours:
     """The live rows of a collection in document order, for neighbour look-ups.
 
     Args:
-        doc_codes: int64[size] document code per row (`document_codes`).
+        doc_codes: int64[size] document code per row (`document_codes`); −1: a document of one
+            item (never a neighbour, has none).
         positions: int64[size] position per row.
-        id_rank: int64[size] rank of the row's item id (ties at one position).
+        id_rank: int64[size] order of rows at one position (the item id's rank, or the rowid).
         live: bool[size] rows that exist.
     """
 
     def __init__(self, doc_codes: np.ndarray, positions: np.ndarray, id_rank: np.ndarray,
                  live: np.ndarray):
-        rows = np.flatnonzero(live)
+        rows = np.flatnonzero(live & (doc_codes >= 0))
         order = rows[np.lexsort((id_rank[rows], positions[rows], doc_codes[rows]))]
         self._order = order.astype(np.int64)
         self._doc = doc_codes[order]
@@ -54,6 +56,8 @@ class Neighbours:
         """
         if direction not in (-1, 1):
             raise ValueError(f"direction must be -1 or +1, got {direction}")
+        if not self._order.shape[0]:  # no document has two items
+            return np.full(np.asarray(rowids).shape[0], -1, np.int64)
         place = self._place[np.asarray(rowids, np.int64)]
         out = np.full(place.shape[0], -1, np.int64)
         todo = place >= 0
@@ -72,6 +76,10 @@ class Neighbours:
             out[hit] = self._order[at[hit]]
             todo &= ~hit
         return out
+
+    def __len__(self) -> int:
+        """The rows ordered (those of documents other items name or share)."""
+        return int(self._order.shape[0])
 
     def around(self, rowid: int, before: int, after: int, eligible: np.ndarray
                ) -> tuple[list[int], list[int]]:

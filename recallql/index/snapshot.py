@@ -31,6 +31,7 @@ import tantivy
 
 from recallql.index import text as text_index
 from recallql.index.columns import (
+    SAME,
     Buffer,
     Column,
     DerivedStrColumn,
@@ -45,6 +46,7 @@ from recallql.index.filters import filter_mask
 from recallql.index.history import RetentionLoss
 from recallql.index.items import ItemBatch
 from recallql.index.metadata import NEW_ROWS_SQL, CollectionRow, MetadataStore
+from recallql.index.neighbours import Neighbours
 from recallql.index.schema import CollectionInfo, FieldType
 from recallql.index.text import TextIndex
 from recallql.index.vectors import Segment, SegmentFiles, normalise_query, semantic_topn
@@ -322,6 +324,24 @@ class CollectionSnapshot:
         values = list(self.ids)
         rank = {v: i for i, v in enumerate(sorted(set(values)))}
         return np.fromiter((rank[v] for v in values), np.int64, len(values))
+
+    @functools.cached_property
+    def neighbours(self) -> Neighbours:
+        """The live rows in document order (`recallql.index.neighbours`): messages by seq in
+        their session, chunks by position in their document, ties by rowid. Built on first use
+        (one sort of the rows that share a document; the ids of rows whose document is their
+        own id are read only when some other row names a document)."""
+        column = self._state.columns["doc_id"]
+        codes = np.array(column.codes(self.size), dtype=np.int64)  # type: ignore[attr-defined]
+        same = np.flatnonzero(codes == SAME)
+        index = column.pool.index  # type: ignore[attr-defined]
+        if same.shape[0] and index:  # a row whose doc id is its own id, named by others
+            ids = self._state.columns["id"].take(same, self.size)  # type: ignore[attr-defined]
+            codes[same] = np.fromiter((index.get(i, -1) for i in ids), np.int64, len(ids))
+        else:
+            codes[same] = -1
+        return Neighbours(codes, np.asarray(self.positions, np.int64),
+                          np.arange(self.size, dtype=np.int64), self.live)
 
     def analyze(self, text: str) -> list[str]:
         """The index analyser, in the version the collection's index was built with (see

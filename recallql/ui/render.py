@@ -37,7 +37,8 @@ _LEG_SHORT = {Reason.LEXICAL_MATCH: ("lex", "lexical"),
               Reason.SEMANTIC_MATCH: ("sem", "semantic")}
 _SHORT = {Reason.SESSION_KEYWORDS: "keywords", Reason.SESSION_VELOCITY: "velocity",
           Reason.SESSION_ENTITY: "entity", Reason.SIGNAL_BOOST: "signal",
-          Reason.RECENCY: "recency", Reason.RECENCY_FUTURE_CLAMPED: "recency(future)"}
+          Reason.RECENCY: "recency", Reason.RECENCY_FUTURE_CLAMPED: "recency(future)",
+          Reason.CONTEXT_MATCH: "context"}
 
 
 @dataclass(frozen=True)
@@ -371,12 +372,13 @@ def json_data(outcome: Result | Explain, catalog: Catalog | None = None) -> dict
     data = outcome.model_dump(mode="json")
     result = data["result"] if isinstance(outcome, Explain) else data
     for row in result["rows"]:
-        fields = row["fields"]
-        for name in (catalog or Catalog()).timestamp_fields(row["collection"]):
-            value = fields.get(name)
-            if isinstance(value, int | float) and not isinstance(value, bool) \
-                    and math.isfinite(value):
-                fields[name] = format_timestamp(value)
+        stamps = (catalog or Catalog()).timestamp_fields(row["collection"])
+        for fields in [row["fields"], *(item["fields"] for item in row.get("context") or ())]:
+            for name in stamps:
+                value = fields.get(name)
+                if isinstance(value, int | float) and not isinstance(value, bool) \
+                        and math.isfinite(value):
+                    fields[name] = format_timestamp(value)
     return data
 
 

@@ -140,6 +140,53 @@ class SemanticScan(LegScan):
         return np.asarray(rowids, np.int64), np.asarray(scores, np.float64)
 
 
+@register_leg
+@dataclass(frozen=True, eq=False)
+class ContextScan(LegScan):
+    """The context leg: the eligible neighbours of the direct legs' candidates.
+
+    For every candidate of the other legs, the nearest eligible item before and after it in its
+    document (messages: the session by seq; chunks: the document by position;
+    `CollectionSnapshot.neighbours`). Each row of the leg (a neighbour, or a candidate next to
+    another one) carries its own nearest eligible items before and after it that are candidates
+    (`links`); fusion credits it with `weight ·` the better one's relevance. Documents of one
+    item have no neighbours, so on such collections the leg is empty. Its `search` is `around`
+    (it runs after the direct legs, on their rows).
+    """
+
+    name = "ContextScan"
+
+    def describe(self) -> dict[str, Any]:
+        weight = self.spec.options.get("weight", 0.5)
+        props: dict[str, Any] = {"weight": weight}
+        if self.spec.filter is not None:
+            props["filter"] = "pushed"
+        return self.named(props)
+
+    def search(self, ctx: LegContext) -> tuple[np.ndarray, np.ndarray]:
+        raise RuntimeError("the context leg runs on the other legs' rows (ContextScan.around)")
+
+    def around(self, ctx: LegContext, found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`(rowids int64[m] ascending, links int64[m, 2])` for the direct candidates `found`
+        (ascending): every row next to a candidate, with its candidate neighbours before and
+        after (−1: none)."""
+        nb = ctx.snapshot.neighbours
+        empty = np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
+        if not len(nb) or not found.shape[0]:
+            return empty
+        eligible = np.asarray(ctx.snapshot.live, dtype=bool)
+        allowed = ctx.mask(self.spec.filter)
+        if allowed is not None:
+            eligible = eligible & allowed
+        near = np.concatenate([nb.step(found, -1, eligible), nb.step(found, 1, eligible)])
+        rows = np.unique(near[near >= 0])
+        if not rows.shape[0]:
+            return empty
+        links = np.stack([nb.step(rows, -1, eligible), nb.step(rows, 1, eligible)], axis=1)
+        links[~np.isin(links, found)] = -1
+        return rows, links
+
+
 @dataclass(frozen=True, eq=False)
 class EligibleScan(Operator):
     """Every live row that passes the filter, with relevance 0 (RETRIEVE without MATCHING).
