@@ -18,6 +18,7 @@ from cluster_helpers import (
     single_database,
 )
 
+import recallql
 from recallql import cluster
 from recallql.cluster.bm25 import FIELD_NORMS, Bm25Stats, fieldnorm_code
 from recallql.cluster.gather import SHIFT
@@ -178,3 +179,27 @@ def test_one_shard_is_one_database_in_one_round(systems, tmp_path):
     assert rounds.count("legs") == len(cases(some))  # one round per statement
     c.close()
     ref.close()
+
+
+def test_documents_of_several_items_say_what_is_not_gathered_yet(tmp_path):
+    """The context leg and WITH CONTEXT need a document's neighbours, which may sit on other
+    shards: refused by name; with the context leg off, answers are one database's."""
+    from recallql.index.embedders import HashEmbedder
+
+    items = [{"id": f"d{d}-{p}", "title": f"tape backup part {p}", "body": f"volume {d}",
+              "doc_id": f"d{d}", "position": p} for d in range(6) for p in range(4)]
+    c = cluster.connect(shards=4, path=tmp_path / "c", embedder=None, clock=CLOCK,
+                        in_process=True)
+    c.create_collection("kb", embedder=EMBEDDER, shared=True)
+    c.ingest("kb", items)
+    one = recallql.connect(tmp_path / "one", embedder=None, clock=CLOCK)
+    one.create_collection("kb", embedder=HashEmbedder(64))
+    one.ingest("kb", items)
+    with pytest.raises(cluster.ClusterError, match="context leg"):
+        c.execute("SEARCH kb MATCHING 'tape volume' LIMIT 5")
+    off = "SEARCH kb MATCHING 'tape volume 3' FUSE CONVEX (weights = (context = 0)) LIMIT 8"
+    assert answer(c.execute(off)) == answer(one.execute(off))
+    with pytest.raises(cluster.ClusterError, match="WITH CONTEXT"):
+        c.execute(off.replace(" FUSE", " WITH CONTEXT (before = 1) FUSE"))
+    c.close()
+    one.close()

@@ -162,6 +162,9 @@ def _merged(plan: QueryPlan, runs: dict[int, _ShardRun],
     shards = sorted(runs)
     legs = []
     for i, spec in enumerate(plan.legs):
+        if spec.kind is LegKind.CONTEXT:
+            legs.append(_context_leg(spec, [runs[s].batches.legs[i] for s in shards]))
+            continue
         rowids, scores, ids = [], [], []
         for s in shards:
             batch = runs[s].batches.legs[i]
@@ -177,6 +180,25 @@ def _merged(plan: QueryPlan, runs: dict[int, _ShardRun],
                       tuple(legs), features,
                       max((runs[s].batches.scan_ns for s in shards), default=0),
                       tuple(notices))
+
+
+def _context_leg(spec: LegSpec, parts: list[LegBatch]) -> LegBatch:
+    """The context leg over shards: empty wherever documents hold one item each (CACM, most
+    shared knowledge bases).
+
+    Raises:
+        ClusterError: some shard found neighbours: the credit needs the global candidates and
+            documents whose items may sit on several shards, which scatter-gather does not
+            gather yet.
+    """
+    if any(len(part) for part in parts):
+        raise ClusterError(
+            "the context leg (documents of several items) is not exact over the shards of a "
+            "shared collection yet: turn it off with FUSE CONVEX (weights = (context = 0)) or "
+            "FUSE RRF (weights = (context = 0)), or keep such documents in a tenant's collection")
+    none = np.zeros(0, np.int64)
+    return LegBatch(spec.name, spec.kind, none, np.zeros(0), none, Strings.of([]), spec.window,
+                    0, np.zeros((0, 2), np.int64))
 
 
 def _cut(spec: LegSpec, rowids: np.ndarray, scores: np.ndarray, ids: list[str],
@@ -251,6 +273,18 @@ class GatherSource:
                               [(collection, local[shard_of == s].tolist()) for s in wanted])
         queues = {s: iter(rows) for s, rows in zip(wanted, found, strict=True)}
         return [next(queues[s]) for s in shard_of.tolist()]
+
+    def surrounding_rows(self, collection: str, rowids: np.ndarray, before: int, after: int,
+                         filter_expr: Any, batch: int) -> list[Any]:
+        """`WITH CONTEXT` on a shared collection (refused: a document's items may sit on
+        several shards).
+
+        Raises:
+            ClusterError: always.
+        """
+        raise ClusterError("WITH CONTEXT is not available on a shared collection yet (a "
+                           "document's items may sit on several shards); run it on a tenant's "
+                           "collection")
 
     def bm25_explanation(self, collection: str, terms: list[str], rowid: int, batch: int
                          ) -> str:
