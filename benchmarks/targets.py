@@ -73,6 +73,16 @@ def from_script_output(module: str, text: str | None) -> None:
         update = _number(r"root update depth=\d+\s+([\d.]+) ms", text or "")
         _record_figure("10k-deep chain: stored roots updated in one batch ≤ 100 ms", update, 100,
                        False, "{:.1f} ms")
+    elif module == "bench_cluster":
+        for kind, label in (("scatter-gather, 4 shards", "scatter-gather"),
+                            ("tenant-routed, 4 shards", "tenant-routed")):
+            added = _number(rf"{kind}\s+[\d.]+ ms \(\+?(-?[\d.]+) ms\)", text or "")
+            _record_figure(f"cluster: added p50 per statement ≤ 5 ms at 4 shards ({label}, "
+                           "hybrid)", added, 5.0, False, "+{:.2f} ms")
+        rates = re.findall(r"scatter-gather, (\d) shards?\s.*?([\d.]+) st/s", text or "")
+        record("cluster: throughput with 1, 2, 4 shards recorded",
+               " / ".join(f"{r} st/s ({n})" for n, r in rates) or "see the section",
+               bool(rates) or None)
     elif module == "bench_conversations":
         for limit in (10, 100):
             ratio = _number(rf"(?m)^\s+LIMIT {limit}: .*?\(([\d.]+)x", text or "")

@@ -10,6 +10,7 @@
     recallql sessions ...            list, show, create, annotate, signal, close, archive, sweep
     recallql import hermes STATE_DB  import a Hermes Agent session store
     recallql reindex / optimize      rebuild text indexes (new analyser; exact BM25 statistics)
+    recallql cluster serve           shard actors on Ray (recallql[cluster]; docs/cluster.md)
     recallql demo                    build a demo database from real data and tour it
     recallql bench                   run the benchmarks (source checkout)
 
@@ -25,6 +26,7 @@ from typing import Annotated, Any
 
 import typer
 
+from recallql.cli import cluster as _cluster
 from recallql.cli import delete as _delete
 from recallql.cli import ingest as _ingest
 from recallql.cli import maintenance as _maintenance
@@ -135,6 +137,7 @@ app.command(cls=Command, short_help="Make BM25 statistics exact after deletes an
             )(_maintenance.optimize)
 app.add_typer(_sessions.app, name="sessions")
 app.add_typer(_tools.import_app, name="import")
+app.add_typer(_cluster.app, name="cluster")
 app.command(cls=Command, short_help="Build a demo database from real data and tour it."
             )(_tools.demo)
 app.command(cls=Command, short_help="Run the benchmarks (source checkout).",

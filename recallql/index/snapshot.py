@@ -322,6 +322,7 @@ class CollectionSnapshot:
         self.positions: np.ndarray = cols["position"].values(self.size)  # type: ignore[attr-defined]
         self.created_at: np.ndarray = cols["created_at"].values(self.size)  # type: ignore[attr-defined]
         self.has_vector: np.ndarray = state.has_vector.view(self.size)
+        self._tokens: int | None = None
 
     @property
     def searcher(self) -> tantivy.Searcher:
@@ -383,6 +384,16 @@ class CollectionSnapshot:
         whose documents are still in a tantivy segment (the Lucene rule, see
         `recallql.index.text`); None for an index of analyser 1, which cannot count them."""
         return self._state.text.counted_docs(self._searcher)
+
+    def bm25_statistics(self, terms: Sequence[str]) -> tuple[int | None, int, list[int]]:
+        """BM25's corpus statistics in this snapshot: (N as `bm25_documents`, total tokens T,
+        document frequency n(t) of each term), so that a coordinator can score shards'
+        candidates with the sums over shards (`recallql.cluster.bm25`). T is computed once per
+        snapshot."""
+        if self._tokens is None:
+            self._tokens = text_index.counted_tokens(self._searcher)
+        return (self.bm25_documents(), self._tokens,
+                [int(self._searcher.doc_freq("text", t)) for t in terms])
 
     @functools.cached_property
     def _live_vectors(self) -> np.ndarray:

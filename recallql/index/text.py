@@ -404,3 +404,33 @@ def explain_bm25(searcher: tantivy.Searcher, terms: Sequence[str], rowid: int) -
         return query.explain(searcher, found[0][1]).to_json()
     except ValueError as exc:
         return f"no match ({exc})"
+
+
+def counted_tokens(searcher: tantivy.Searcher) -> int:
+    """Tokens in the documents BM25's statistics count (T: avgdl = T / N), read back from
+    tantivy's explanation of one hit of the most common term: ``round(avgdl · N)``. Exact while
+    T < 2^23 (avgdl is a float32); 0 for an index without terms. tantivy-py exposes no direct
+    accessor (a scatter-gather coordinator sums shards' T to score with global statistics)."""
+    top = searcher.terms_with_prefix("text", "", limit=1)
+    if not top:
+        return 0
+    query = Query.term_query(SCHEMA, "text", top[0][0])
+    hits = searcher.search(query, 1, count=False).hits
+    if not hits:
+        return 0
+    found = _explained(json.loads(query.explain(searcher, hits[0][1]).to_json()))
+    avgdl, docs = found.get("avgdl"), found.get("N")
+    if avgdl is None or docs is None:
+        raise StoreError("tantivy's BM25 explanation has no avgdl/N (an unknown tantivy)")
+    return round(float(np.float32(avgdl)) * docs)
+
+
+def _explained(node: dict, out: dict[str, float] | None = None) -> dict[str, float]:
+    """The named constants of a tantivy explanation (`avgdl`, `N`, ...) by their label."""
+    out = {} if out is None else out
+    label = str(node.get("description", "")).split(",", 1)[0]
+    if label in {"avgdl", "N"}:
+        out[label] = float(node["value"])
+    for child in node.get("details", ()):
+        _explained(child, out)
+    return out

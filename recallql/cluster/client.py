@@ -1,0 +1,368 @@
+"""The cluster's coordinator: `connect()` and `Cluster` (docs/cluster.md).
+
+The coordinator is stateless (routing reads the placement table, `recallql.cluster.placement`):
+it parses each statement and routes it — to the one shard that owns the statement's tenant
+(tenant-routed: the statement runs whole there, so EXPLAIN, sessions and lineage are a single
+database's), or, for a shared collection, to every shard (scatter-gather,
+`recallql.cluster.gather`). Writes route the same way: items by their tenant, or by a hash of
+their id for shared collections; sessions by their owner (``agent_id``); messages by their
+session's owner.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from recallql.cluster.gather import GatherSource, gather_legs
+from recallql.cluster.placement import CollectionDef, Placement, item_shard
+from recallql.cluster.routed import ClusterMessages, ClusterSessions, ClusterWriteReport, grouped
+from recallql.cluster.runtime import ClusterError, start
+from recallql.cluster.transport import InProcess, RayShards, Transport
+from recallql.engine.models import Explain, Result
+from recallql.engine.plan import ExplainSpec, QueryPlan
+from recallql.engine.refill import run_statement
+from recallql.grammar import bind, parse
+from recallql.grammar import statements as st
+from recallql.grammar.errors import QuerySemanticError
+from recallql.grammar.nodes import And, Comparison, StringLiteral
+
+
+def connect(address: str | None = None, shards: int = 4, path: str | Path | None = None, *,
+            embedder: object = "default", routing_field: str = "agent_id",
+            clock: Callable[[], float] | None = None, num_cpus: int | None = None,
+            object_store_mb: int = 200, isolated: bool = True,
+            in_process: bool = False) -> Cluster:
+    """Open a recallql cluster: shard actors on Ray, each the only writer of its databases.
+
+    Args:
+        address: a running Ray instance's address (``recallql cluster serve`` prints it); None
+            starts a local Ray instance in this process (loopback only, no dashboard).
+        shards: shard actors of a new cluster (an existing one keeps the shards it has; use
+            `Cluster.add_shard` to grow it).
+        path: the cluster directory (created when missing); None: a temporary one, removed by
+            `close`. With `address`, the directory the server was started on.
+        embedder: what the shards' ``"default"`` collections embed with (as
+            `recallql.connect`; a callable must be picklable).
+        routing_field: the declared field whose ``= value`` in a WHERE names the tenant.
+        clock: "now" in epoch seconds UTC for every shard (tests pin it; picklable).
+        num_cpus, object_store_mb: the local Ray instance's CPUs and object store (MB).
+        isolated: refuse to start Ray when the network namespace has an interface other than
+            loopback (Ray's servers listen on every interface; run under ``unshare -n``).
+        in_process: no Ray: the shards are objects in this process, called one after another
+            (the same routing and scatter-gather; for tests and development).
+
+    Raises:
+        ClusterError: Ray is missing, the process is not isolated, or a shard is not running.
+    """
+    if shards < 1:
+        raise ClusterError(f"a cluster needs at least one shard, got shards={shards}")
+    owned = path is None
+    root = Path(tempfile.mkdtemp(prefix="recallql-cluster-") if path is None else path)
+    root.mkdir(parents=True, exist_ok=True)
+    placement = Placement(root)
+    count = placement.shards() if address is not None else placement.ensure_shards(shards)
+    transport: Transport
+    if in_process:
+        transport = InProcess(root, embedder, clock)
+    else:
+        transport = RayShards(start(num_cpus=num_cpus, object_store_mb=object_store_mb,
+                                    isolated=isolated, address=address),
+                              root, embedder, clock, owner=address is None)
+    for i in range(count):
+        transport.add(i)
+    cluster = Cluster(transport, root, placement, routing_field, owns_dir=owned)
+    cluster.wait_ready()
+    return cluster
+
+
+class Cluster:
+    """A connection to a recallql cluster. Use `connect`. A context manager.
+
+    Attributes:
+        root: the cluster directory; placement: its placement table (`Placement`); sessions,
+            messages: the routed session and message API.
+    """
+
+    def __init__(self, transport: Transport, root: Path, placement: Placement,
+                 routing_field: str, *, owns_dir: bool) -> None:
+        self.transport = transport
+        self.root = root
+        self.placement = placement
+        self._routing = routing_field
+        self._owns_dir = owns_dir
+        self.sessions = ClusterSessions(self)
+        self.messages = ClusterMessages(self)
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    @property
+    def shards(self) -> int:
+        """Number of shards."""
+        return self.transport.count
+
+    def actor(self, index: int) -> Any:
+        """Shard `index`: its Ray actor handle (``ray.kill(handle, no_restart=False)`` restarts
+        it), or the `Shard` object in process."""
+        return self.transport.handle(index)
+
+    def scatter(self, method: str, shards: Sequence[int], args: Sequence[tuple[Any, ...]],
+                *, write: bool = False) -> list[Any]:
+        """Call `method` on shards with their arguments and wait for every result (reads are
+        retried across an actor restart, writes are not)."""
+        return self.transport.scatter(method, shards, args, write=write)
+
+    def wait_ready(self) -> list[int]:
+        """Wait until every shard answers; returns their process ids."""
+        return self.scatter("pid", range(self.shards), [()] * self.shards)
+
+    def tenant_call(self, tenant: str, target: str, method: str, args: Sequence[Any] = (),
+                    kwargs: Mapping[str, Any] | None = None, *, create: bool = False,
+                    write: bool = False) -> Any:
+        """Run a `Shard.call` on the shard that owns `tenant`.
+
+        Raises:
+            ClusterError: an unknown tenant (nothing was ever written for it).
+        """
+        shard = self.placement.tenant_shard(tenant, place=create)
+        if shard is None:
+            raise ClusterError(f"unknown tenant {tenant!r}: nothing was written for it yet")
+        return self.scatter("call", [shard], [(tenant, target, method, tuple(args),
+                                               dict(kwargs or {}), create)], write=write)[0]
+
+    # -- statements -----------------------------------------------------------------------------
+
+    def execute(self, text: str, /, *args: object, tenant: str | None = None,
+                **params: object) -> Result | Explain:
+        """Run one statement, routed by tenant (or scatter-gather over a shared collection).
+
+        The tenant is `tenant`, else the routing field's ``= value`` in the WHERE, else the
+        owner of the ``FOR SESSION`` session.
+
+        Raises:
+            QueryError: a mistake in the statement (a caret under the token), or no tenant
+                to route it to.
+            ClusterError: an unknown tenant; a shard lost.
+        """
+        stmt = bind(parse(text), *args, **params)
+        owner = self._route(stmt, tenant)
+        if owner is not None:
+            return self.tenant_call(owner, "db", "execute", (text, *args), params)  # type: ignore[no-any-return]
+        return self._gathered(text, args, params, None)
+
+    query = execute
+
+    def explain(self, text: str, /, *args: object, tenant: str | None = None,
+                analyze: bool = False, verbose: bool = False, **params: object) -> Explain:
+        """EXPLAIN a SEARCH or RETRIEVE (routed as `execute`). On a shared collection the plan
+        is the coordinator's: legs over every shard, then fusion and boosts once."""
+        stmt = bind(parse(text), *args, **params)
+        owner = self._route(stmt, tenant)
+        if owner is not None:
+            return self.tenant_call(owner, "db", "explain", (text, *args),  # type: ignore[no-any-return]
+                                    {"analyze": analyze, "verbose": verbose, **params})
+        spec = ExplainSpec(analyze=analyze, verbose=verbose)
+        out = self._gathered(text, args, params, spec)
+        assert isinstance(out, Explain)
+        return out
+
+    def plan(self, text: str, /, *args: object, **params: object) -> QueryPlan:
+        """The plan of a statement over a shared collection (planned on shard 0: every shard
+        holds the same catalog)."""
+        data = self.scatter("plan", [0], [(text, args, params)])[0]
+        return QueryPlan.model_validate_json(data)
+
+    def _gathered(self, text: str, args: tuple[object, ...], params: Mapping[str, object],
+                  explain: ExplainSpec | None) -> Result | Explain:
+        plan = self.plan(text, *args, **params)
+        if explain is not None:
+            plan = plan.model_copy(update={"explain": explain})
+        coll = self.placement.collection(plan.collection)
+        spread = coll.spread if coll is not None else self.shards
+        shards = list(range(spread))
+        session = None
+        if plan.session_id is not None:
+            owner = self.placement.session_tenant(plan.session_id)
+            if owner is not None:
+                session = self._session_reader(owner)
+        source = GatherSource(self.scatter, shards, session)
+        return run_statement(plan, lambda p: gather_legs(p, self.scatter, shards, source.rows),
+                             source)
+
+    def _session_reader(self, owner: str) -> Callable[[str, str, tuple[Any, ...]], Any]:
+        def read(_session_id: str, method: str, args: tuple[Any, ...]) -> Any:
+            return self.tenant_call(owner, "db", method, args)
+
+        return read
+
+    def _route(self, stmt: st.StatementBase, tenant: str | None) -> str | None:
+        """The tenant a statement runs on; None: scatter-gather over a shared collection.
+
+        Raises:
+            QuerySemanticError: nothing names a tenant.
+        """
+        if tenant is not None:
+            return tenant
+        query = stmt.statement if isinstance(stmt, st.Explain) else stmt
+        if isinstance(query, st.Search | st.Retrieve):
+            coll = self.placement.collection(query.collection.name)
+            if coll is not None and coll.shared:
+                return None
+            found = self._tenant_of_where(query.where)
+            if found is None and query.session is not None:
+                session = getattr(query.session, "value", None)
+                found = self.placement.session_tenant(str(session))
+            if found is not None:
+                return found
+        session_node = getattr(stmt, "session", None)
+        if session_node is not None and not isinstance(query, st.Search | st.Retrieve):
+            owner = self.placement.session_tenant(str(getattr(session_node, "value", "")))
+            if owner is not None:
+                return owner
+        raise QuerySemanticError(
+            f"the cluster cannot tell which tenant this statement is for: pass tenant=..., "
+            f"filter on {self._routing} = '...', or name a session created through the cluster "
+            "(FOR SESSION)", text=stmt.source, span=(0, len(stmt.source)))
+
+    def _tenant_of_where(self, where: Any) -> str | None:
+        items = where.items if isinstance(where, And) else (where,) if where else ()
+        for item in items:
+            if isinstance(item, Comparison) and item.field.name == self._routing \
+                    and item.op == "=" and isinstance(item.value, StringLiteral):
+                return item.value.value
+        return None
+
+    # -- collections and writes -----------------------------------------------------------------
+
+    def create_collection(self, name: str, text_fields: Sequence[str] = ("title", "body"),
+                          fields: Mapping[str, object] | None = None, dim: int | None = None,
+                          embedder: str | None = "default", *, shared: bool = False
+                          ) -> CollectionDef:
+        """Create a collection in every database it belongs in (or check the recorded one).
+
+        Args:
+            name, text_fields, fields, dim: as `recallql.Database.create_collection` (field
+                types as names or Python types).
+            embedder: ``"default"`` (the cluster's), None (vectors from the caller), or the
+                name of a built-in embedder (``"hash-blake2b-64"``).
+            shared: one collection for every tenant, its items spread over the current shards
+                by a hash of their id and searched by scatter-gather; otherwise every tenant's
+                database has its own.
+
+        Raises:
+            ClusterError: it exists with another definition.
+            StoreError: an invalid definition (nothing is recorded).
+        """
+        from recallql.index.schema import make_info
+
+        if shared and name in {"docs", "messages"}:
+            raise ClusterError(f"{name!r} is a built-in per-tenant collection; a shared "
+                               "collection needs another name")
+        types = {k: _type_name(v) for k, v in (fields or {}).items()}
+        make_info(name, text_fields, types, dim or 1, None)  # validates before recording
+        definition = {"text_fields": list(text_fields), "fields": types, "dim": dim,
+                      "embedder": embedder}
+        try:
+            coll = self.placement.define(name, shared, self.shards, definition)
+        except ValueError as exc:
+            raise ClusterError(str(exc)) from None
+        self.scatter("create_collection", range(coll.spread if shared else self.shards),
+                     [(name,)] * (coll.spread if shared else self.shards), write=True)
+        return coll
+
+    def collections(self) -> list[CollectionDef]:
+        """The cluster's collections."""
+        return self.placement.collections()
+
+    def ingest(self, collection: str, items: Iterable[Mapping[str, object]], *,
+               tenant: str | None = None, replace_documents: bool = False
+               ) -> ClusterWriteReport:
+        """Add or replace items: per tenant (`tenant`, else each item's routing field), or
+        spread over shards by a hash of the item id for a shared collection. Each tenant's
+        (or shard's) part is one all-or-nothing batch.
+
+        Raises:
+            IngestError: an item without a tenant, or invalid (that part wrote nothing).
+        """
+        coll = self.placement.collection(collection)
+        if coll is not None and coll.shared:
+            groups = grouped(items, lambda item: item_shard(item.get("id"), coll.spread))
+            shards = sorted(groups)
+            reports = self.scatter("shared_call", shards, [
+                ("ingest", (collection, groups[s]), {"replace_documents": replace_documents})
+                for s in shards], write=True)
+            return ClusterWriteReport({f"shard-{s}": r for s, r in zip(shards, reports,
+                                                                        strict=True)})
+        by_tenant = grouped(items, lambda item: tenant or self._item_tenant(item))
+        out = ClusterWriteReport()
+        for owner, group in by_tenant.items():
+            out.parts[owner] = self.tenant_call(owner, "db", "ingest", (collection, group),
+                                                {"replace_documents": replace_documents},
+                                                create=True, write=True)
+        return out
+
+    def delete(self, collection: str, ids: Iterable[str | int], *,
+               tenant: str | None = None) -> ClusterWriteReport:
+        """Delete items by id (a tenant's, or a shared collection's on their shards)."""
+        coll = self.placement.collection(collection)
+        ids = list(ids)
+        if coll is not None and coll.shared:
+            groups = grouped(ids, lambda i: item_shard(i, coll.spread))
+            shards = sorted(groups)
+            reports = self.scatter("shared_call", shards, [
+                ("delete", (collection, groups[s]), {}) for s in shards], write=True)
+            return ClusterWriteReport({f"shard-{s}": r for s, r in zip(shards, reports,
+                                                                        strict=True)})
+        if tenant is None:
+            raise ClusterError(f"deleting from the per-tenant collection {collection!r} needs "
+                               "tenant=...")
+        return ClusterWriteReport({tenant: self.tenant_call(tenant, "db", "delete",
+                                                            (collection, ids), write=True)})
+
+    def _item_tenant(self, item: Mapping[str, object]) -> str:
+        value = item.get(self._routing)
+        if not isinstance(value, str) or not value:
+            from recallql.index.errors import IngestError
+
+            raise IngestError(f"no tenant: pass tenant=... or give the item a "
+                              f"'{self._routing}' string", item=str(item.get("id")),
+                              field=self._routing)
+        return value
+
+    # -- shards ---------------------------------------------------------------------------------
+
+    def add_shard(self) -> int:
+        """Start one more shard; new tenants are placed on it until it holds as many tenants as
+        the others (existing tenants and shared items stay where they are). Returns its index.
+        """
+        index = self.placement.ensure_shards(self.shards + 1) - 1
+        self.transport.add(index)
+        self.wait_ready()
+        return index
+
+    def tenants(self) -> dict[str, int]:
+        """Every tenant and the shard that owns it."""
+        return self.placement.tenants()
+
+    def close(self) -> None:
+        """Close the shards' databases; stop the Ray instance this connection started (and
+        remove a temporary cluster directory)."""
+        self.transport.close()
+        self.placement.close()
+        if self._owns_dir:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _type_name(kind: object) -> str:
+    from recallql.index.schema import field_type
+
+    return field_type(kind).value

@@ -1,0 +1,294 @@
+"""Scatter-gather over a shared collection: every shard runs the plan's legs on its share, the
+coordinator merges each leg globally and `recallql.merge` runs everything above the legs once.
+
+Per leg, the global candidates are the union of the shards' top N, ordered by (−score, item id)
+and cut at N, with ties sharing a rank (`competition_ranks`) — the list one database holding
+every row returns. Cosine needs nothing more. BM25 is re-scored with the global statistics
+(`recallql.cluster.bm25`); a shard whose unreturned rows could still score at least the N-th
+global score (`Bm25Stats.bound`) is asked again with twice its window, until none can.
+
+Rowids are re-keyed `shard << SHIFT | rowid` so candidates of all shards merge in one feature
+table (`concat_features`); `fetch_rows` sends each rowid back to its shard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import numpy as np
+
+from recallql.cluster.bm25 import Bm25Stats
+from recallql.cluster.runtime import ClusterError
+from recallql.cluster.shard import LexicalPart
+from recallql.cluster.wire import unpack
+from recallql.engine.features import Features, Strings, concat_features
+from recallql.engine.legs import LegBatch, LegBatches, competition_ranks
+from recallql.engine.plan import LegKind, LegSpec, QueryPlan
+from recallql.sessions.models import SessionSnapshot, SessionState
+from recallql.sessions.stored import RootResolver
+
+#: Bits of a shard-local rowid in a re-keyed rowid (2^40 rows per shard).
+SHIFT = 40
+#: Deeper lexical fetches stop at this window per shard (past it the leg is cut there).
+MAX_DEPTH = 1 << 20
+#: Rows per leg a shard sends ahead with its candidates (2 x the page, at most this).
+PREFETCH_MAX = 50
+
+#: `scatter(method, shards, args)`: call `method` on each shard with its arguments, wait, and
+#: return the results in shard order (Ray actor calls in `recallql.cluster.client`).
+Scatter = Callable[[str, Sequence[int], Sequence[tuple[Any, ...]]], list[Any]]
+
+
+@dataclasses.dataclass
+class _ShardRun:
+    batches: LegBatches
+    lexical: dict[str, LexicalPart]
+    windows: dict[str, int]
+    local: dict[str, Bm25Stats] = dataclasses.field(default_factory=dict)
+
+    def local_stats(self, leg: str) -> Bm25Stats:
+        """The shard's own statistics for a lexical leg (weights memoised)."""
+        if leg not in self.local:
+            part = self.lexical[leg].stats
+            self.local[leg] = Bm25Stats(part.docs, part.tokens, part.doc_freq)
+        return self.local[leg]
+
+
+def gather_legs(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
+                rows: dict[int, dict[str, Any]] | None = None) -> LegBatches:
+    """The plan's leg batches over every shard's share, as one database would return them.
+
+    Args:
+        rows: filled with the stored fields of rows the shards sent ahead (re-keyed rowid ->
+            row; `GatherSource` reads them before asking a shard).
+
+    Raises:
+        whatever a shard's `run_legs` raises (QueryError, ExecutionError), re-raised by Ray.
+    """
+    start = time.perf_counter_ns()
+    runs = _run(plan, scatter, shards, {s: {leg.name: leg.window for leg in plan.legs}
+                                        for s in shards}, rows)
+    while True:
+        stats = {spec.name: _global_stats(spec, runs) for spec in plan.legs
+                 if spec.kind is LegKind.LEXICAL}
+        rescored = {(s, name): _rescored(spec, stats[name], runs[s].lexical[name])
+                    for s in runs for spec in plan.legs if (name := spec.name) in stats}
+        deeper = _deeper(plan, runs, stats, rescored)
+        if not deeper:
+            break
+        runs.update(_run(plan, scatter, list(deeper), deeper, None))
+    return _merged(plan, runs, rescored, time.perf_counter_ns() - start)
+
+
+def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
+         windows: dict[int, dict[str, int]], rows: dict[int, dict[str, Any]] | None
+         ) -> dict[int, _ShardRun]:
+    ahead = 0 if rows is None else min(2 * plan.need, PREFETCH_MAX)
+    texts: dict[tuple[tuple[str, int], ...], str] = {}  # one JSON per distinct windows
+    plans = []
+    for s in shards:
+        key = tuple(sorted(windows[s].items()))
+        if key not in texts:
+            texts[key] = _windowed(plan, windows[s]).model_dump_json()
+        plans.append(texts[key])
+    out = scatter("legs", shards, [(p, ahead) for p in plans])
+    runs = {}
+    for s, (text, parts, sent) in zip(shards, out, strict=True):
+        runs[s] = _ShardRun(unpack(text), parts, windows[s])
+        if rows is not None:
+            rows.update({(s << SHIFT) | rowid: row for rowid, row in sent.items()})
+    return runs
+
+
+def _windowed(plan: QueryPlan, windows: dict[str, int]) -> QueryPlan:
+    if all(windows[leg.name] == leg.window for leg in plan.legs):
+        return plan
+    legs = tuple(leg.model_copy(update={"window": windows[leg.name]}) for leg in plan.legs)
+    return plan.model_copy(update={"legs": legs})
+
+
+def _counts(spec: LegSpec) -> tuple[int, ...]:
+    return spec.term_counts or (1,) * len(spec.terms)
+
+
+def _global_stats(spec: LegSpec, runs: dict[int, _ShardRun]) -> Bm25Stats:
+    return Bm25Stats.total([run.lexical[spec.name].stats for run in runs.values()])
+
+
+def _rescored(spec: LegSpec, stats: Bm25Stats, part: LexicalPart) -> np.ndarray:
+    return stats.score(spec.terms, _counts(spec), part.tf, part.codes).astype(np.float64)
+
+
+def _deeper(plan: QueryPlan, runs: dict[int, _ShardRun], stats: dict[str, Bm25Stats],
+            rescored: dict[tuple[int, str], np.ndarray]) -> dict[int, dict[str, int]]:
+    """Shards whose unreturned rows could enter a lexical leg's global top N, with the deeper
+    windows to ask them for: those whose bound on an unreturned row's global BM25 exceeds the
+    N-th global score (the bound carries `BOUND_SLACK`, so an unreturned row under it scores
+    strictly less than the N-th and cannot tie its way in either)."""
+    deeper: dict[int, dict[str, int]] = {}
+    for spec in plan.legs:
+        if spec.name not in stats:
+            continue
+        glob = stats[spec.name]
+        scores = np.sort(np.concatenate([rescored[(s, spec.name)] for s in runs]))[::-1]
+        nth = scores[spec.window - 1] if scores.shape[0] >= spec.window else -np.inf
+        for s, run in runs.items():
+            part = run.lexical[spec.name]
+            if part.exhausted or run.windows[spec.name] >= MAX_DEPTH:
+                continue
+            local = run.local_stats(spec.name)
+            if _same(local, glob):  # its own order is the global one: nothing can jump it
+                continue
+            if glob.bound(local, spec.terms, _counts(spec)) * part.cut_score > nth:
+                deeper.setdefault(s, dict(run.windows))[spec.name] = min(
+                    run.windows[spec.name] * 2, MAX_DEPTH)
+    return deeper
+
+
+def _same(local: Bm25Stats, glob: Bm25Stats) -> bool:
+    """Whether a shard's statistics are the global ones (it holds every counted document):
+    its BM25 is then the global BM25 bit for bit, and its unreturned rows all rank after its
+    returned ones."""
+    return (local.docs, local.tokens, dict(local.doc_freq)) == (glob.docs, glob.tokens,
+                                                                dict(glob.doc_freq))
+
+
+def _merged(plan: QueryPlan, runs: dict[int, _ShardRun],
+            rescored: dict[tuple[int, str], np.ndarray], elapsed: int) -> LegBatches:
+    shards = sorted(runs)
+    legs = []
+    for i, spec in enumerate(plan.legs):
+        if spec.kind is LegKind.CONTEXT:
+            legs.append(_context_leg(spec, [runs[s].batches.legs[i] for s in shards]))
+            continue
+        rowids, scores, ids = [], [], []
+        for s in shards:
+            batch = runs[s].batches.legs[i]
+            rowids.append((s << SHIFT) | batch.rowids)
+            scores.append(rescored.get((s, spec.name), batch.scores))
+            ids.extend(batch.ids.tolist())
+        legs.append(_cut(spec, np.concatenate(rowids) if rowids else np.zeros(0, np.int64),
+                         np.concatenate(scores) if scores else np.zeros(0), ids, elapsed))
+    keep = np.unique(np.concatenate([leg.rowids for leg in legs])) if legs else None
+    features = concat_features([_rekeyed(s, runs[s].batches.features, keep) for s in shards])
+    notices = dict.fromkeys(n for s in shards for n in runs[s].batches.notices)
+    return LegBatches(plan.collection, 0, sum(runs[s].batches.size for s in shards),
+                      tuple(legs), features,
+                      max((runs[s].batches.scan_ns for s in shards), default=0),
+                      tuple(notices))
+
+
+def _context_leg(spec: LegSpec, parts: list[LegBatch]) -> LegBatch:
+    """The context leg over shards: empty wherever documents hold one item each (CACM, most
+    shared knowledge bases).
+
+    Raises:
+        ClusterError: some shard found neighbours: the credit needs the global candidates and
+            documents whose items may sit on several shards, which scatter-gather does not
+            gather yet.
+    """
+    if any(len(part) for part in parts):
+        raise ClusterError(
+            "the context leg (documents of several items) is not exact over the shards of a "
+            "shared collection yet: turn it off with FUSE CONVEX (weights = (context = 0)) or "
+            "FUSE RRF (weights = (context = 0)), or keep such documents in a tenant's collection")
+    none = np.zeros(0, np.int64)
+    return LegBatch(spec.name, spec.kind, none, np.zeros(0), none, Strings.of([]), spec.window,
+                    0, np.zeros((0, 2), np.int64))
+
+
+def _cut(spec: LegSpec, rowids: np.ndarray, scores: np.ndarray, ids: list[str],
+         elapsed: int) -> LegBatch:
+    """A leg's global list: ordered by (−score, item id), cut at the window."""
+    order = sorted(range(len(ids)), key=lambda j: (-scores[j], ids[j]))[: spec.window]
+    pick = np.asarray(order, np.int64)
+    top = scores[pick] if pick.shape[0] else np.zeros(0)
+    return LegBatch(spec.name, spec.kind, rowids[pick] if pick.shape[0] else pick, top,
+                    competition_ranks(top), Strings.of([ids[j] for j in order]), spec.window,
+                    elapsed)
+
+
+def _rekeyed(shard: int, features: Features, keep: np.ndarray | None) -> Features:
+    """A shard's features with re-keyed rowids, only the rows in `keep` (None: all)."""
+    rowid = (shard << SHIFT) | features.rowid
+    if keep is not None:
+        index = np.flatnonzero(np.isin(rowid, keep))
+        features = features.take(index)
+        rowid = rowid[index]
+    return dataclasses.replace(features, rowid=rowid)
+
+
+class GatherSource:
+    """The `MergeSource` of a scatter-gather statement: rows from their shards, and the FOR
+    SESSION session and signal sums from its owner's database (`session(session_id, method,
+    args)`: a callable reaching it)."""
+
+    def __init__(self, scatter: Scatter, shards: Sequence[int],
+                 session: Callable[[str, str, tuple[Any, ...]], Any] | None = None,
+                 rows: dict[int, dict[str, Any]] | None = None) -> None:
+        self._scatter = scatter
+        self._shards = list(shards)
+        self._session = session
+        self.rows: dict[int, dict[str, Any]] = {} if rows is None else rows
+
+    def session_state(self, session_id: str, now_ts: float
+                      ) -> tuple[SessionState, SessionSnapshot] | None:
+        if self._session is None:
+            return None
+        out: tuple[SessionState, SessionSnapshot] | None = self._session(
+            session_id, "session_state", (session_id, now_ts))
+        return out
+
+    def entity_sums(self, entities: list[str], names: list[str], now_ts: float
+                    ) -> dict[str, dict[str, float]]:
+        """Signal sums of the FOR SESSION owner's sessions (sessions are tenant data; without
+        FOR SESSION a shared collection sees none)."""
+        if self._session is None:
+            return {}
+        sums: dict[str, dict[str, float]] = self._session(
+            "", "entity_sums", (entities, names, now_ts))
+        return sums
+
+    def lineage_resolver(self, budget: int) -> AbstractContextManager[RootResolver]:
+        raise ClusterError("conversation lineage reads the messages collection, which is "
+                           "per tenant: run the statement on its tenant (tenant=...)")
+
+    def fetch_rows(self, collection: str, rowids: np.ndarray, batch: int
+                   ) -> list[dict[str, Any]]:
+        missing = np.asarray([r for r in rowids.tolist() if r not in self.rows], np.int64)
+        if missing.shape[0]:
+            self.rows.update(zip(missing.tolist(), self._fetch(collection, missing),
+                                 strict=True))
+        return [self.rows[r] for r in rowids.tolist()]
+
+    def _fetch(self, collection: str, rowids: np.ndarray) -> list[dict[str, Any]]:
+        shard_of = rowids >> SHIFT
+        local = rowids & ((1 << SHIFT) - 1)
+        wanted = sorted(set(shard_of.tolist()))
+        found = self._scatter("fetch", wanted,
+                              [(collection, local[shard_of == s].tolist()) for s in wanted])
+        queues = {s: iter(rows) for s, rows in zip(wanted, found, strict=True)}
+        return [next(queues[s]) for s in shard_of.tolist()]
+
+    def surrounding_rows(self, collection: str, rowids: np.ndarray, before: int, after: int,
+                         filter_expr: Any, batch: int) -> list[Any]:
+        """`WITH CONTEXT` on a shared collection (refused: a document's items may sit on
+        several shards).
+
+        Raises:
+            ClusterError: always.
+        """
+        raise ClusterError("WITH CONTEXT is not available on a shared collection yet (a "
+                           "document's items may sit on several shards); run it on a tenant's "
+                           "collection")
+
+    def bm25_explanation(self, collection: str, terms: list[str], rowid: int, batch: int
+                         ) -> str:
+        shard, local = rowid >> SHIFT, rowid & ((1 << SHIFT) - 1)
+        text: str = self._scatter("bm25_explanation", [shard],
+                                  [(collection, terms, local)])[0]
+        return f"(shard {shard}, with that shard's statistics) {text}"

@@ -1,0 +1,276 @@
+"""A shard: the only writer of the databases under its directory (a Ray actor at run time).
+
+``<root>/shard-<i>/tenants/<tenant>/`` holds one recallql database per tenant (documents,
+sessions, signals and messages together); ``<root>/shard-<i>/shared/`` holds this shard's share
+of the shared collections' items. Databases open lazily and stay open; a restarted actor (Ray
+`max_restarts`) reopens them from disk, where every committed batch is.
+
+The class is plain Python (`recallql.cluster.runtime` wraps it with `ray.remote`), so its
+behaviour is tested without Ray too. Ray runs one call at a time on an actor, so nothing writes
+between a call's legs and the statistics it returns with them.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import urllib.parse
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recallql.api import Database
+from recallql.api import connect as connect_database
+from recallql.cluster.bm25 import ShardStats, fieldnorm_code
+from recallql.cluster.placement import CollectionDef, Placement
+from recallql.cluster.wire import pack
+from recallql.engine.plan import LegKind, QueryPlan
+from recallql.index.embedders import by_name
+from recallql.index.errors import StoreError
+from recallql.index.snapshot import CollectionSnapshot
+
+#: Rows whose term frequencies a shard keeps (rows never change once written).
+TERM_CACHE_ROWS = 200_000
+
+#: What a tenant call may reach: `Database` methods, and those of its `sessions` and `messages`.
+TENANT_METHODS: dict[str, frozenset[str]] = {
+    "db": frozenset({"execute", "explain", "plan", "ingest", "delete", "collections",
+                     "check", "session_state", "entity_sums"}),
+    "sessions": frozenset({"create", "annotate", "signal", "signal_many", "close", "archive",
+                           "snapshot", "get", "list", "verify_lineage"}),
+    "messages": frozenset({"append", "extend"}),
+}
+
+
+class UnknownTenant(LookupError):
+    """A statement or read names a tenant that has no data on its shard."""
+
+
+@dataclass(frozen=True)
+class LexicalPart:
+    """What a shard returns with a lexical leg for exact global BM25.
+
+    Attributes:
+        stats: the shard's N, T and n(t) for the leg's terms.
+        tf: int64[m, t] each candidate's frequency of each query term (leg order);
+        codes: int64[m] each candidate's field-length code (`fieldnorm_code`).
+        cut_score: the shard-local BM25 of its last candidate (an unreturned row scores at
+            most this locally); exhausted: the shard has no other matching row.
+    """
+
+    stats: ShardStats
+    tf: np.ndarray
+    codes: np.ndarray
+    cut_score: float
+    exhausted: bool
+
+
+def tenant_dir(tenant: str) -> str:
+    """A tenant's directory name: ``t_`` and its percent-encoded name (any text is a tenant)."""
+    return "t_" + urllib.parse.quote(tenant, safe="")
+
+
+class Shard:
+    """One shard's databases.
+
+    Args:
+        root: the cluster directory; index: this shard's number.
+        embedder: what the databases' built-in collections and ``"default"`` collections embed
+            with (as `recallql.connect`).
+        clock: "now" in epoch seconds UTC for statements and session writes (tests pin it).
+    """
+
+    def __init__(self, root: str, index: int, embedder: object = "default",
+                 clock: Callable[[], float] | None = None) -> None:
+        self.root = Path(root)
+        self.index = index
+        self.dir = self.root / f"shard-{index}"
+        (self.dir / "tenants").mkdir(parents=True, exist_ok=True)
+        self._embedder = embedder
+        self._clock = clock
+        self._placement = Placement(self.root)
+        self._tenants: dict[str, Database] = {}
+        self._shared: Database | None = None
+        self._terms: dict[tuple[str, int], tuple[int, Counter[str]]] = {}
+
+    def pid(self) -> int:
+        """The actor's process id (tests watch it change after a kill)."""
+        return os.getpid()
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system, seconds) this shard's process has used (benchmarks)."""
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    # -- databases ------------------------------------------------------------------------------
+
+    def _open(self, path: Path, shared: bool) -> Database:
+        db = connect_database(path, embedder=self._embedder, clock=self._clock)
+        for coll in self._placement.collections():
+            if coll.shared == shared:
+                _create(db, coll, self._embedder)
+        return db
+
+    def _tenant(self, tenant: str, create: bool) -> Database:
+        db = self._tenants.get(tenant)
+        if db is not None:
+            return db
+        path = self.dir / "tenants" / tenant_dir(tenant)
+        if not create and not path.exists():
+            raise UnknownTenant(f"tenant {tenant!r} has no data yet (shard {self.index})")
+        db = self._tenants[tenant] = self._open(path, shared=False)
+        return db
+
+    def shared(self) -> Database:
+        """This shard's database of shared-collection items (opened on first use)."""
+        if self._shared is None:
+            self._shared = self._open(self.dir / "shared", shared=True)
+        return self._shared
+
+    def tenants(self) -> list[str]:
+        """Tenants with a database on this shard (on disk), by directory name order."""
+        return sorted(urllib.parse.unquote(p.name[2:]) for p in (self.dir / "tenants").iterdir()
+                      if p.name.startswith("t_"))
+
+    def create_collection(self, name: str) -> None:
+        """Create a recorded collection in every database it belongs in on this shard."""
+        coll = self._placement.collection(name)
+        if coll is None:
+            raise KeyError(f"collection {name!r} is not recorded in the placement table")
+        if coll.shared:
+            _create(self.shared(), coll, self._embedder)
+            return
+        for tenant in self.tenants():
+            _create(self._tenant(tenant, create=False), coll, self._embedder)
+
+    # -- tenant calls ---------------------------------------------------------------------------
+
+    def call(self, tenant: str, target: str, method: str, args: Sequence[Any],
+             kwargs: Mapping[str, Any], create: bool = False) -> Any:
+        """Run ``db.<method>`` (target ``db``), ``db.sessions.<method>`` or
+        ``db.messages.<method>`` on a tenant's database.
+
+        Raises:
+            UnknownTenant: the tenant has no database here and `create` is false.
+            ValueError: a method the cluster does not route.
+        """
+        if method not in TENANT_METHODS.get(target, frozenset()):
+            raise ValueError(f"{target}.{method} is not a cluster operation")
+        db = self._tenant(tenant, create)
+        obj: Any = db if target == "db" else getattr(db, target)
+        out = getattr(obj, method)(*args, **kwargs)
+        return list(out) if method == "list" else out
+
+    def release(self, tenant: str) -> str:
+        """Close a tenant's database and return its directory (moving a tenant)."""
+        db = self._tenants.pop(tenant, None)
+        if db is not None:
+            db.close()
+        return str(self.dir / "tenants" / tenant_dir(tenant))
+
+    def adopt(self, tenant: str, source: str) -> None:
+        """Take over a tenant's database directory released by another shard."""
+        target = self.dir / "tenants" / tenant_dir(tenant)
+        if target.exists():
+            raise FileExistsError(f"tenant {tenant!r} already has a database on shard "
+                                  f"{self.index}")
+        shutil.move(source, target)
+
+    # -- shared collections (scatter-gather) ----------------------------------------------------
+
+    def plan(self, text: str, args: Sequence[Any], params: Mapping[str, Any]) -> str:
+        """A shared-collection statement's plan as JSON (every shard has the same catalog)."""
+        return self.shared().plan(text, *args, **params).model_dump_json()
+
+    def legs(self, plan_json: str, prefetch: int = 0
+             ) -> tuple[dict[str, Any], dict[str, LexicalPart], dict[int, dict[str, Any]]]:
+        """Run a plan's legs on this shard's share: the `LegBatches` (`wire.pack`); for each lexical
+        leg what exact global BM25 needs (`LexicalPart`); and the stored fields of each leg's
+        first `prefetch` rows (the page's rows are usually among them: one round trip less)."""
+        db = self.shared()
+        plan = QueryPlan.model_validate_json(plan_json)
+        snap = db.snapshot(plan.collection)
+        batches = db.run_legs(plan)
+        parts = {}
+        for spec, batch in zip(plan.legs, batches.legs, strict=True):
+            if spec.kind is LegKind.LEXICAL:
+                parts[spec.name] = self._lexical(snap, spec.terms, spec.term_counts,
+                                                 batch.rowids, batch.scores, spec.window)
+        ahead = [b.rowids[:prefetch] for b in batches.legs] or [batches.features.rowid[:prefetch]]
+        wanted = np.unique(np.concatenate(ahead)) if prefetch else np.zeros(0, np.int64)
+        rows = {int(row["rowid"]): row for row in snap.fetch(wanted)} if wanted.shape[0] else {}
+        return pack(batches), parts, rows
+
+    def _lexical(self, snap: CollectionSnapshot, terms: Sequence[str],
+                 counts: Sequence[int], rowids: np.ndarray, scores: np.ndarray,
+                 window: int) -> LexicalPart:
+        docs, tokens, freq = snap.bm25_statistics(terms)
+        stats = ShardStats(int(docs or 0), tokens, dict(zip(terms, freq, strict=True)))
+        tf = np.zeros((rowids.shape[0], len(terms)), np.int64)
+        codes = np.zeros(rowids.shape[0], np.int64)
+        for i, (code, counter) in enumerate(self._row_terms(snap, rowids)):
+            codes[i] = code
+            tf[i] = [counter.get(t, 0) for t in terms]
+        cut = float(scores[-1]) if scores.shape[0] else 0.0
+        return LexicalPart(stats, tf, codes, cut, exhausted=rowids.shape[0] < window)
+
+    def _row_terms(self, snap: CollectionSnapshot, rowids: np.ndarray
+                   ) -> list[tuple[int, Counter[str]]]:
+        """(field-length code, term counts) of rows: the stored texts re-analysed with the
+        index's analyser, as tantivy indexed them (cached: rows never change)."""
+        name = snap.info.name
+        missing = [r for r in rowids.tolist() if (name, r) not in self._terms]
+        if missing:
+            if len(self._terms) + len(missing) > TERM_CACHE_ROWS:
+                self._terms.clear()
+            fields = snap.info.text_fields
+            for row in snap.fetch(missing):
+                text = "\n".join(row[f] for f in fields if row[f])
+                tokens = snap.analyze(text) if text else []
+                self._terms[(name, row["rowid"])] = (fieldnorm_code(len(tokens)),
+                                                     Counter(tokens))
+        return [self._terms[(name, r)] for r in rowids.tolist()]
+
+    def fetch(self, collection: str, rowids: Sequence[int]) -> list[dict[str, Any]]:
+        """Stored fields of rows of a shared collection (`CollectionSnapshot.fetch`)."""
+        return self.shared().snapshot(collection).fetch(np.asarray(rowids, np.int64))
+
+    def bm25_explanation(self, collection: str, terms: list[str], rowid: int) -> str:
+        """tantivy's explanation of a row's BM25 with this shard's statistics."""
+        return self.shared().snapshot(collection).explain_bm25(terms, rowid)
+
+    def shared_call(self, method: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        """``ingest`` / ``delete`` / ``reindex`` on this shard's share."""
+        if method not in {"ingest", "delete", "reindex"}:
+            raise ValueError(f"{method} is not a shared-collection operation")
+        if method == "reindex":
+            self._terms.clear()
+        return getattr(self.shared(), method)(*args, **kwargs)
+
+    def close(self) -> None:
+        """Close every open database."""
+        for db in self._tenants.values():
+            db.close()
+        self._tenants.clear()
+        if self._shared is not None:
+            self._shared.close()
+            self._shared = None
+        self._placement.close()
+
+
+def _create(db: Database, coll: CollectionDef, default: object) -> None:
+    """Create (or check) a recorded collection in `db`; ``"default"`` means the shard's
+    embedder."""
+    spec = dict(coll.definition)
+    name = spec.pop("embedder", "default")
+    embedder = default if name == "default" else by_name(name)
+    if name not in (None, "default") and embedder is None:
+        raise StoreError(f"collection {coll.name!r}: unknown embedder {name!r} (use "
+                         "'default', None, or a built-in embedder's name)")
+    db.create_collection(coll.name, embedder=embedder, **spec)
+

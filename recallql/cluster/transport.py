@@ -1,0 +1,132 @@
+"""How the coordinator reaches its shards: Ray actors (`RayShards`), or objects in this process
+(`InProcess`: the same coordinator code without Ray, for tests and development)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
+
+from recallql.cluster.runtime import NAMESPACE, READ_RETRIES, ClusterError
+from recallql.cluster.shard import Shard
+
+
+class Transport(Protocol):
+    """Calls on shards by index."""
+
+    @property
+    def count(self) -> int: ...
+
+    def add(self, index: int) -> None:
+        """Start (or find) shard `index` (the next one)."""
+        ...
+
+    def handle(self, index: int) -> Any: ...
+
+    def scatter(self, method: str, shards: Sequence[int], args: Sequence[tuple[Any, ...]],
+                *, write: bool = False) -> list[Any]:
+        """`method` on each shard with its arguments; results in shard order."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class InProcess:
+    """Shards as plain objects, called one after another in this process."""
+
+    def __init__(self, root: Path, embedder: object, clock: Callable[[], float] | None) -> None:
+        self._root, self._embedder, self._clock = root, embedder, clock
+        self._shards: list[Shard] = []
+
+    @property
+    def count(self) -> int:
+        return len(self._shards)
+
+    def add(self, index: int) -> None:
+        self._shards.append(Shard(str(self._root), index, self._embedder, self._clock))
+
+    def handle(self, index: int) -> Shard:
+        return self._shards[index]
+
+    def scatter(self, method: str, shards: Sequence[int], args: Sequence[tuple[Any, ...]],
+                *, write: bool = False) -> list[Any]:
+        return [getattr(self._shards[s], method)(*a) for s, a in zip(shards, args, strict=True)]
+
+    def close(self) -> None:
+        for shard in self._shards:
+            shard.close()
+
+
+def actor_name(root: Path, index: int) -> str:
+    """The Ray name of shard `index` of the cluster at `root` (unique per directory)."""
+    digest = hashlib.blake2b(str(root.resolve()).encode(), digest_size=6).hexdigest()
+    return f"recallql-{digest}-shard-{index}"
+
+
+class RayShards:
+    """Shards as Ray actors, found by name (`actor_name`) or created; Ray restarts a dead one
+    (`max_restarts=-1`), which reopens its databases from disk.
+
+    Args:
+        ray: the initialised `ray` module; owner: this process started Ray and creates the
+            actors (False: joined a `recallql cluster serve` instance, which owns them).
+    """
+
+    def __init__(self, ray: ModuleType, root: Path, embedder: object,
+                 clock: Callable[[], float] | None, *, owner: bool) -> None:
+        self._ray = ray
+        self._root, self._embedder, self._clock = root, embedder, clock
+        self._owner = owner
+        self._actors: list[Any] = []
+
+    @property
+    def count(self) -> int:
+        return len(self._actors)
+
+    def add(self, index: int) -> None:
+        name = actor_name(self._root, index)
+        try:
+            actor = self._ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            if not self._owner:
+                raise ClusterError(f"no shard {index} is running for the cluster {self._root} "
+                                   "(start it with `recallql cluster serve`)") from None
+            remote = self._ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0)(Shard)
+            actor = remote.options(name=name, namespace=NAMESPACE, get_if_exists=True).remote(
+                str(self._root), index, self._embedder, self._clock)
+        self._actors.append(actor)
+
+    def handle(self, index: int) -> Any:
+        return self._actors[index]
+
+    def scatter(self, method: str, shards: Sequence[int], args: Sequence[tuple[Any, ...]],
+                *, write: bool = False) -> list[Any]:
+        retries = 0 if write else READ_RETRIES
+        refs = [getattr(self._actors[s], method).options(max_task_retries=retries).remote(*a)
+                for s, a in zip(shards, args, strict=True)]
+        return list(self._get(refs))
+
+    def _get(self, refs: Any) -> Any:
+        exc = self._ray.exceptions
+        try:
+            return self._ray.get(refs)
+        except exc.RayTaskError as err:
+            cause = err.cause
+            raise (cause if isinstance(cause, BaseException) else ClusterError(str(err))
+                   ) from None
+        except exc.RayActorError as err:
+            raise ClusterError(f"a shard died during the call and Ray is restarting it; "
+                               f"retry (writes are all-or-nothing per shard): {err}") from None
+
+    def close(self) -> None:
+        """Close the shards' databases and stop Ray (only when this process started it)."""
+        if not self._owner:
+            return
+        try:
+            self.scatter("close", range(self.count), [()] * self.count)
+        finally:
+            for actor in self._actors:
+                self._ray.kill(actor, no_restart=True)
+            self._ray.shutdown()
