@@ -10,7 +10,9 @@ p50/p95 over all queries × rounds.
 - recallql hybrid: ``SEARCH docs MATCHING :q NEAR :v LIMIT 10`` (default recency boost on; the
   engine fetches the window N = 100 from each leg), through `Database.execute`: parse (cached),
   bind, analyse, plan, both legs, the context leg, convex fusion, recency, total order, row
-  fetch with reasons; and the same with `FUSE RRF (weights = (context = 0))`.
+  fetch with reasons; the same with `FUSE RRF (weights = (context = 0))`; and the same with
+  `USING HYBRID (exact)`: at 100k eligible rows the planner searches the ANN index, so the
+  engine-overhead target (against the raw exact legs) is measured with the exact scan forced.
 - LanceDB hybrid: native FTS + exact cosine scan + RRFReranker, limit 10 (it fetches 10 per leg).
   The vector column has **no index** here (a flat scan: what LanceDB does before an index is
   built), so this compares two exact scans; LanceDB as its users run it at this size (IVF_PQ
@@ -45,6 +47,11 @@ STATEMENT = "SEARCH docs MATCHING :q NEAR :v LIMIT 10"
 #: default and the context credit cost, measured in the same run.
 OLD_FUSION = "SEARCH docs MATCHING :q NEAR :v FUSE RRF (weights = (context = 0)) LIMIT 10"
 OLD_NAME = "recallql hybrid, FUSE RRF without context"
+#: The default SEARCH with the semantic leg forced to the exact scan: the like-for-like
+#: comparison with the raw legs (the planner picks the ANN index at 100k eligible rows, which
+#: the raw numpy scan is not), so the engine-overhead target is measured on it.
+EXACT = "SEARCH docs MATCHING :q USING HYBRID (exact) NEAR :v LIMIT 10"
+EXACT_NAME = "recallql hybrid, exact semantic scan"
 WINDOW = 100
 K = 10
 BLOCK = 10
@@ -84,6 +91,7 @@ def build(items: list[dict], vecs: np.ndarray, tmp: Path) -> tuple[dict[str, Sys
     systems: dict[str, System] = {
         "recallql hybrid": lambda q, v: rq.db.execute(STATEMENT, q=q, v=v),
         OLD_NAME: lambda q, v: rq.db.execute(OLD_FUSION, q=q, v=v),
+        EXACT_NAME: lambda q, v: rq.db.execute(EXACT, q=q, v=v),
         "LanceDB hybrid": lambda q, v: lance.hybrid(q, v, K),
         "bm25s (lexical)": lambda q, v: bm.search(q, K),
         "raw tantivy top-100": lambda q, v: tv.search(q, WINDOW),
@@ -138,6 +146,8 @@ def latency_table(times: dict[str, np.ndarray]) -> tuple[str, dict[str, float]]:
             float(np.median(times["recallql hybrid"] / times["LanceDB hybrid"])),
         "overhead: recallql / (raw tantivy + raw numpy, back to back) (p50)": base / p50[FLOOR],
         "overhead (median per query)": float(np.median(times["recallql hybrid"] / times[FLOOR])),
+        "engine overhead: recallql exact / (raw tantivy + raw numpy, back to back) (p50)":
+            p50[EXACT_NAME] / p50[FLOOR] if EXACT_NAME in p50 else float("nan"),
         "recallql / (raw tantivy p50 + raw numpy @ p50), legs timed apart":
             base / (p50["raw tantivy top-100"] + p50["raw numpy top-100"]),
     }
@@ -227,10 +237,11 @@ def rss_lines(tmp: Path, items: int, query: Query) -> list[str]:
 
 def _record(ratios: dict[str, float]) -> None:
     lance = ratios["recallql / LanceDB hybrid (p50)"]
-    over = ratios["overhead: recallql / (raw tantivy + raw numpy, back to back) (p50)"]
+    over = ratios["engine overhead: recallql exact / (raw tantivy + raw numpy, back to back) (p50)"]
     targets.record("hybrid p50 ≤ 0.5× LanceDB hybrid p50 (LanceDB unindexed: flat scan)",
                    f"{lance:.2f}×", lance <= 0.5)
-    targets.record("engine overhead ≤ 1.3× raw tantivy + raw numpy", f"{over:.2f}×", over <= 1.3)
+    targets.record("engine overhead ≤ 1.3× raw tantivy + raw numpy (exact semantic scan)",
+                   f"{over:.2f}×", over <= 1.3)
 
 
 def run(rounds: int = 3, n: int = corpus.LATENCY_CHUNKS, embed: Embed = embed_cached) -> str:
