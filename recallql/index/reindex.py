@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from recallql.index.connections import fsync_dir
 from recallql.index.snapshot import CollectionState
-from recallql.index.text import TextIndex, siblings, sync_dir
+from recallql.index.text import TextIndex, siblings
 
 #: Rows read from SQLite and queued in tantivy at a time.
 CHUNK_ROWS = 2048
@@ -98,7 +99,7 @@ def swap(path: Path) -> None:
     building, old = siblings(path)
     os.replace(path, old)
     os.replace(building, path)
-    sync_dir(path.parent)
+    fsync_dir(path.parent)
     shutil.rmtree(old)
 
 

@@ -36,6 +36,7 @@ from tantivy import FieldType as TantivyType
 from tantivy import Occur, Query
 
 from recallql.index.analysis import ANALYZER_NAME, CURRENT_VERSION, VERSIONS, analyzer, prepare
+from recallql.index.connections import fsync_dir
 from recallql.index.errors import StoreError
 from recallql.index.ranking import top_by_score
 from recallql.index.storage import describe, tantivy_error
@@ -116,20 +117,11 @@ def recover_rebuild(path: Path) -> None:
     building, old = siblings(path)
     if building.exists() and not path.exists():
         os.replace(building, path)
-        sync_dir(path.parent)
+        fsync_dir(path.parent)
     elif building.exists():
         shutil.rmtree(building)
     if old.exists():
         shutil.rmtree(old)
-
-
-def sync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 
 class TextIndex:
