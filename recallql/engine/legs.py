@@ -83,6 +83,10 @@ class LegBatch:
     #: How the leg searched (the semantic leg: ``exact``, ``ann`` or ``ann+exact``) and why.
     method: str = ""
     why: str = ""
+    #: How the leg applied the statement's filter (EXPLAIN's ``filter=``): the lexical leg
+    #: ``terms(<fields>)``, ``rowids(<m>)`` or ``post-filter``; the semantic leg ``posting
+    #: rows=<m>`` (gathered) or ``mask rows=<m>``. Empty without a filter.
+    filter: str = ""
 
     def __len__(self) -> int:
         return int(self.rowids.shape[0])
@@ -132,7 +136,7 @@ class LegBatches:
                            scores=b.scores.tolist(), ranks=b.ranks.tolist(), ids=b.ids.tolist(),
                            window=b.window, time_ns=b.time_ns,
                            neighbours=None if b.neighbours is None else b.neighbours.tolist(),
-                           method=b.method, why=b.why)
+                           method=b.method, why=b.why, filter=b.filter)
                   for b in self.legs],
             notices=[(str(code), message) for code, message in self.notices],
         ).model_dump_json()
@@ -151,7 +155,7 @@ class LegBatches:
             ids=Strings.of(b.ids), window=b.window, time_ns=b.time_ns,
             neighbours=None if b.neighbours is None
             else np.asarray(b.neighbours, np.int64).reshape(-1, 2),
-            method=b.method, why=b.why) for b in wire.legs)
+            method=b.method, why=b.why, filter=b.filter) for b in wire.legs)
         return cls(wire.collection, wire.batch, wire.size, legs,
                    features_from_wire(wire.features), wire.scan_ns,
                    tuple((Reason(code), message) for code, message in wire.notices))
@@ -170,6 +174,7 @@ class _LegWire(BaseModel):
     neighbours: list[list[int]] | None = None
     method: str = ""
     why: str = ""
+    filter: str = ""
 
 
 class _Wire(BaseModel):
@@ -230,7 +235,7 @@ def _masks(plan: QueryPlan, snapshot: CollectionSnapshot) -> dict[Any, np.ndarra
     for expr in exprs:
         if expr is not None and expr not in masks:
             try:
-                masks[expr] = snapshot.filter_mask(expr)
+                masks[expr] = snapshot.filter_rows(expr)
             except FilterError as exc:  # the analyzer checks names and types; this is a net
                 raise QuerySemanticError(f"WHERE cannot be evaluated: {exc}") from None
     return masks
@@ -279,7 +284,8 @@ def _parallel(scans: list[LegScan], ctx: LegContext, pool: Executor | None) -> l
     return [LegBatch(op.spec.name, op.spec.kind, rowids, scores, competition_ranks(scores),
                      Strings(ids, rowids), op.spec.window, elapsed,
                      method=ctx.notes.get(op.spec.name, ("", ""))[0],
-                     why=ctx.notes.get(op.spec.name, ("", ""))[1])
+                     why=ctx.notes.get(op.spec.name, ("", ""))[1],
+                     filter=ctx.filters.get(op.spec.name, ""))
             for op, (rowids, scores, elapsed) in zip(scans, found, strict=True)]
 
 
