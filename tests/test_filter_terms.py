@@ -268,7 +268,9 @@ def test_a_field_declared_after_data_exists_is_filtered_by_rows_until_a_rebuild(
         assert snap.state.text.keywords == ("tenant",)
         rows = snap.fetch(before)
         assert all(r["team"] == "team1" for r in rows) and "late" in {r["id"] for r in rows}
-        db.reindex()
+        reports = db.reindex(only_needed=True)  # `recallql optimize`: the terms are missing
+        assert [r.collection for r in reports] == ["c"]
+        assert db.reindex(only_needed=True) == []  # ... and then no longer
         snap = db.snapshot("c")
         assert snap.state.text.keywords == ("team", "tenant")
         after, after_scores, how = snap.lexical_search(terms, 50, snap.filter_rows(expr), expr)
