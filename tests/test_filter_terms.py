@@ -308,3 +308,34 @@ def test_an_old_index_without_terms_is_filtered_the_old_way_until_reindex(tmp_pa
                                                        snap.filter_rows(expr), expr)
         assert how == "terms(source)"
         assert sorted(snap.ids[r] for r in again) == ["n1", "n3", "n5"]
+
+
+@pytest.mark.parametrize("run_rows", [1, 10**9])  # scored run by run / gathered first
+def test_gathered_rows_equal_the_masked_scan_on_ranged_and_explicit_segments(monkeypatch,
+                                                                            run_rows):
+    from recallql.index import gather
+    from recallql.index.vectors import Segment, normalise_query, semantic_topn
+
+    monkeypatch.setattr(gather, "RUN_ROWS", run_rows)
+    rng = np.random.default_rng(5)
+    vecs = rng.standard_normal((300, DIM)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    vecs[[7, 150]] = vecs[[8, 151]]  # exact ties, broken by item id
+    explicit = np.array([100, 103, 104, 105, 180, 181, 190, 260], np.int64)  # a merged segment
+    segments = [Segment("a", 0, 100, vecs[:100]),
+                Segment("m", 100, 261, vecs[explicit], explicit),
+                Segment("b", 261, 300, vecs[261:])]
+    ids = [f"r{j:03d}" for j in range(300)]
+    held = np.concatenate([np.arange(100), explicit, np.arange(261, 300)])
+    for trial in range(12):
+        pick = rng.random(300) < (0.05, 0.3, 0.9)[trial % 3]
+        if trial % 4 == 0:
+            pick[40:90] = True  # a long run
+        rows = np.intersect1d(np.flatnonzero(pick), held)
+        mask = np.zeros(300, bool)
+        mask[rows] = True
+        query = normalise_query(rng.standard_normal(DIM), DIM)
+        for n in (1, 5, 400):
+            got, cos = gather.gathered_topn(segments, query, n, rows, ids)
+            want, want_cos = semantic_topn(segments, query, n, mask, ids)
+            assert got.tolist() == want.tolist() and cos.tobytes() == want_cos.tobytes()

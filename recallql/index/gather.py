@@ -32,6 +32,23 @@ def segment_share(seg: Segment, rows: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return pos[held], inside[held]
 
 
+#: Rows that lie in runs of consecutive rows at least this long on average (a session's rows,
+#: written in order) are scored run by run on views of the file; shorter runs are gathered
+#: into one array first (one copy, then one product).
+RUN_ROWS = 32
+
+
+def _scores(vecs: np.ndarray, local: np.ndarray, q32: np.ndarray) -> np.ndarray:
+    """float32 ``vecs[local] @ q32`` for ascending positions `local`."""
+    breaks = np.flatnonzero(np.diff(local) != 1) + 1
+    if len(local) < RUN_ROWS * (len(breaks) + 1):
+        return matvec(vecs[local], q32)
+    starts = np.concatenate([[0], breaks])
+    ends = np.concatenate([breaks, [len(local)]])
+    return np.concatenate([matvec(vecs[local[a]:local[b - 1] + 1], q32)
+                           for a, b in zip(starts.tolist(), ends.tolist(), strict=True)])
+
+
 def gathered_topn(segments: Sequence[Segment], query: np.ndarray, n: int, rows: np.ndarray,
                   ids: Sequence[str], skip: Callable[[str, np.ndarray], None] | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -55,7 +72,7 @@ def gathered_topn(segments: Sequence[Segment], query: np.ndarray, n: int, rows: 
         local, rowids = segment_share(seg, rows)
         if not len(local) or n <= 0:
             continue
-        score = matvec(seg.vecs[local], q32)
+        score = _scores(seg.vecs, local, q32)
         finite = np.isfinite(score)
         if not finite.all():
             if skip is not None:
