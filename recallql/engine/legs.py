@@ -35,6 +35,7 @@ from recallql.engine.plan import FeatureSpec, LegKind, LegSpec, QueryPlan
 from recallql.engine.reasons import Reason
 from recallql.grammar.errors import QueryError, QuerySemanticError
 from recallql.index.errors import FilterError
+from recallql.index.rowsets import RowSet
 from recallql.index.schema import FieldType
 from recallql.index.snapshot import CollectionSnapshot
 
@@ -229,9 +230,9 @@ def _leg_notices(plan: QueryPlan, snapshot: CollectionSnapshot) -> tuple[tuple[R
                  for file, count in snapshot.skipped_vectors().items())
 
 
-def _masks(plan: QueryPlan, snapshot: CollectionSnapshot) -> dict[Any, np.ndarray]:
+def _masks(plan: QueryPlan, snapshot: CollectionSnapshot) -> dict[Any, RowSet]:
     exprs = [plan.filter, *(leg.filter for leg in plan.legs)]
-    masks: dict[Any, np.ndarray] = {}
+    masks: dict[Any, RowSet] = {}
     for expr in exprs:
         if expr is not None and expr not in masks:
             try:

@@ -286,10 +286,11 @@ def posting_rows(expr: object, lookup: ColumnLookup, size: int) -> np.ndarray | 
         FilterError: unknown field.
     """
     if isinstance(expr, And | Or) and expr.items:
-        parts = [posting_rows(item, lookup, size) for item in expr.items]
-        if any(p is None for p in parts):
+        found_parts = [posting_rows(item, lookup, size) for item in expr.items]
+        parts = [p for p in found_parts if p is not None]
+        if len(parts) < len(found_parts):
             return None
-        found: np.ndarray = parts[0]  # type: ignore[assignment]
+        found = parts[0]
         for part in parts[1:]:
             found = (np.intersect1d(found, part, assume_unique=True) if isinstance(expr, And)
                      else np.union1d(found, part))

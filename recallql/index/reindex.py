@@ -68,7 +68,7 @@ def _index_texts(stored: Mapping[int, tuple[str, str | None]], rows: Sequence[in
 def _index_fields(stored: Mapping[int, tuple[str, str | None]], rows: Sequence[int]
                   ) -> list[dict | None]:
     """The declared field values of each row (its ``keys`` terms)."""
-    return [json.loads(stored[row][1]) if stored[row][1] else None for row in rows]
+    return [json.loads(fields) if (fields := stored[row][1]) else None for row in rows]
 
 
 def build(target: Path | None, live: np.ndarray, seq: int,

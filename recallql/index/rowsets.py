@@ -78,7 +78,10 @@ class RowSet:
     @functools.cached_property
     def count(self) -> int:
         """Rows in the set."""
-        return len(self.rows) if self._rows is not None else int(np.count_nonzero(self._mask))
+        if self._rows is not None:
+            return len(self._rows)
+        assert self._mask is not None
+        return int(np.count_nonzero(self._mask))
 
     def keep(self, where: np.ndarray) -> RowSet:
         """The rows of this set where the bool[size] `where` holds (O(rows) when sparse)."""

@@ -491,7 +491,8 @@ class CollectionSnapshot:
         rowids, cosine, _ = self.semantic_search(vec, n, allowed)
         return rowids, cosine
 
-    def semantic_search(self, vec: np.ndarray, n: int, allowed: np.ndarray | None = None,
+    def semantic_search(self, vec: np.ndarray, n: int,
+                        allowed: np.ndarray | RowSet | None = None,
                         method: str = "auto") -> tuple[np.ndarray, np.ndarray, SemanticStats]:
         """`semantic_topn` with the method chosen or forced, and how it ran.
 
