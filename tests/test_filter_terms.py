@@ -214,8 +214,9 @@ def test_the_context_leg_over_sparse_rows_equals_the_mask(db):
     rows = np.arange(snap.size, dtype=np.int64)
     for direction in (-1, 1):
         for limit in (1, 3, 64):
-            assert nb.step(rows, direction, allowed, limit).tolist() == \
-                nb.step(rows, direction, allowed.mask, limit).tolist()
+            want = nb.step(rows, direction, allowed.mask, limit).tolist()
+            assert nb.step(rows, direction, allowed, limit).tolist() == want
+            assert nb.step(rows, direction, nb.places(allowed), limit).tolist() == want
 
 
 def _term_rows(snap, field: str, value: str) -> set[int]:

@@ -20,7 +20,7 @@ import numpy as np
 from recallql.engine.metrics import Output
 from recallql.engine.operators.base import ExecutionContext, LegContext, Operator
 from recallql.engine.plan import LegSpec
-from recallql.index.rowsets import RowSet
+from recallql.index.neighbours import Places
 
 L = TypeVar("L", bound="type[LegScan]")
 
@@ -192,10 +192,10 @@ class ContextScan(LegScan):
         if not len(nb) or not found.shape[0]:
             return empty
         allowed = ctx.rows(self.spec.filter)
-        eligible: np.ndarray | RowSet = np.asarray(ctx.snapshot.live, dtype=bool)
+        eligible: np.ndarray | Places = np.asarray(ctx.snapshot.live, dtype=bool)
         if allowed is not None:
-            eligible = allowed.keep(ctx.snapshot.live)
-            eligible = eligible if eligible.sparse else eligible.mask
+            kept = allowed.keep(ctx.snapshot.live)
+            eligible = nb.places(kept) if kept.sparse else kept.mask
         near = np.concatenate([nb.step(found, -1, eligible), nb.step(found, 1, eligible)])
         rows = np.unique(near[near >= 0])
         if not rows.shape[0]:
