@@ -41,6 +41,7 @@ from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.timestamps import format_timestamp
 from recallql.index import filters as f
 from recallql.index.embedders import Embedder
+from recallql.index.errors import StoreError
 from recallql.index.history import RetentionLoss
 from recallql.index.schema import CollectionInfo
 from recallql.index.snapshot import CollectionSnapshot
@@ -170,7 +171,9 @@ class QueryEngine:
             explain = explain or ExplainSpec(analyze=stmt.analyze, verbose=stmt.verbose,
                                              format=stmt.format or "text")
             stmt = stmt.statement
-        catalog = {c.name: c for c in self._db.collections()}
+        current = self._current(stmt.collection.name)
+        catalog = {current.info.name: current.info} if current is not None else \
+            {c.name: c for c in self._db.collections()}  # unknown: named with did-you-mean
         spec = analyze(stmt, catalog, self._signal_names())
         info = spec.collection
         messages = is_messages(info)
@@ -184,13 +187,23 @@ class QueryEngine:
                 hint="pass a query vector with NEAR :v, or attach one with db.set_embedder()")
         now = spec.as_of.timestamp() if spec.as_of is not None else self._clock()
         # its analyser turns the text into terms; AS OF: the database as committed then
-        snapshot = self._db.snapshot(info.name, as_of=now if spec.as_of is not None else None)
+        snapshot = current if current is not None and spec.as_of is None else \
+            self._db.snapshot(info.name, as_of=now if spec.as_of is not None else None)
         planned = plan_spec(spec, snapshot.analyze, embedder is not None, messages=messages,
                             now=now, statement=stmt.to_text(), explain=explain)
         if snapshot.retention_loss is not None:
             planned = planned.model_copy(update={"notices": (
                 *planned.notices, _retention_notice(snapshot.retention_loss))})
         return self._embedded(planned, embedder), snapshot
+
+    def _current(self, name: str) -> CollectionSnapshot | None:
+        """The collection's current snapshot (its `info` is the catalog entry the statement
+        is analysed against: no catalog read from SQLite per statement), or None when there
+        is no such collection."""
+        try:
+            return self._db.snapshot(name)
+        except StoreError:
+            return None
 
     def _signal_names(self) -> Collection[str]:
         return self._db.sessions.policy.bounds.keys()
