@@ -228,6 +228,27 @@ def test_the_leg_pool_belongs_to_the_database():
     assert db._pool is None and pool._shutdown
 
 
+def test_legs_in_threads_answer_as_legs_run_one_after_the_other(kb, monkeypatch):
+    """Small eligible sets run the legs in the calling thread (`THREADED_MIN_ROWS`); with the
+    bound at 0 they run in the leg pool, with the same rows, scores and reasons."""
+    import threading
+
+    from recallql.engine import legs
+
+    statement = ("SEARCH kb MATCHING 'backup retention' NEAR :v WHERE team = 'ops' "
+                 "FOR SESSION 's-1' LIMIT 4")
+    serial = kb.execute(statement, v=V)
+    calls = []
+    monkeypatch.setattr(legs, "THREADED_MIN_ROWS", 0)
+    monkeypatch.setattr(legs, "_search", lambda op, ctx, real=legs._search: (
+        calls.append(threading.current_thread().name), real(op, ctx))[1])
+    threaded = kb.execute(statement, v=V)
+    assert len(calls) == 2 and any(name.startswith("recallql-leg") for name in calls)
+    assert [(r.id, r.score, r.reasons) for r in threaded.rows] == \
+        [(r.id, r.score, r.reasons) for r in serial.rows]
+    assert len(serial.rows) == 3
+
+
 def test_plan_refuses_statements_without_a_plan(kb):
     with pytest.raises(recallql.QuerySemanticError, match="only SEARCH, RETRIEVE and EXPLAIN"):
         kb.plan("SHOW COLLECTIONS")
