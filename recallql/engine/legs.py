@@ -35,6 +35,7 @@ from recallql.engine.plan import FeatureSpec, LegKind, LegSpec, QueryPlan
 from recallql.engine.reasons import Reason
 from recallql.grammar.errors import QueryError, QuerySemanticError
 from recallql.index.errors import FilterError
+from recallql.index.columns import StrView
 from recallql.index.rowsets import RowSet
 from recallql.index.schema import FieldType
 from recallql.index.snapshot import CollectionSnapshot
@@ -310,8 +311,8 @@ def _parallel(scans: list[LegScan], ctx: LegContext, pool: Executor | None) -> l
 # -- features -----------------------------------------------------------------------------------
 
 
-#: Up to this many rows, strings are read one by one (`StrView`); beyond, with the column's bulk
-#: `take` (which costs about the same for 1 row as for 1,000: it decodes from one buffer copy).
+#: Up to this many rows, strings are read one by one (`StrView.take`); beyond, with the column's
+#: bulk `take` (vectorised offsets).
 SMALL_GATHER = 64
 
 
@@ -322,7 +323,9 @@ def _str_gather(snapshot: CollectionSnapshot, name: str) -> Callable[[np.ndarray
 
     def gather(rows: np.ndarray) -> list[str]:
         if view is not None and rows.shape[0] <= SMALL_GATHER:
-            return [view[r] for r in rows.tolist()]
+            if isinstance(view, StrView):  # never missing
+                return view.take(rows.tolist())  # type: ignore[return-value]
+            return [view[r] for r in rows.tolist()]  # a sequence of the snapshot contract
         values = snapshot.values(name, rows)
         if view is not None:  # never missing
             return values  # type: ignore[return-value]

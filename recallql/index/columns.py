@@ -98,6 +98,12 @@ class StrView(Sequence[str]):
     def __iter__(self) -> Iterator[str]:
         return iter(cast("list[str]", self._column.values(self._size)))  # ids: never None
 
+    def take(self, rows: Iterable[int]) -> list[str | None]:
+        """The strings of `rows` (each in ``0 .. len - 1``, not checked: rowids the snapshot
+        produced), read one by one without `__getitem__`'s per-row checks."""
+        get = self._reader()
+        return [get(r) for r in rows]
+
 
 class Column:
     """A declared field's values; `values(size)` and `present(size)` are read-only views."""

@@ -593,12 +593,16 @@ class CollectionSnapshot:
             if not 0 <= r < self.size:
                 raise IndexError(f"rowid {r} out of range 0..{self.size - 1}")
         stored = self._state.meta.fetch(self._state.id, rows)
-        return [self._row(r, *stored[r]) for r in rows]
+        named = zip(self.ids.take(rows), self.doc_ids.take(rows), self.entities.take(rows),
+                    strict=True)
+        return [self._row(r, names, *stored[r]) for r, names in zip(rows, named, strict=True)]
 
-    def _row(self, rowid: int, texts: str, fields: str | None) -> dict:
+    def _row(self, rowid: int, names: tuple[str | None, ...], texts: str, fields: str | None
+             ) -> dict:
         created = float(self.created_at[rowid])
-        out: dict = {"rowid": rowid, "id": self.ids[rowid], "doc_id": self.doc_ids[rowid],
-                     "entity": self.entities[rowid], "position": int(self.positions[rowid]),
+        item, doc, entity = names
+        out: dict = {"rowid": rowid, "id": item, "doc_id": doc, "entity": entity,
+                     "position": int(self.positions[rowid]),
                      "created_at": None if math.isnan(created) else created}
         text_values = json.loads(texts)
         out.update({name: text_values.get(name, "") for name in self.info.text_fields})
