@@ -34,8 +34,8 @@ from recallql.engine.operators.scan import ContextScan, LegScan, eligible_rows, 
 from recallql.engine.plan import FeatureSpec, LegKind, LegSpec, QueryPlan
 from recallql.engine.reasons import Reason
 from recallql.grammar.errors import QueryError, QuerySemanticError
-from recallql.index.errors import FilterError
 from recallql.index.columns import StrView
+from recallql.index.errors import FilterError
 from recallql.index.rowsets import RowSet
 from recallql.index.schema import FieldType
 from recallql.index.snapshot import CollectionSnapshot

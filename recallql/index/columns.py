@@ -185,7 +185,7 @@ class StrColumn(Column):
     def reader(self, size: int) -> Callable[[int], str | None]:
         """`get` over the first `size` rows, with the column's views made once (for many
         single-row reads: `StrView`)."""
-        codes, vocab = memoryview(self.codes(size)), self.pool.vocab
+        codes, vocab = self.codes(size).data, self.pool.vocab
 
         def get(row: int) -> str | None:
             code = codes[row]
@@ -233,8 +233,8 @@ class StrArray(Column):
     def reader(self, size: int) -> Callable[[int], str]:
         """`get` over the first `size` rows, with the two buffer views made once (for many
         single-row reads: `StrView`)."""
-        ends = memoryview(self._ends.view(size))
-        blob = memoryview(self._bytes.view(ends[-1] if size else 0))
+        ends = self._ends.view(size).data
+        blob = self._bytes.view(ends[-1] if size else 0).data
 
         def get(row: int) -> str:
             return str(blob[ends[row - 1] if row else 0:ends[row]], "utf-8")
@@ -257,7 +257,7 @@ class StrArray(Column):
         start = np.where(rows > 0, ends[np.maximum(rows - 1, 0)], 0)
         view = self._bytes.view(int(ends[-1]) if size else 0)
         if rows.shape[0] * TAKE_COPY_SHARE < size:
-            blob = memoryview(view)
+            blob = view.data
             return [str(blob[a:b], "utf-8") for a, b in zip(start.tolist(), stop.tolist(),
                                                              strict=True)]
         data = view.tobytes()
@@ -290,7 +290,7 @@ class DerivedStrColumn(StrColumn):
         return self.base.get(row) if code == SAME else self.pool.vocab[code]
 
     def reader(self, size: int) -> Callable[[int], str | None]:
-        codes, vocab, base = memoryview(self.codes(size)), self.pool.vocab, self.base.reader(size)
+        codes, vocab, base = self.codes(size).data, self.pool.vocab, self.base.reader(size)
 
         def get(row: int) -> str | None:
             code = codes[row]
