@@ -24,7 +24,8 @@ STATEMENT = "SEARCH docs MATCHING :q NEAR :v LIMIT 10"
 QUERY = "time sharing system for IBM computers"
 TARGET_US = 50.0
 WHOLE = "cached parse + bind + analyze + plan"
-CATALOG = "catalog read (db.collections(), once per statement in QueryEngine; not in the target)"
+CATALOG = ("collection lookup (db.snapshot(name), once per statement in QueryEngine: the "
+           "snapshot's info is the catalog entry; not in the target)")
 
 
 def median_us(fn: Callable[[], object], iterations: int = 300, batch: int = 20) -> float:
@@ -56,7 +57,7 @@ def steps(db: object, statement: str = STATEMENT) -> dict[str, float]:
         "analyze": median_us(lambda: analyze(bound, catalog)),
         "plan": median_us(lambda: plan(spec, analyzer, False)),
         WHOLE: median_us(whole),
-        CATALOG: median_us(lambda: {c.name: c for c in db.collections()}),  # type: ignore[attr-defined]
+        CATALOG: median_us(lambda: db.snapshot("docs")),  # type: ignore[attr-defined]
     }
 
 
