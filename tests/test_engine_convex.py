@@ -37,7 +37,10 @@ def test_convex_is_the_default_and_min_max_normalises_each_leg(kb):
     assert [(r.id, r.score) for r in result.rows] == [(r.id, r.score) for r in default.rows]
     by = {r.id: r for r in result.rows}
     bm25 = {i: legs(r)["lexical"].bm25 for i, r in by.items() if "lexical" in legs(r)}
-    lo, hi = min(bm25.values()), max(bm25.values())
+    # the lexical leg holds all 3 matches, fewer than its window of 100: the rest of its window
+    # would be non-matching rows of BM25 0, so lo = 0 (not the weakest match's score)
+    assert len(bm25) == 3
+    lo, hi = 0.0, max(bm25.values())
     cos = {i: legs(r)["semantic"].cosine for i, r in by.items()}
     clo, chi = min(cos.values()), max(cos.values())
     for i, row in by.items():
@@ -56,6 +59,20 @@ def test_convex_is_the_default_and_min_max_normalises_each_leg(kb):
     assert by["d#1"].score == 1.0  # the maximum of both legs
     assert legs(by["d#1"])["lexical"].detail == \
         f"rank=1, bm25={bm25['d#1']:.3f}, norm=1.00000"
+
+
+def test_a_leg_that_fills_its_window_is_normalised_by_its_lowest_score(kb):
+    # window 2: the lexical leg keeps 2 of its 3 matches, so its lo is the 2nd score (φ = 0)
+    result = run(kb, "FUSE CONVEX (window = 2, weights = (context = 0)) LIMIT 2")
+    lexical = sorted((legs(r)["lexical"] for r in result.rows if "lexical" in legs(r)),
+                     key=lambda x: x.rank)
+    assert [x.rank for x in lexical] == [1, 2]
+    assert (lexical[0].norm, lexical[1].norm) == (1.0, 0.0)
+    full = {r.id: legs(r)["lexical"] for r in run(kb, "FUSE CONVEX (weights = (context = 0))").rows
+            if "lexical" in legs(r)}
+    weakest = max(full.values(), key=lambda x: x.rank)
+    top = min(full.values(), key=lambda x: x.rank)
+    assert weakest.norm == (weakest.bm25 - 0.0) / (top.bm25 - 0.0) > 0.0  # a match, not a miss
 
 
 def test_default_plan_shows_window_and_fusion_in_explain(kb):

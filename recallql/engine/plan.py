@@ -167,7 +167,8 @@ class FusionSpec(_Model):
       `Σ w/(k + rank) / (W/(k + 1))`.
     - `convex`: the convex combination of normalised scores (Bruch, Gai & Ingber, TOIS 2023,
       "An Analysis of Fusion Functions for Hybrid Retrieval"), `Σ w·φ(score) / W`, with `φ`
-      min-max (`minmax`: the leg's lowest and highest score in its window) or theoretical
+      min-max (`minmax`: the leg's lowest and highest score in its window; 0 as the lowest
+      for a lexical leg that returned fewer rows than its window) or theoretical
       min-max (`tmm`: BM25's 0 or cosine's −1, and the highest score).
 
     Attributes:

@@ -56,6 +56,10 @@ def rrf_share(rank: np.ndarray, k: float, total: float = 1.0, weight: float = 1.
 #: Theoretical minimum of a leg's raw score, by leg kind (Bruch et al.'s TMM normalisation):
 #: BM25 is ≥ 0, cosine similarity ≥ −1.
 THEORETICAL_MIN = {"lexical": 0.0, "semantic": -1.0}
+#: The raw score of an eligible row that a leg kind does not match, where there is one: BM25 of
+#: a row holding no query term is 0. (Every eligible row has a cosine, so a semantic leg with
+#: fewer rows than its window holds them all and its lowest score is already theirs.)
+NO_MATCH_SCORE = {"lexical": 0.0}
 
 
 def score_bounds(scores: np.ndarray, theoretical_min: float | None = None) -> tuple[float, float]:
@@ -64,7 +68,9 @@ def score_bounds(scores: np.ndarray, theoretical_min: float | None = None) -> tu
 
     Args:
         scores: float64[m], the leg's raw scores (m ≥ 0).
-        theoretical_min: the leg kind's lowest possible score, or None for min-max.
+        theoretical_min: the leg kind's lowest possible score (TMM), or the score of the
+            non-matching rows that fill the rest of a window the leg did not fill (min-max of
+            a lexical leg holding every match: 0), or None for min-max over the scores.
 
     Returns:
         `(lo, hi)`; `(nan, nan)` for an empty leg.
@@ -117,6 +123,12 @@ def convex_share(norm: np.ndarray, total: float, weight: float = 1.0) -> np.ndar
 def context_credit(weight: float, before: np.ndarray, after: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
     """Context credit of ordered items: `weight · max(rel(before), rel(after))`.
+
+    The credit is added to the item's own relevance: a neighbour's match is a second piece of
+    evidence, counted at `weight` (default 0.5: credit halves per step away from a match) of
+    the same match made directly; it comes from the better neighbour only. The alternatives
+    measured against it (dis_max, credit to the weaker item of a pair only, both neighbours
+    summed, the item before only) are in benchmarks/FINDINGS.md ("Session 3").
 
     Args:
         weight: the context leg's weight, in [0, 1] (below a direct match).

@@ -4,7 +4,9 @@ context leg's credit for ordered items.
 
 - `RrfFusion`: `Σ w/(k + rank) / (W/(k + 1))` (Cormack, Clarke & Büttcher, SIGIR 2009).
 - `ConvexFusion`: `Σ w·φ(score) / W`, `φ` min-max over each leg's window or theoretical min-max
-  (Bruch, Gai & Ingber, TOIS 2023, "An Analysis of Fusion Functions for Hybrid Retrieval").
+  (Bruch, Gai & Ingber, TOIS 2023, "An Analysis of Fusion Functions for Hybrid Retrieval"); a
+  lexical leg that holds fewer rows than its window holds every match, and the rest of its
+  window are rows of BM25 0, so its lower bound is 0 (`scoring.NO_MATCH_SCORE`).
 
 `W` sums the weights of the direct legs (lexical, semantic, ...). A `context`-kind leg adds, to
 each row next to a candidate in its document, `weight · max(relevance of the item before, of the
@@ -25,6 +27,7 @@ from recallql.engine.operators.base import ExecutionContext, Operator
 from recallql.engine.operators.scan import LegScan
 from recallql.engine.plan import LegKind
 from recallql.engine.scoring import (
+    NO_MATCH_SCORE,
     THEORETICAL_MIN,
     context_credit,
     convex_share,
@@ -84,9 +87,11 @@ class Fusion(Operator):
             props["weights"] = {leg: _num(w) for leg, w in self.weights}
         return props
 
-    def shares(self, cands: Candidates, direct: list[LegColumn], total: float) -> Shares:
+    def shares(self, cands: Candidates, direct: list[LegColumn], total: float,
+               complete: frozenset[str] = frozenset()) -> Shares:
         """The direct legs' columns (with φ for the convex combination), their shares and the
-        bounds used (`(leg, lo, hi)`)."""
+        bounds used (`(leg, lo, hi)`); `complete` names the legs that returned fewer rows than
+        their window (every match they have)."""
         raise NotImplementedError
 
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Candidates]:
@@ -94,7 +99,9 @@ class Fusion(Operator):
         cands = _placed(hits)
         direct = [leg for leg in cands.legs if leg.kind is not LegKind.CONTEXT]
         total = sum(self.weight(leg.name) for leg in direct)
-        columns, parts, bounds = self.shares(cands, direct, total)
+        complete = frozenset(h.batch.name for h in hits
+                             if h.batch.kind is not LegKind.CONTEXT and not h.batch.cut)
+        columns, parts, bounds = self.shares(cands, direct, total, complete)
         by_name = {c.name: c for c in columns}
         cands = cands.with_legs(tuple(by_name.get(leg.name, leg) for leg in cands.legs))
         cands = cands.with_parts(parts)
@@ -125,7 +132,8 @@ class RrfFusion(Fusion):
     def describe(self) -> dict[str, Any]:
         return {"k": _num(self.k), **self.common()}
 
-    def shares(self, cands: Candidates, direct: list[LegColumn], total: float) -> Shares:
+    def shares(self, cands: Candidates, direct: list[LegColumn], total: float,
+               complete: frozenset[str] = frozenset()) -> Shares:
         return (), {leg.name: rrf_share(leg.rank, self.k, total, self.weight(leg.name))
                     for leg in direct}, ()
 
@@ -136,9 +144,12 @@ class ConvexFusion(Fusion):
 
     `φ(s) = (s − lo)/(hi − lo)` per leg, over the scores of its window: `minmax` takes `lo` and
     `hi` as the lowest and highest (a leg whose scores are all equal gives each φ = 1); `tmm`
-    takes `lo` as the leg kind's theoretical minimum (BM25 0, cosine −1). A row absent from a
-    leg gets nothing from it; one at the top of every leg has relevance 1. With two legs of
-    weights `1 − α`, `α` this is `α·φ_sem + (1 − α)·φ_lex` (Bruch et al., TOIS 2023).
+    takes `lo` as the leg kind's theoretical minimum (BM25 0, cosine −1). A lexical leg with
+    fewer rows than its window N returned every match: the other rows of its window would be
+    non-matching rows of BM25 0, so under `minmax` its `lo` is 0 (the weakest match is not
+    scored as a non-match). A row absent from a leg gets nothing from it; one at the top of
+    every leg has relevance 1. With two legs of weights `1 − α`, `α` this is
+    `α·φ_sem + (1 − α)·φ_lex` (Bruch et al., TOIS 2023).
     """
 
     normalization: str = "minmax"
@@ -147,11 +158,13 @@ class ConvexFusion(Fusion):
     def describe(self) -> dict[str, Any]:
         return {"normalization": self.normalization, **self.common()}
 
-    def shares(self, cands: Candidates, direct: list[LegColumn], total: float) -> Shares:
+    def shares(self, cands: Candidates, direct: list[LegColumn], total: float,
+               complete: frozenset[str] = frozenset()) -> Shares:
         columns, parts, bounds = [], {}, []
         for leg in direct:
             present = leg.raw[leg.rank > 0]
-            floor = THEORETICAL_MIN.get(leg.kind.value) if self.normalization == "tmm" else None
+            floor = THEORETICAL_MIN.get(leg.kind.value) if self.normalization == "tmm" \
+                else NO_MATCH_SCORE.get(leg.kind.value) if leg.name in complete else None
             lo, hi = score_bounds(present, floor)
             norm = normalised(np.where(leg.rank > 0, leg.raw, np.nan), lo, hi)
             columns.append(LegColumn(leg.name, leg.kind, leg.rank, leg.raw, norm))
