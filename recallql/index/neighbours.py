@@ -77,6 +77,27 @@ class Neighbours:
             todo &= ~hit
         return out
 
+    def places(self, rowids: np.ndarray, eligible: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """`(doc int64[m], place int64[m])`: each row's document code and its place among the
+        eligible rows in document order, so that two eligible rows of one document are
+        `|place − place'|` eligible items apart (1: nearest eligible neighbours). Rows that are
+        not ordered (documents of one item, rows not live) get −1 and −1.
+
+        Args:
+            rowids: int64[m].
+            eligible: bool[size] the rows that count, or None: every ordered (live) row.
+        """
+        at = self._place[np.asarray(rowids, np.int64)]
+        if not self._order.shape[0]:
+            return np.full(at.shape[0], -1, np.int64), np.full(at.shape[0], -1, np.int64)
+        inside = at >= 0
+        doc = np.where(inside, self._doc[np.maximum(at, 0)], -1)
+        if eligible is None:
+            return doc, at
+        rank = np.cumsum(eligible[self._order], dtype=np.int64)
+        return doc, np.where(inside, rank[np.maximum(at, 0)], -1)
+
     def __len__(self) -> int:
         """The rows ordered (those of documents other items name or share)."""
         return int(self._order.shape[0])

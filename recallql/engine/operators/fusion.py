@@ -9,8 +9,9 @@ context leg's credit for ordered items.
   window are rows of BM25 0, so its lower bound is 0 (`scoring.NO_MATCH_SCORE`).
 
 `W` sums the weights of the direct legs (lexical, semantic, ...). A `context`-kind leg adds, to
-each row next to a candidate in its document, `weight · max(relevance of the item before, of the
-item after)` (`scoring.context_credit`): a neighbour's match counts, below a direct one.
+each of its rows, `weight^d ·` the relevance of the direct candidate d eligible items away in
+its document that gives most (`scoring.context_credit`): a neighbour's match counts, below a
+direct one, halving per step away.
 """
 
 from __future__ import annotations
@@ -194,35 +195,36 @@ def _placed(hits: list[LegHits]) -> Candidates:
 
 def _credit(cands: Candidates, batch: LegBatch, relevance: np.ndarray, weight: float
             ) -> Candidates:
-    """The context leg's part: each of its rows gets `weight ·` its best neighbour's
-    relevance; the neighbour's item id goes into the `context` detail."""
+    """The context leg's part: each of its rows gets `weight^d ·` the relevance of the direct
+    candidate of its document that gives it most (`scoring.context_credit`); that candidate's
+    item id, side and distance go into the `context` detail."""
     m = len(cands)
     rowid = cands.rowid
-    links = batch.neighbours if batch.neighbours is not None \
+    places = batch.places if batch.places is not None \
         else np.full((len(batch), 2), -1, np.int64)
     rows = np.searchsorted(rowid, batch.rowids)
     keep = (rows < m) & (rowid[np.minimum(rows, m - 1)] == batch.rowids) if m \
         else np.zeros(len(batch), bool)
-    rows, links = rows[keep], links[keep]
-    sides = []
-    for column in (links[:, 0], links[:, 1]):
-        at = np.searchsorted(rowid, column)
-        found = (column >= 0) & (at < m)
-        found[found] = rowid[at[found]] == column[found]
-        sides.append((np.where(found, relevance[np.minimum(at, m - 1)], np.nan), at, found))
-    credit, side = context_credit(weight, sides[0][0], sides[1][0])
+    rows, places = rows[keep], places[keep]
+    giver = np.zeros(rows.shape[0], bool)
+    for leg in cands.legs:
+        if leg.kind is not LegKind.CONTEXT:
+            giver |= leg.rank[rows] > 0
+    credit, source, distance = context_credit(weight, places[:, 0], places[:, 1],
+                                              relevance[rows], giver)
+    has = source >= 0
     part = np.zeros(m, dtype=np.float64)
     part[rows] = credit
-    giver = np.where(side < 0, sides[0][1], sides[1][1])
-    has = side != 0
-    at = np.arange(m, dtype=np.int64)  # rows without a neighbour point at themselves (unread)
-    at[rows[has]] = giver[has]
-    neighbour = cands.features.ids.take(at)
+    at = np.arange(m, dtype=np.int64)  # rows without credit point at themselves (unread)
+    at[rows[has]] = rows[source[has]]
     full_side, rel = np.zeros(m, np.int8), np.full(m, np.nan)
-    full_side[rows] = side
-    rel[rows[has]] = np.where(side[has] < 0, sides[0][0][has], sides[1][0][has])
+    full_side[rows[has]] = np.where(places[source[has], 1] < places[has, 1], -1, 1)
+    rel[rows[has]] = relevance[rows[source[has]]]
+    steps = np.zeros(m, np.int64)
+    steps[rows] = distance
     return cands.with_parts({batch.name: part}, (batch.name, ContextDetail(
-        neighbour=neighbour, side=full_side, relevance=rel, weight=weight)))
+        neighbour=cands.features.ids.take(at), side=full_side, relevance=rel, weight=weight,
+        distance=steps)))
 
 
 def _positions(rowid: np.ndarray, wanted: np.ndarray) -> np.ndarray:
