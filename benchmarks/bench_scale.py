@@ -209,6 +209,7 @@ def run_size(n: int, rounds: int, lance_kind: str | None, probe: bool) -> dict:
                                  "wall_p95_ms": stats.percentile(wall, 95) * 1e3}
                           for name, (wall, cpu) in times.items()},
               "recall": recalls}
+    result["recallql_build"] = rq.build_info()
     if probe:
         result["open"] = open_probe(rq.path, w)
     return result
@@ -225,6 +226,8 @@ def table(res: dict) -> str:
             f"{res['load_after']}; built: "
             + ", ".join(f"{k} {v:.0f} s" for k, v in res["built_s"].items() if v)
             + ")\n\n" + text + "\n\n" + rec + "\n" + (
+                f"\nrecallql build: {json.dumps(res['recallql_build'])}\n"
+                if res.get("recallql_build") else "") + (
                 f"\nopen: {json.dumps(res['open'])}\n" if "open" in res else ""))
 
 

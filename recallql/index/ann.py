@@ -275,7 +275,7 @@ def exact_cosines(query: np.ndarray, vectors: np.ndarray) -> np.ndarray:
 
 def ann_candidates(graph: AnnGraph, query: np.ndarray, n: int, eligible: np.ndarray,
                    gather: Callable[[np.ndarray], np.ndarray], eligible_count: int, *,
-                   oversample: float = OVERSAMPLE, ef: int | None = None
+                   oversample: float | None = None, ef: int | None = None
                    ) -> tuple[np.ndarray, np.ndarray, AnnStats] | None:
     """Candidates for the top-n among eligible rows, from the graph, re-scored exactly.
 
@@ -293,7 +293,8 @@ def ann_candidates(graph: AnnGraph, query: np.ndarray, n: int, eligible: np.ndar
         eligible: bool[size]; rowids outside it or ≥ size are dropped.
         gather: float32[m, dim] stored vectors of int64[m] rowids (for the exact re-score).
         eligible_count: how many of the graph's rows are eligible.
-        oversample: candidates asked per row wanted (before dividing by `share`).
+        oversample: candidates asked per row wanted (before dividing by `share`; default
+            `OVERSAMPLE`).
         ef: search breadth (default: the graph's; always ≥ k).
 
     Returns:
@@ -301,6 +302,7 @@ def ann_candidates(graph: AnnGraph, query: np.ndarray, n: int, eligible: np.ndar
         order, m ≥ min(n, eligible_count); or None on under-fill.
     """
     size = len(graph)
+    oversample = OVERSAMPLE if oversample is None else oversample
     want = min(n, eligible_count)
     if want <= 0 or size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.float32), AnnStats(0, 0, 0, 0, 0)
