@@ -133,6 +133,27 @@ def test_targets_read_the_conversation_and_root_figures():
     targets.clear()
 
 
+def test_targets_read_the_scale_figures():
+    from benchmarks.bench_scale import target_lines
+
+    res = {"n": 1_000_000, "recall": {"recallql semantic": 0.9978},
+           "systems": {"recallql hybrid": {"cpu_ms": 8.0},
+                       "recallql hybrid WHERE tenant": {"cpu_ms": 4.0},
+                       "LanceDB ivf_pq hybrid": {"cpu_ms": 20.0}},
+           "open": {"connect_cpu_s": 0.05, "first_query_cpu_s": 0.55, "connect_s": 0.1,
+                    "first_query_s": 1.2, "first_write_cpu_s": 0.01, "first_write_s": 0.02}}
+    lines = target_lines(res)
+    assert lines[0] == ("target 1000000 hybrid CPU: 8.00 ms vs LanceDB ivf_pq 20.00 ms = 0.40x, "
+                        "semantic recall@10 0.9978")
+    assert lines[1] == "target 1000000 WHERE tenant: 4.00 ms = 0.50x unfiltered"
+    targets.clear()
+    targets.from_script_output("bench_scale", "\n".join(lines))
+    table = targets.summary()
+    assert "| 0.40× (8.00 vs 20.00 ms), recall 0.9978 | met |" in table
+    assert "| 1M open + first query ≤ 1 s warm | 0.60 s CPU, 1.30 s wall | **missed** |" in table
+    targets.clear()
+
+
 def test_ann_recall_counts_exact_ties_as_hits():
     from benchmarks.bench_ann import recall
 
