@@ -202,34 +202,60 @@ def search(segments: Sequence[VectorPart | Segment], query: np.ndarray, n: int,
         stats.scanned = sum(counts)
         rowids, cos = semantic_topn([p.segment for p in parts], query, n, eligible, ids, skip)
         return rowids, cos, stats
-    found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    asked: dict[int, int] = {}  # graph parts: rows asked (n_g)
-    total = sum(counts)
-    for i, (part, ok, count) in enumerate(zip(parts, oks, counts, strict=True)):
-        if count == 0 or n <= 0:
-            continue
-        got = None
-        if chosen == "ann" and part.graph is not None:
-            asked[i] = graph_share(n, count, total)
-            got = _ann_part(part, query, asked[i], eligible, count, stats, skip)
-            stats.fallbacks += int(got is None)
-            if got is None:
-                del asked[i]
-        found[i] = got or _exact_part(part, query, n, eligible, ok, ids, stats, skip)
-    while more := _reask(found, asked, counts, n):
-        for i in more:
-            asked[i] = min(n, counts[i], 2 * asked[i])
-            got = _ann_part(parts[i], query, asked[i], eligible, counts[i], stats, skip)
-            if got is None:  # under-fill on a larger k: scan that segment instead
-                stats.fallbacks += 1
-                del asked[i]
-                got = _exact_part(parts[i], query, n, eligible, oks[i], ids, stats, skip)
-            found[i] = got
+    found = _Parts(parts, oks, counts, query, n, eligible, ids, stats, skip).run(
+        chosen == "ann")
     if chosen == "ann" and (stats.fallbacks or graph_rows < all_rows):
         stats.method = "ann+exact"
     if stats.graphs:
         stats.why += "; " + describe_graphs(n, stats.graphs)
-    return _merge(list(found.values()), n, ids, stats)
+    return _merge(found, n, ids, stats)
+
+
+@dataclass
+class _Parts:
+    """One statement's search of every segment: ANN through the graphs (each asked for its
+    share `graph_share`, asked again by `_reask`), exact for the others and on under-fill."""
+
+    parts: list[VectorPart]
+    oks: list[np.ndarray]
+    counts: list[int]
+    query: np.ndarray
+    n: int
+    eligible: np.ndarray
+    ids: Sequence[str]
+    stats: SemanticStats
+    skip: Skip
+
+    def run(self, ann: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+        found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        asked: dict[int, int] = {}  # graph parts: rows asked (n_g)
+        total = sum(self.counts)
+        for i, (part, count) in enumerate(zip(self.parts, self.counts, strict=True)):
+            if count == 0 or self.n <= 0:
+                continue
+            if ann and part.graph is not None:
+                asked[i] = graph_share(self.n, count, total)
+            found[i] = self._one(i, asked)
+        while more := _reask(found, asked, self.counts, self.n):
+            for i in more:
+                asked[i] = min(self.n, self.counts[i], 2 * asked[i])
+                found[i] = self._one(i, asked)
+        return list(found.values())
+
+    def _one(self, i: int, asked: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """Part i through its graph when `asked` holds it, else (or on under-fill: the part
+        then leaves `asked`) scanned exactly."""
+        part, stats = self.parts[i], self.stats
+        if i in asked:
+            got = _ann_part(part, self.query, asked[i], self.eligible, self.counts[i], stats,
+                            self.skip)
+            if got is not None:
+                return got
+            stats.fallbacks += 1
+            del asked[i]
+            stats.graphs.pop(part.segment.file, None)
+        return _exact_part(part, self.query, self.n, self.eligible, self.oks[i], self.ids,
+                           stats, self.skip)
 
 
 def _reask(found: dict[int, tuple[np.ndarray, np.ndarray]], asked: dict[int, int],
