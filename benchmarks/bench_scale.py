@@ -14,7 +14,7 @@ the process's threads, so LanceDB's worker threads count) per call; wall is per 
 
 - recallql: ``SEARCH chunks MATCHING :q NEAR :v [WHERE ...] LIMIT 10`` (default recency on);
   semantic recall from ``SEARCH chunks USING SEMANTIC NEAR :v WITHOUT RECENCY FUSE CONVEX
-  (weights = (context = 0)) LIMIT 10`` (the semantic leg's order).
+  (weights = (context = 0)) LIMIT 10`` (the semantic leg alone: the context leg is off).
 - LanceDB (`benchmarks.scale_peers.LanceScale`): the kinds given by ``--lance`` (default:
   exact at ≤ 10k rows, ``ivf_pq`` and ``ivf_hnsw_sq`` from 100k), hybrid limit 10, filters
   as ``where(..., prefilter=True)`` over scalar indexes.
@@ -44,9 +44,8 @@ from benchmarks.scale_peers import LanceScale, RecallqlScale
 
 K, BLOCK = 10, 10
 HYBRID = "SEARCH chunks MATCHING :q NEAR :v{where} LIMIT 10"
-#: The semantic leg's own top-10: no recency boost, and no context credit (since the context
-#: leg became part of the default fusion, a plain ``USING SEMANTIC`` statement also credits a
-#: chunk's neighbours in its document, which reorders the top-10).
+#: The semantic leg alone: without recency and without the context leg (on by default, it
+#: credits a row's document neighbours, which is not the leg's recall).
 SEMANTIC = ("SEARCH chunks USING SEMANTIC NEAR :v{where} WITHOUT RECENCY "
             "FUSE CONVEX (weights = (context = 0)) LIMIT 10")
 WHERES = {"": "", "tenant": " WHERE tenant = :t", "session": " WHERE session = :s"}

@@ -53,10 +53,12 @@ def optimize(db: DbOption = DEFAULT_DB, collection: CollectionOption = None) -> 
     After deletes and replacements, BM25 keeps counting removed rows (number of documents,
     document frequencies, average length) until tantivy merges their segments, as Lucene
     does, so scores drift a little from those of a fresh index. `optimize` rebuilds the text
-    index of each collection where that is the case (or whose analyser is out of date), then
-    merges each collection's vector segments into one with its ANN (HNSW) graph, so a query
-    searches one graph instead of one per segment (the largest existing graph is reused).
-    Answers do not change. Holds the writer lock meanwhile (minutes for a million rows).
+    index of each collection where that is the case (or whose analyser is out of date, or
+    whose index lacks the filter terms of a declared str field: an index written before them,
+    or a field added later), then merges each collection's vector segments into one with its
+    ANN (HNSW) graph, so a query searches one graph instead of one per segment (the largest
+    existing graph is reused). Answers do not change. Holds the writer lock meanwhile
+    (minutes for a million rows).
 
     \b
     Examples:
