@@ -21,7 +21,7 @@ def pack(batches: LegBatches) -> dict[str, Any]:
         "scan_ns": batches.scan_ns, "features": features_to_wire(batches.features),
         "notices": [(str(code), message) for code, message in batches.notices],
         "legs": [(b.name, str(b.kind), b.rowids, b.scores, b.ranks, b.ids.tolist(), b.window,
-                  b.time_ns, b.neighbours) for b in batches.legs],
+                  b.time_ns, b.places) for b in batches.legs],
     }
 
 
@@ -30,8 +30,8 @@ def unpack(data: dict[str, Any]) -> LegBatches:
     legs = tuple(LegBatch(name, LegKind(kind), np.asarray(rowids, np.int64),
                           np.asarray(scores, np.float64), np.asarray(ranks, np.int64),
                           Strings.of(ids), window, time_ns,
-                          None if links is None else np.asarray(links, np.int64).reshape(-1, 2))
-                 for name, kind, rowids, scores, ranks, ids, window, time_ns, links
+                          None if places is None else np.asarray(places, np.int64).reshape(-1, 2))
+                 for name, kind, rowids, scores, ranks, ids, window, time_ns, places
                  in data["legs"])
     return LegBatches(data["collection"], data["batch"], data["size"], legs,
                       features_from_wire(data["features"]), data["scan_ns"],
