@@ -379,6 +379,11 @@ class CollectionSnapshot:
         `recallql.index.analysis.analyze`)."""
         return self._state.text.analyze(text)
 
+    @property
+    def analyzer_version(self) -> int:
+        """The analyser version the collection's text index was built with (`analyze`)."""
+        return int(self._state.text.version)
+
     def bm25_documents(self) -> int | None:
         """Documents BM25's statistics count (N): the live rows plus deleted or replaced ones
         whose documents are still in a tantivy segment (the Lucene rule, see
