@@ -7,7 +7,9 @@ policy accepts, and whether the collection embeds MATCHING text. A shard hands t
 them per collection (`Planner`) and plans with the engine's own `analyze` and `plan` — the same
 functions `recallql.Database.plan` runs, so the plan is the one shard 0 would make.
 
-Every legs call carries the key its plan was made with. A shard whose own key differs (the
+A statement the cached context rejects (`QuerySemanticError`, e.g. a field declared since) is
+planned once more with a fresh context when the shard's key has changed. Every legs call
+carries the key its plan was made with. A shard whose own key differs (the
 collection was reindexed with another analyser, re-created, or its embedder changed) refuses the
 call with `StalePlan`; the coordinator forgets the context, fetches it again and re-plans once
 (`recallql.cluster.client`). Statements the coordinator cannot plan from the context alone are
@@ -30,6 +32,7 @@ from recallql.engine.analyzer import analyze
 from recallql.engine.plan import ExplainSpec, LegKind, QueryPlan
 from recallql.engine.planner import plan as plan_spec
 from recallql.grammar import statements as st
+from recallql.grammar.errors import QuerySemanticError
 from recallql.index.analysis import analyzer, prepare
 from recallql.index.embedders import Embedder, by_name
 from recallql.index.schema import CollectionInfo
@@ -129,14 +132,22 @@ class Planner:
             explain = explain or ExplainSpec(analyze=stmt.analyze, verbose=stmt.verbose,
                                              format=stmt.format or "text")
             stmt = stmt.statement
-        ctx = self.context(stmt.collection.name)
+        name = stmt.collection.name
+        cached = name in self._contexts
+        ctx = self.context(name)
         if ctx is None or ctx.info.name == "messages":
             return None
+        try:
+            spec = analyze(stmt, {ctx.info.name: ctx.info}, ctx.signal_names)
+        except QuerySemanticError:
+            if not cached:
+                raise
+            self.forget(name)  # e.g. a field declared since: ask again, and plan once more
+            if (fresh := self.context(name)) is None or fresh.key == ctx.key:
+                raise
+            return self.plan(stmt, explain)
         embedder = self._embedder(ctx)
-        if ctx.can_embed and embedder is None:
-            return None
-        spec = analyze(stmt, {ctx.info.name: ctx.info}, ctx.signal_names)
-        if spec.as_of is not None:
+        if spec.as_of is not None or (ctx.can_embed and embedder is None):
             return None
         version = ctx.analyzer_version
         planned = plan_spec(spec, lambda text: analyzer(version).analyze(prepare(text, version)),
