@@ -59,13 +59,14 @@ class _ShardRun:
 
 
 def gather_legs(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
-                rows: dict[int, dict[str, Any]] | None = None, key: str | None = None
+                rows: dict[int, bytes | dict[str, Any]] | None = None, key: str | None = None
                 ) -> LegBatches:
     """The plan's leg batches over every shard's share, as one database would return them.
 
     Args:
         rows: filled with the stored fields of rows the shards sent ahead (re-keyed rowid ->
-            row; `GatherSource` reads them before asking a shard).
+            the row, pickled: `GatherSource` unpickles those the page reads, before asking a
+            shard for others).
         key: the context key the plan was made with (`recallql.cluster.planner`); None: a
             shard's own plan, not checked.
 
@@ -89,7 +90,7 @@ def gather_legs(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
 
 
 def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
-         windows: dict[int, dict[str, int]], rows: dict[int, dict[str, Any]] | None,
+         windows: dict[int, dict[str, int]], rows: dict[int, bytes | dict[str, Any]] | None,
          key: str | None) -> dict[int, _ShardRun]:
     ahead = 0 if rows is None else prefetch_rows(plan.need, len(shards))
     requests: dict[tuple[tuple[str, int], ...], bytes] = {}  # one request per distinct windows
@@ -257,11 +258,12 @@ class GatherSource:
 
     def __init__(self, scatter: Scatter, shards: Sequence[int],
                  session: Callable[[str, str, tuple[Any, ...]], Any] | None = None,
-                 rows: dict[int, dict[str, Any]] | None = None) -> None:
+                 rows: dict[int, bytes | dict[str, Any]] | None = None) -> None:
         self._scatter = scatter
         self._shards = list(shards)
         self._session = session
-        self.rows: dict[int, dict[str, Any]] = {} if rows is None else rows
+        #: Re-keyed rowid -> row (pickled while only sent ahead: unpickled when read).
+        self.rows: dict[int, bytes | dict[str, Any]] = {} if rows is None else rows
 
     def session_state(self, session_id: str, now_ts: float
                       ) -> tuple[SessionState, SessionSnapshot] | None:
@@ -291,7 +293,13 @@ class GatherSource:
         if missing.shape[0]:
             self.rows.update(zip(missing.tolist(), self._fetch(collection, missing),
                                  strict=True))
-        return [self.rows[r] for r in rowids.tolist()]
+        out = []
+        for r in rowids.tolist():
+            row = self.rows[r]
+            if isinstance(row, bytes):
+                row = self.rows[r] = loads(row)
+            out.append(row)
+        return out
 
     def _fetch(self, collection: str, rowids: np.ndarray) -> list[dict[str, Any]]:
         shard_of = rowids >> SHIFT

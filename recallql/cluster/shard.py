@@ -30,6 +30,7 @@ from recallql.cluster.bm25 import ShardStats, fieldnorm_code
 from recallql.cluster.placement import CollectionDef, Placement
 from recallql.cluster.planner import PlanContext, StalePlan
 from recallql.cluster.wire import dumps, loads, pack
+from recallql.engine.legs import LegBatches
 from recallql.engine.legs import run_legs as run_plan_legs
 from recallql.engine.plan import LegKind, QueryPlan
 from recallql.index.embedders import by_name
@@ -217,7 +218,8 @@ class Shard:
         Returns:
             `wire.dumps` of: the `LegBatches` (`wire.pack`); for each lexical leg what exact
             global BM25 needs (`LexicalPart`); and the stored fields of each leg's first
-            `prefetch` rows (the page's rows are usually among them: one round trip less).
+            `prefetch` rows, each pickled (the page's rows are usually among them: one round trip
+            less).
 
         Raises:
             StalePlan: the plan was made with another context than this shard's (its key).
@@ -234,9 +236,9 @@ class Shard:
             if spec.kind is LegKind.LEXICAL:
                 parts[spec.name] = self._lexical(snap, spec.terms, spec.term_counts,
                                                  batch.rowids, batch.scores, spec.window)
-        ahead = [b.rowids[:prefetch] for b in batches.legs] or [batches.features.rowid[:prefetch]]
-        wanted = np.unique(np.concatenate(ahead)) if prefetch else np.zeros(0, np.int64)
-        rows = {int(row["rowid"]): row for row in snap.fetch(wanted)} if wanted.shape[0] else {}
+        wanted = _ahead(batches, prefetch)
+        rows = {int(row["rowid"]): dumps(row) for row in snap.fetch(wanted)} \
+            if wanted.shape[0] else {}  # each pickled: the coordinator unpickles the page's
         return dumps((pack(batches), parts, rows))
 
     def _parsed(self, plan_json: str) -> QueryPlan:
@@ -321,6 +323,16 @@ class Shard:
             self._shared.close()
             self._shared = None
         self._placement.close()
+
+
+def _ahead(batches: LegBatches, count: int) -> np.ndarray:
+    """The rows to send ahead: each leg's first `count` (ascending rowids), or the first
+    `count` eligible rows of a plan without legs."""
+    if count <= 0:
+        return np.zeros(0, np.int64)
+    if not batches.legs:
+        return batches.features.rowid[:count]
+    return np.unique(np.concatenate([b.rowids[:count] for b in batches.legs]))
 
 
 def _create(db: Database, coll: CollectionDef, default: object) -> None:
