@@ -1,7 +1,8 @@
 """What a shard and the coordinator send each other: compact plain data in one pickled `bytes`.
 
 `LegBatches` travel as tuples of numpy arrays and lists (`pack` / `unpack`): the same content as
-`LegBatches.to_json`, without the JSON round and without validating anything twice. A whole
+`LegBatches.to_json`, without the JSON round and without validating anything twice (a leg's
+item ids are not sent twice: every leg row is in the features, whose rowids are ascending). A whole
 reply is pickled once by us (`dumps`, protocol 5, in-band) and handed to Ray as `bytes`: Ray
 copies `bytes` as one buffer, where an object graph with numpy arrays costs its serialiser
 about 0.2 ms more per call (`benchmarks/RESULTS.md`, "Cluster"). Only the cluster's own
@@ -38,8 +39,8 @@ def loads(data: bytes) -> Any:
 
 def pack(batches: LegBatches) -> tuple[Any, ...]:
     """`batches` as a tuple of arrays, lists and scalars."""
-    legs = [(b.name, str(b.kind), b.rowids, b.scores, b.ranks, b.ids.tolist(), b.window,
-             b.time_ns, b.neighbours, b.method, b.why) for b in batches.legs]
+    legs = [(b.name, str(b.kind), b.rowids, b.scores, b.ranks, b.window, b.time_ns,
+             b.neighbours, b.method, b.why) for b in batches.legs]  # ids: from the features
     notices = [(str(code), message) for code, message in batches.notices]
     return (batches.collection, batches.batch, batches.size, batches.scan_ns,
             _features(batches.features), notices, legs)
@@ -48,14 +49,15 @@ def pack(batches: LegBatches) -> tuple[Any, ...]:
 def unpack(data: tuple[Any, ...]) -> LegBatches:
     """The inverse of `pack`."""
     collection, batch, size, scan_ns, features, notices, legs = data
+    feat = _unfeatures(features)
     return LegBatches(
         collection, batch, size,
-        tuple(LegBatch(name, LegKind(kind), rowids, scores, ranks, Strings.of(ids), window,
-                       time_ns, links, method=method, why=why)
-              for name, kind, rowids, scores, ranks, ids, window, time_ns, links, method, why
+        tuple(LegBatch(name, LegKind(kind), rowids, scores, ranks,
+                       feat.ids.take(np.searchsorted(feat.rowid, rowids)), window, time_ns,
+                       links, method=method, why=why)
+              for name, kind, rowids, scores, ranks, window, time_ns, links, method, why
               in legs),
-        _unfeatures(features), scan_ns,
-        tuple((Reason(code), message) for code, message in notices))
+        feat, scan_ns, tuple((Reason(code), message) for code, message in notices))
 
 
 def _strs(col: Strings | None) -> list[str] | None:
