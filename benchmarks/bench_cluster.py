@@ -91,6 +91,14 @@ def latency(one, many, queries, rounds: int, route: dict
     return out, cpu
 
 
+def ray_floor(c, calls: int) -> tuple[float, float]:
+    """p50 ms and CPU ms of one no-op call on every shard (what Ray costs a round trip)."""
+    times, cpu = [], cpu_now(c)
+    for _ in range(calls):
+        times.append(timed(lambda: c.scatter("pid", range(c.shards), [()] * c.shards)))
+    return percentile(times, 50), (cpu_now(c) - cpu) * 1000.0 / calls
+
+
 def shard_cpu(c) -> float:
     """CPU seconds used so far by every shard process."""
     return float(sum(c.scatter("cpu_seconds", range(c.shards), [()] * c.shards)))
@@ -146,7 +154,7 @@ def main() -> None:
     print(f"CACM {len(docs)} docs, {len(queries)} queries x {args.rounds} rounds; "
           f"{os.cpu_count()} cores shared with other work; load at start "
           f"{load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
-    rows = []
+    rows, floors = [], []
     for n in [int(x) for x in args.shards.split(",")]:
         c = cluster.connect(shards=n, path=tmp / f"c{n}", embedder=None, num_cpus=2)
         c.create_collection("cacm", text_fields=("title", "body"), fields=FIELDS, dim=384,
@@ -155,6 +163,7 @@ def main() -> None:
         p50, seq = latency(one, c, queries, args.rounds, {})
         rate, cpu = throughput(c, queries, args.clients, args.per_client, {})
         rows.append((f"scatter-gather, {n} shard{'s' if n > 1 else ''}", p50, rate, cpu, seq))
+        floors.append((n, *ray_floor(c, args.rounds * len(queries))))
         c.close()
         report(rows[-1:], header=len(rows) == 1)
     rows.append(tenant_rows(tmp, docs, queries, args))
@@ -162,6 +171,9 @@ def main() -> None:
     base = rows[0][1]
     print(f"one database (same run):     hybrid p50 {base['hybrid'][0]:.2f} ms, lexical p50 "
           f"{base['lexical'][0]:.2f} ms")
+    for n, wall, cpu in floors:
+        print(f"Ray's floor, {n} shard{'s' if n > 1 else ''}: a no-op call on every shard "
+              f"p50 {wall:.2f} ms, CPU {cpu:.2f} ms (coordinator + shards)")
     load1 = os.getloadavg()
     print(f"wall {time.perf_counter() - wall0:.0f} s; load at end {load1[0]:.2f} {load1[1]:.2f} "
           f"{load1[2]:.2f}; throughput: {args.clients} client threads x {args.per_client} "

@@ -28,6 +28,7 @@ from recallql.cluster.wire import dumps, loads, unpack
 from recallql.engine.features import Features, Strings, concat_features
 from recallql.engine.legs import LegBatch, LegBatches, competition_ranks
 from recallql.engine.plan import LegKind, LegSpec, QueryPlan
+from recallql.index.snapshot import decode_row
 from recallql.sessions.models import SessionSnapshot, SessionState
 from recallql.sessions.stored import RootResolver
 
@@ -37,6 +38,10 @@ SHIFT = 40
 MAX_DEPTH = 1 << 20
 #: Rows per leg a shard sends ahead with its candidates, at most (`prefetch_rows`).
 PREFETCH_MAX = 50
+
+#: A row a shard sent ahead: the schema's (text field names, declared field names) and the row's
+#: stored record (`CollectionSnapshot.fetch_records`; `decode_row` makes it a row).
+PendingRow = tuple[tuple[tuple[str, ...], tuple[str, ...]], tuple[Any, ...]]
 
 #: `scatter(method, shards, args)`: call `method` on each shard with its arguments, wait, and
 #: return the results in shard order (Ray actor calls in `recallql.cluster.client`).
@@ -59,14 +64,13 @@ class _ShardRun:
 
 
 def gather_legs(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
-                rows: dict[int, bytes | dict[str, Any]] | None = None, key: str | None = None
+                rows: dict[int, PendingRow | dict[str, Any]] | None = None, key: str | None = None
                 ) -> LegBatches:
     """The plan's leg batches over every shard's share, as one database would return them.
 
     Args:
-        rows: filled with the stored fields of rows the shards sent ahead (re-keyed rowid ->
-            the row, pickled: `GatherSource` unpickles those the page reads, before asking a
-            shard for others).
+        rows: filled with the rows the shards sent ahead (re-keyed rowid -> `PendingRow`:
+            `GatherSource` decodes those the page reads, before asking a shard for others).
         key: the context key the plan was made with (`recallql.cluster.planner`); None: a
             shard's own plan, not checked.
 
@@ -90,7 +94,7 @@ def gather_legs(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
 
 
 def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
-         windows: dict[int, dict[str, int]], rows: dict[int, bytes | dict[str, Any]] | None,
+         windows: dict[int, dict[str, int]], rows: dict[int, PendingRow | dict[str, Any]] | None,
          key: str | None) -> dict[int, _ShardRun]:
     ahead = 0 if rows is None else prefetch_rows(plan.need, len(shards))
     requests: dict[tuple[tuple[str, int], ...], bytes] = {}  # one request per distinct windows
@@ -103,10 +107,10 @@ def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
     out = scatter("legs", shards, [(r,) for r in sent])
     runs = {}
     for s, reply in zip(shards, out, strict=True):
-        packed, parts, found = loads(reply)
+        packed, parts, (names, records) = loads(reply)
         runs[s] = _ShardRun(unpack(packed), parts, windows[s])
         if rows is not None:
-            rows.update({(s << SHIFT) | rowid: row for rowid, row in found.items()})
+            rows.update({(s << SHIFT) | record[0]: (names, record) for record in records})
     return runs
 
 
@@ -258,12 +262,12 @@ class GatherSource:
 
     def __init__(self, scatter: Scatter, shards: Sequence[int],
                  session: Callable[[str, str, tuple[Any, ...]], Any] | None = None,
-                 rows: dict[int, bytes | dict[str, Any]] | None = None) -> None:
+                 rows: dict[int, PendingRow | dict[str, Any]] | None = None) -> None:
         self._scatter = scatter
         self._shards = list(shards)
         self._session = session
-        #: Re-keyed rowid -> row (pickled while only sent ahead: unpickled when read).
-        self.rows: dict[int, bytes | dict[str, Any]] = {} if rows is None else rows
+        #: Re-keyed rowid -> row (a stored record while only sent ahead: decoded when read).
+        self.rows: dict[int, PendingRow | dict[str, Any]] = {} if rows is None else rows
 
     def session_state(self, session_id: str, now_ts: float
                       ) -> tuple[SessionState, SessionSnapshot] | None:
@@ -296,8 +300,8 @@ class GatherSource:
         out = []
         for r in rowids.tolist():
             row = self.rows[r]
-            if isinstance(row, bytes):
-                row = self.rows[r] = loads(row)
+            if isinstance(row, tuple):
+                row = self.rows[r] = decode_row(*row)
             out.append(row)
         return out
 

@@ -218,8 +218,8 @@ class Shard:
         Returns:
             `wire.dumps` of: the `LegBatches` (`wire.pack`); for each lexical leg what exact
             global BM25 needs (`LexicalPart`); and the stored fields of each leg's first
-            `prefetch` rows, each pickled (the page's rows are usually among them: one round trip
-            less).
+            `prefetch` rows, as stored records (`CollectionSnapshot.fetch_records`, with the
+            schema's field names: the page's rows are usually among them, one round trip less).
 
         Raises:
             StalePlan: the plan was made with another context than this shard's (its key).
@@ -236,10 +236,9 @@ class Shard:
             if spec.kind is LegKind.LEXICAL:
                 parts[spec.name] = self._lexical(snap, spec.terms, spec.term_counts,
                                                  batch.rowids, batch.scores, spec.window)
-        wanted = _ahead(batches, prefetch)
-        rows = {int(row["rowid"]): dumps(row) for row in snap.fetch(wanted)} \
-            if wanted.shape[0] else {}  # each pickled: the coordinator unpickles the page's
-        return dumps((pack(batches), parts, rows))
+        wanted = _ahead(batches, prefetch)  # records: the coordinator decodes the page's
+        records = snap.fetch_records(wanted) if wanted.shape[0] else []
+        return dumps((pack(batches), parts, (snap.field_names, records)))
 
     def _parsed(self, plan_json: str) -> QueryPlan:
         """The plan of a JSON text (the last `PLAN_CACHE` parsed plans are kept by text)."""
