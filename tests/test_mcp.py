@@ -140,6 +140,36 @@ def test_errors_are_tool_errors_with_the_caret_never_a_traceback(tmp_path):
         assert "Traceback" not in text(result)
 
 
+def test_argument_errors_name_each_argument_without_pydantic_text(tmp_path):
+    async def go():
+        async with Client(server(tmp_path / "db")) as client:
+            return [await client.call_tool(name, args) for name, args in [
+                ("search_memory", {"text": "x", "limit": "many"}),
+                ("search_memory", {"text": "x", "limit": 500}),
+                ("search_memory", {}),
+                ("search_memory", {"text": "x", "limt": 5}),
+                ("record_signal", {"session": "s", "value": 1.0, "colour": "red",
+                                   "bogus": 1}),
+            ]]
+
+    typed, bound, missing, misspelt, two = run(go)
+    assert typed.is_error and text(typed) == (
+        "ArgumentError: search_memory was called with invalid arguments:\n"
+        "  limit: should be a valid integer, unable to parse string as an integer (got 'many')")
+    assert text(bound) == ("ArgumentError: search_memory was called with invalid arguments:\n"
+                           "  limit: should be less than or equal to 100 (got 500)")
+    assert text(missing) == ("ArgumentError: search_memory was called with invalid arguments:"
+                             "\n  text: required, but not given")
+    assert misspelt.is_error and text(misspelt) == (
+        "ArgumentError: search_memory takes no argument 'limt'\n"
+        "  did you mean 'limit'?\n"
+        "  its arguments: text, collection, session, filters, group_by, limit")
+    assert two.is_error and text(two).startswith(
+        "ArgumentError: record_signal takes no argument 'bogus', 'colour'")
+    for result in (typed, bound, missing, misspelt, two):
+        assert "pydantic" not in text(result) and "type=" not in text(result)
+
+
 def test_resources_list_the_collections_and_their_schemas(tmp_path):
     async def go():
         async with Client(server(tmp_path / "db")) as client:

@@ -29,8 +29,9 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from recallql.api import USER_ERRORS
 from recallql.grammar.timestamps import format_timestamp
@@ -88,6 +89,57 @@ def tool_error(exc: BaseException) -> CallToolResult:
 
     text = str(exc) if isinstance(exc, QueryError) else f"{type(exc).__name__}: {exc}"
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def argument_error(tool: str, exc: ValidationError) -> CallToolResult:
+    """The SDK's argument validation failure as a tool error an agent can act on: one line per
+    argument, ``name: what it must be (got value)``, without pydantic's type codes and links."""
+    lines = [f"ArgumentError: {tool} was called with invalid arguments:"]
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in err["loc"]) or "arguments"
+        message = str(err["msg"]).removeprefix("Input ").removeprefix("Value error, ")
+        if err["type"] == "missing":
+            lines.append(f"  {where}: required, but not given")
+            continue
+        shown = repr(err.get("input"))
+        shown = shown if len(shown) <= 60 else shown[:59] + "…"
+        lines.append(f"  {where}: {message} (got {shown})")
+    return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
+                          is_error=True)
+
+
+def unknown_arguments(tool: str, unknown: list[str], known: list[str]) -> CallToolResult:
+    """A call naming arguments the tool does not take (refused: a misspelt optional argument
+    would otherwise be dropped without a word)."""
+    from recallql.grammar.suggest import did_you_mean
+
+    lines = [f"ArgumentError: {tool} takes no argument {', '.join(map(repr, unknown))}"]
+    hint = did_you_mean(unknown[0], known, listing=False)
+    if hint:
+        lines.append(f"  {hint}")
+    lines.append(f"  its arguments: {', '.join(known)}")
+    return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
+                          is_error=True)
+
+
+class MemoryServer(MCPServer):
+    """`MCPServer` whose argument errors read as recallql's own: unknown argument names are
+    refused by name, and the SDK's pydantic validation text becomes one line per argument."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            known = list(tool.parameters.get("properties", {}))
+            unknown = sorted(set(arguments) - set(known))
+            if unknown:
+                return unknown_arguments(name, unknown, known)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                return argument_error(name, exc.__cause__)
+            raise
 
 
 def _errors_as_results(fn: Callable[..., str]) -> Callable[..., str | CallToolResult]:
@@ -347,7 +399,7 @@ def build_server(tools: MemoryTools) -> MCPServer:
     explain why they cannot write."""
     import recallql
 
-    server: MCPServer = MCPServer("recallql", instructions=INSTRUCTIONS,
+    server: MCPServer = MemoryServer("recallql", instructions=INSTRUCTIONS,
                                   version=recallql.__version__, log_level="WARNING")
     shown = READ_TOOLS + (WRITE_TOOLS if tools.writable or tools.why_read_only else ())
     for name in shown:
