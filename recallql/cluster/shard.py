@@ -35,6 +35,7 @@ from recallql.engine.legs import run_legs as run_plan_legs
 from recallql.engine.plan import LegKind, QueryPlan
 from recallql.index.embedders import by_name
 from recallql.index.errors import StoreError
+from recallql.index.schema import CollectionInfo
 from recallql.index.snapshot import CollectionSnapshot
 
 #: Rows whose term frequencies a shard keeps (rows never change once written).
@@ -104,6 +105,7 @@ class Shard:
         self._terms: dict[tuple[str, int], tuple[int, np.ndarray, np.ndarray]] = {}
         self._vocab: dict[str, int] = {}
         self._plans: OrderedDict[str, QueryPlan] = OrderedDict()
+        self._keys: dict[str, tuple[CollectionInfo, int, object, str]] = {}
 
     def pid(self) -> int:
         """The actor's process id (tests watch it change after a kill)."""
@@ -208,6 +210,19 @@ class Shard:
                               tuple(db.sessions.policy.bounds), db.embedder(snap.info.name)
                               is not None)
 
+    def _key(self, db: Database, snap: CollectionSnapshot) -> str:
+        """The context key of `snap`'s collection (recomputed when its schema object, analyser
+        version or embedder changes)."""
+        name = snap.info.name
+        embedder = db.embedder(name)
+        found = self._keys.get(name)
+        if found is not None and found[0] is snap.info and found[1] == snap.analyzer_version \
+                and found[2] is embedder:
+            return found[3]
+        key = self._context(db, snap).key
+        self._keys[name] = (snap.info, snap.analyzer_version, embedder, key)
+        return key
+
     def legs(self, request: bytes) -> bytes:
         """Run a plan's legs on this shard's share, on one snapshot.
 
@@ -228,7 +243,7 @@ class Shard:
         plan = self._parsed(plan_json)
         db = self.shared()
         snap = db.snapshot(plan.collection, as_of=plan.now if plan.as_of is not None else None)
-        if key is not None and (mine := self._context(db, snap).key) != key:
+        if key is not None and (mine := self._key(db, snap)) != key:
             raise StalePlan(self.index, mine)
         batches = run_plan_legs(plan, snap, None)  # one thread: the shards run in parallel
         parts = {}
