@@ -5,7 +5,7 @@
 item ids are not sent twice: every leg row is in the features, whose rowids are ascending). A whole
 reply is pickled once by us (`dumps`, protocol 5, in-band) and handed to Ray as `bytes`: Ray
 copies `bytes` as one buffer, where an object graph with numpy arrays costs its serialiser
-about 0.2 ms more per call (`benchmarks/RESULTS.md`, "Cluster"). Only the cluster's own
+about 0.1 ms more per call (`benchmarks/RESULTS.md`, "Cluster"). Only the cluster's own
 processes read these bytes.
 """
 
