@@ -143,3 +143,24 @@ def test_a_plan_without_a_key_is_not_checked(systems):
     plan = c._shard_plan("SEARCH cacm MATCHING :q LIMIT 10", (), {"q": queries[0]})
     packed, _, _ = loads(c.actor(0).legs(dumps((plan.model_dump_json(), 0, None))))
     assert packed[0] == "cacm"  # (collection, ...): answered
+
+
+def test_errors_are_one_databases(systems, tmp_path):
+    """Mistakes the coordinator's plan finds, and those only a shard's finds (USING SEMANTIC
+    without an embedder), read as one database's."""
+    c, one, _ = systems
+    items = [{"id": f"n{i}", "title": f"note {i}", "vector": [1.0, i, 0.0, 0.0]}
+             for i in range(6)]
+    c.create_collection("plain", dim=4, embedder=None, shared=True)
+    c.ingest("plain", items)
+    one.create_collection("plain", dim=4, embedder=None)
+    one.ingest("plain", items)
+    for text in ("SEARCH plain MATCHING 'note' USING SEMANTIC LIMIT 3",
+                 "SEARCH plain MATCHING 'note' WHERE nope = 'x' LIMIT 3"):
+        with pytest.raises(QuerySemanticError) as ours:
+            c.execute(text)
+        with pytest.raises(QuerySemanticError) as theirs:
+            one.execute(text)
+        assert str(ours.value) == str(theirs.value)
+    assert c.execute("SEARCH plain MATCHING 'note' LIMIT 3").ids() \
+        == one.execute("SEARCH plain MATCHING 'note' LIMIT 3").ids()

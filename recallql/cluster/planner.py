@@ -20,6 +20,7 @@ and collections whose embedder is not a built-in one the coordinator can rebuild
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -105,6 +106,7 @@ class Planner:
         self._contexts: dict[str, PlanContext] = {}
         self._embedders: dict[str, Embedder] = {}
         self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
 
     def forget(self, collection: str) -> None:
         """Drop a collection's context (fetched again by the next plan)."""
@@ -147,8 +149,9 @@ class Planner:
                 raise
             return self.plan(stmt, explain)
         embedder = self._embedder(ctx)
-        if spec.as_of is not None or (ctx.can_embed and embedder is None):
-            return None
+        if spec.as_of is not None or (ctx.can_embed and embedder is None) \
+                or (spec.using == "semantic" and spec.vector is None and not ctx.can_embed):
+            return None  # (the last: shard 0 raises "no embedder for USING SEMANTIC")
         version = ctx.analyzer_version
         planned = plan_spec(spec, lambda text: analyzer(version).analyze(prepare(text, version)),
                             ctx.can_embed, now=self._clock(), statement=stmt.to_text(),
@@ -182,12 +185,14 @@ class Planner:
 
     def _vector(self, embedder: Embedder, text: str) -> np.ndarray:
         key = (str(getattr(embedder, "name", "")), text)
-        hit = self._vectors.get(key)
-        if hit is not None:
-            self._vectors.move_to_end(key)
-            return hit
+        with self._lock:  # client threads share the coordinator
+            hit = self._vectors.get(key)
+            if hit is not None:
+                self._vectors.move_to_end(key)
+                return hit
         vec = np.asarray(embedder([text]), dtype=np.float32)[0]
-        self._vectors[key] = vec
-        if len(self._vectors) > QUERY_VECTORS:
-            self._vectors.popitem(last=False)
+        with self._lock:
+            self._vectors[key] = vec
+            if len(self._vectors) > QUERY_VECTORS:
+                self._vectors.popitem(last=False)
         return vec
