@@ -13,7 +13,8 @@ Per size, every system answers every query in the same process run, interleaved 
 the process's threads, so LanceDB's worker threads count) per call; wall is per call too.
 
 - recallql: ``SEARCH chunks MATCHING :q NEAR :v [WHERE ...] LIMIT 10`` (default recency on);
-  semantic recall from ``SEARCH chunks USING SEMANTIC NEAR :v WITHOUT RECENCY LIMIT 10``.
+  semantic recall from ``SEARCH chunks USING SEMANTIC NEAR :v WITHOUT RECENCY FUSE CONVEX
+  (weights = (context = 0)) LIMIT 10`` (the semantic leg alone: the context leg is off).
 - LanceDB (`benchmarks.scale_peers.LanceScale`): the kinds given by ``--lance`` (default:
   exact at ≤ 10k rows, ``ivf_pq`` and ``ivf_hnsw_sq`` from 100k), hybrid limit 10, filters
   as ``where(..., prefilter=True)`` over scalar indexes.
@@ -43,7 +44,10 @@ from benchmarks.scale_peers import LanceScale, RecallqlScale
 
 K, BLOCK = 10, 10
 HYBRID = "SEARCH chunks MATCHING :q NEAR :v{where} LIMIT 10"
-SEMANTIC = "SEARCH chunks USING SEMANTIC NEAR :v{where} WITHOUT RECENCY LIMIT 10"
+#: The semantic leg alone: without recency and without the context leg (on by default, it
+#: credits a row's document neighbours, which is not the leg's recall).
+SEMANTIC = ("SEARCH chunks USING SEMANTIC NEAR :v{where} WITHOUT RECENCY "
+            "FUSE CONVEX (weights = (context = 0)) LIMIT 10")
 WHERES = {"": "", "tenant": " WHERE tenant = :t", "session": " WHERE session = :s"}
 Call = Callable[[int], list[str]]
 

@@ -53,6 +53,7 @@ from recallql.index.errors import (
     StoreError,
 )
 from recallql.index.integrity import CheckReport, Problem
+from recallql.index.keyterms import keyword_fields
 from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
 from recallql.index.reindex import ReindexReport
 from recallql.index.schema import (
@@ -485,7 +486,9 @@ class Database:
         Args:
             collections: names (default: every collection).
             only_needed: skip collections already on the current analyser whose statistics
-                count no removed row (``recallql optimize``).
+                count no removed row and whose index holds the filter terms of every declared
+                str field (`recallql.index.keyterms`; an index written before them, or a field
+                added after it was created, lacks them) (``recallql optimize``).
             progress: called with (collection, rows done, rows total).
 
         Returns:
@@ -501,7 +504,8 @@ class Database:
             snap = self.snapshot(name)
             counted = snap.bm25_documents()
             exact = counted is not None and counted == int(snap.live.sum())
-            if only_needed and exact:
+            terms = set(keyword_fields(snap.info.fields)) <= set(snap.state.text.keywords)
+            if only_needed and exact and terms:
                 continue
             tick = None if progress is None else functools.partial(progress, name)
             reports.append(self.store.reindex(name, tick))

@@ -20,7 +20,7 @@ class BrokenSnapshot:
     size = 3
     seq = 1
 
-    def lexical_topn(self, terms, n, allowed):
+    def lexical_search(self, terms, n, allowed, where):
         raise np.linalg.LinAlgError("singular matrix")
 
 
@@ -28,8 +28,8 @@ class FixedSnapshot(BrokenSnapshot):
     positions = np.zeros(3, np.int64)
     ids = doc_ids = entities = ["id0", "id1", "id2"]
 
-    def lexical_topn(self, terms, n, allowed):
-        return np.array([2, 0, 1]), np.array([3.0, 3.0, 1.0], dtype=np.float32)
+    def lexical_search(self, terms, n, allowed, where):
+        return np.array([2, 0, 1]), np.array([3.0, 3.0, 1.0], dtype=np.float32), ""
 
     def values(self, name, rows):
         return [f"{name}{r}" for r in np.asarray(rows).tolist()]

@@ -53,7 +53,7 @@ def test_a_new_collection_records_the_current_analyser(tmp_path):
         assert db.store.analyzer_versions() == {"docs": CURRENT_VERSION,
                                                 "messages": CURRENT_VERSION}
     marker = json.loads((_text_dir(tmp_path / "db") / ANALYZER_FILE).read_text())
-    assert marker == {"version": CURRENT_VERSION}
+    assert marker == {"version": CURRENT_VERSION, "keywords": ["source", "tags"]}
 
 
 def test_an_old_database_opens_with_a_warning_and_keeps_its_analyser(old_db):

@@ -300,11 +300,29 @@ def _check_rows(rows: list[dict], started_from: int) -> tuple[int, dict[int, set
 
 
 def _check_text(snap, last: int, expected: dict[int, set[str]]) -> None:
-    """tantivy: whole batches only, deleted items gone."""
+    """tantivy: whole batches only, deleted items gone; the ``keys`` terms of the declared
+    fields are in the same documents as the text (the raw tantivy hits of ``source =
+    batch-k`` and of ``batchtok<k>`` are the same documents, committed or not yet purged)."""
+    from tantivy import Query
+
+    from recallql.index.filters import Cmp
+    from recallql.index.keyterms import KEYS_FIELD, key_term
+    from recallql.index.text import SCHEMA, SCHEMA_KEYED
+
+    def raw(query) -> set[int]:
+        hits = snap.searcher.search(query, 10_000, count=False).hits
+        return set(snap.searcher.fast_field_values("rowid", [a for _, a in hits]))
+
     for k in range(max(1, last - 3), last + 4):
         got, _ = snap.lexical_topn([f"batchtok{k}"], 100)
         want = set(expected.get(k, set())) | ({"shared"} if k == last else set())
         assert {snap.ids[r] for r in got} == want, k
+        where = Cmp("source", "=", f"batch-{k}")
+        terms, _, how = snap.lexical_search([f"batchtok{k}"], 100, snap.filter_rows(where),
+                                            where)
+        assert how == "terms(source)" and sorted(terms.tolist()) == sorted(got.tolist()), k
+        assert raw(Query.term_query(SCHEMA_KEYED, KEYS_FIELD, key_term("source", f"batch-{k}"))
+                   ) == raw(Query.term_query(SCHEMA, "text", f"batchtok{k}")), k
 
 
 def _check_vectors(snap, last: int, expected: dict[int, set[str]]) -> None:

@@ -53,8 +53,9 @@ def optimize(db: DbOption = DEFAULT_DB, collection: CollectionOption = None) -> 
     After deletes and replacements, BM25 keeps counting removed rows (number of documents,
     document frequencies, average length) until tantivy merges their segments, as Lucene
     does, so scores drift a little from those of a fresh index. `optimize` rebuilds the text
-    index of each collection where that is the case (or whose analyser is out of date) and
-    leaves the others alone.
+    index of each collection where that is the case (or whose analyser is out of date, or
+    whose index lacks the filter terms of a declared str field: an index written before them,
+    or a field added later) and leaves the others alone.
 
     \b
     Examples:

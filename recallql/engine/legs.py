@@ -35,6 +35,7 @@ from recallql.engine.plan import FeatureSpec, LegKind, LegSpec, QueryPlan
 from recallql.engine.reasons import Reason
 from recallql.grammar.errors import QueryError, QuerySemanticError
 from recallql.index.errors import FilterError
+from recallql.index.rowsets import RowSet
 from recallql.index.schema import FieldType
 from recallql.index.snapshot import CollectionSnapshot
 
@@ -83,6 +84,10 @@ class LegBatch:
     #: How the leg searched (the semantic leg: ``exact``, ``ann`` or ``ann+exact``) and why.
     method: str = ""
     why: str = ""
+    #: How the leg applied the statement's filter (EXPLAIN's ``filter=``): the lexical leg
+    #: ``terms(<fields>)``, ``rowids(<m>)`` or ``post-filter``; the semantic leg ``posting
+    #: rows=<m>`` (gathered) or ``mask rows=<m>``. Empty without a filter.
+    filter: str = ""
 
     def __len__(self) -> int:
         return int(self.rowids.shape[0])
@@ -132,7 +137,7 @@ class LegBatches:
                            scores=b.scores.tolist(), ranks=b.ranks.tolist(), ids=b.ids.tolist(),
                            window=b.window, time_ns=b.time_ns,
                            neighbours=None if b.neighbours is None else b.neighbours.tolist(),
-                           method=b.method, why=b.why)
+                           method=b.method, why=b.why, filter=b.filter)
                   for b in self.legs],
             notices=[(str(code), message) for code, message in self.notices],
         ).model_dump_json()
@@ -151,7 +156,7 @@ class LegBatches:
             ids=Strings.of(b.ids), window=b.window, time_ns=b.time_ns,
             neighbours=None if b.neighbours is None
             else np.asarray(b.neighbours, np.int64).reshape(-1, 2),
-            method=b.method, why=b.why) for b in wire.legs)
+            method=b.method, why=b.why, filter=b.filter) for b in wire.legs)
         return cls(wire.collection, wire.batch, wire.size, legs,
                    features_from_wire(wire.features), wire.scan_ns,
                    tuple((Reason(code), message) for code, message in wire.notices))
@@ -170,6 +175,7 @@ class _LegWire(BaseModel):
     neighbours: list[list[int]] | None = None
     method: str = ""
     why: str = ""
+    filter: str = ""
 
 
 class _Wire(BaseModel):
@@ -224,13 +230,13 @@ def _leg_notices(plan: QueryPlan, snapshot: CollectionSnapshot) -> tuple[tuple[R
                  for file, count in snapshot.skipped_vectors().items())
 
 
-def _masks(plan: QueryPlan, snapshot: CollectionSnapshot) -> dict[Any, np.ndarray]:
+def _masks(plan: QueryPlan, snapshot: CollectionSnapshot) -> dict[Any, RowSet]:
     exprs = [plan.filter, *(leg.filter for leg in plan.legs)]
-    masks: dict[Any, np.ndarray] = {}
+    masks: dict[Any, RowSet] = {}
     for expr in exprs:
         if expr is not None and expr not in masks:
             try:
-                masks[expr] = snapshot.filter_mask(expr)
+                masks[expr] = snapshot.filter_rows(expr)
             except FilterError as exc:  # the analyzer checks names and types; this is a net
                 raise QuerySemanticError(f"WHERE cannot be evaluated: {exc}") from None
     return masks
@@ -279,7 +285,8 @@ def _parallel(scans: list[LegScan], ctx: LegContext, pool: Executor | None) -> l
     return [LegBatch(op.spec.name, op.spec.kind, rowids, scores, competition_ranks(scores),
                      Strings(ids, rowids), op.spec.window, elapsed,
                      method=ctx.notes.get(op.spec.name, ("", ""))[0],
-                     why=ctx.notes.get(op.spec.name, ("", ""))[1])
+                     why=ctx.notes.get(op.spec.name, ("", ""))[1],
+                     filter=ctx.filters.get(op.spec.name, ""))
             for op, (rowids, scores, elapsed) in zip(scans, found, strict=True)]
 
 

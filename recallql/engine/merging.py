@@ -171,7 +171,8 @@ def _gathered(tree: Operator, batches: LegBatches) -> dict[Operator, Gathered]:
                 raise ValueError(f"the leg batches have no batch for leg {op.leg!r}")
             hits = LegHits(batch, batches.features)
             out[op] = Gathered(Output(hits, LegMetrics(batch.name, len(batch), batch.window,
-                                                          batch.method, batch.why)),
+                                                          batch.method, batch.why,
+                                                          batch.filter)),
                                batch.time_ns)
     scan = _find(tree, EligibleScan)
     if scan is not None:

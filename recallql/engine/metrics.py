@@ -55,10 +55,13 @@ class LegMetrics(Metrics):
     window: int
     method: str = ""
     why: str = ""
+    filter: str = ""
 
     def properties(self) -> dict[str, Any]:
-        """What EXPLAIN adds to the leg's operator line: how it searched and why."""
-        return {"method": self.method, "why": self.why} if self.method else {}
+        """What EXPLAIN adds to the leg's operator line: how it applied the filter, how it
+        searched and why."""
+        out: dict[str, Any] = {"filter": self.filter} if self.filter else {}
+        return {**out, "method": self.method, "why": self.why} if self.method else out
 
     @property
     def cut(self) -> bool:

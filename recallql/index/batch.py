@@ -142,23 +142,24 @@ class PrefixIndexer:
         self.sent = 0
         self.streaming = True
 
-    def __call__(self, first: int, ids: list[str], texts: list[str]) -> None:
+    def __call__(self, first: int, ids: list[str], texts: list[str],
+                 fields: list[dict[str, object] | None]) -> None:
         if not self.streaming:
             return
         assert first == self.sent, "validated chunks arrive in order"
         live = self.state.live_rows(ids)
         stop = next(i for i, item in enumerate(ids) if item in live) if live else len(ids)
-        self._add(texts[:stop])
+        self._add(texts[:stop], fields[:stop])
         self.streaming = not live
 
     def finish(self, written: ItemBatch) -> None:
         """Queue the texts of `written` (the batch minus its unchanged items) not queued yet."""
-        self._add(written.texts[self.sent:])
+        self._add(written.texts[self.sent:], written.fields[self.sent:])
 
-    def _add(self, texts: list[str]) -> None:
+    def _add(self, texts: list[str], fields: list[dict[str, object] | None]) -> None:
         if texts:
             start = self.state.size + self.sent
-            self.state.text.add(range(start, start + len(texts)), self.seq, texts)
+            self.state.text.add(range(start, start + len(texts)), self.seq, texts, fields)
             self.sent += len(texts)
 
 

@@ -276,6 +276,39 @@ def filter_mask(expr: object, lookup: ColumnLookup, size: int) -> np.ndarray:
     return evaluate(expr, lookup, size)[0]
 
 
+def posting_rows(expr: object, lookup: ColumnLookup, size: int) -> np.ndarray | None:
+    """int64[m] ascending rowids for which `expr` is definitely true, when it resolves through
+    per-value postings alone: ``=`` / ``IN`` with str values on a declared str field, and AND /
+    OR of those (O(rows matched), no pass over every row). None for any other expression
+    (`filter_mask` evaluates it).
+
+    Raises:
+        FilterError: unknown field.
+    """
+    if isinstance(expr, And | Or) and expr.items:
+        found_parts = [posting_rows(item, lookup, size) for item in expr.items]
+        parts = [p for p in found_parts if p is not None]
+        if len(parts) < len(found_parts):
+            return None
+        found = parts[0]
+        for part in parts[1:]:
+            found = (np.intersect1d(found, part, assume_unique=True) if isinstance(expr, And)
+                     else np.union1d(found, part))
+        return found.astype(np.int64)
+    if isinstance(expr, Cmp) and expr.op in ("=", "=="):
+        values: tuple = (expr.value,)
+    elif isinstance(expr, In):
+        values = tuple(v for v in expr.values if v is not None)
+    else:
+        return None
+    if not all(isinstance(v, str) for v in values):
+        return None
+    column = lookup(expr.field)
+    if type(column) is not StrColumn:  # (derived columns: their SAME rows have no code)
+        return None
+    return column.equal_rows(values, size)
+
+
 def rows_mask(expr: object, rows: Sequence[Mapping[str, object]],
               fields: Mapping[str, FieldType]) -> np.ndarray:
     """bool[len(rows)]: `expr` over plain rows (e.g. the session table), with the semantics it

@@ -374,8 +374,9 @@ def _stack_supplied(v: _Validator, dim: int) -> None:
         b.vectors[rows] = normalised
 
 
-#: ``sink(first_index, ids, texts)``: validated items ``first_index …`` (ids and joined texts).
-TextSink = Callable[[int, list[str], list[str]], object]
+#: ``sink(first_index, ids, texts, fields)``: validated items ``first_index …`` (ids, joined
+#: texts and declared field values).
+TextSink = Callable[[int, list[str], list[str], list[dict[str, object] | None]], object]
 
 
 def validate(info: CollectionInfo, items: Iterable[object], sink: TextSink | None = None,
@@ -385,9 +386,10 @@ def validate(info: CollectionInfo, items: Iterable[object], sink: TextSink | Non
     Args:
         info: the collection schema.
         items: iterable of dicts (see SPEC §8 `ingest`).
-        sink: called as ``sink(first_index, ids, texts)`` with the ids and joined texts of every
-            `chunk` validated items (so the caller can start indexing them while validation goes
-            on; on an error it must discard what it received).
+        sink: called as ``sink(first_index, ids, texts, fields)`` with the ids, joined texts
+            and declared field values of every `chunk` validated items (so the caller can start
+            indexing them while validation goes on; on an error it must discard what it
+            received).
         chunk: items per `sink` call.
 
     Returns:
@@ -398,12 +400,13 @@ def validate(info: CollectionInfo, items: Iterable[object], sink: TextSink | Non
     """
     validator = _Validator(info)
     ids, texts, sent = validator.batch.ids, validator.batch.texts, 0
+    fields = validator.batch.fields
     for index, raw in enumerate(items):
         validator.add(raw, index)
         if sink is not None and index + 1 - sent >= chunk:
-            sink(sent, ids[sent:index + 1], texts[sent:index + 1])
+            sink(sent, ids[sent:index + 1], texts[sent:index + 1], fields[sent:index + 1])
             sent = index + 1
     _stack_supplied(validator, info.dim)
     if sink is not None and sent < len(texts):
-        sink(sent, ids[sent:], texts[sent:])
+        sink(sent, ids[sent:], texts[sent:], fields[sent:])
     return validator.batch

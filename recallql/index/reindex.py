@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from recallql.index.connections import fsync_dir
+from recallql.index.keyterms import keyword_fields
 from recallql.index.snapshot import CollectionState
 from recallql.index.text import TextIndex, siblings
 
@@ -64,10 +65,17 @@ def _index_texts(stored: Mapping[int, tuple[str, str | None]], rows: Sequence[in
     return ["\n".join(json.loads(stored[row][0]).values()) for row in rows]
 
 
+def _index_fields(stored: Mapping[int, tuple[str, str | None]], rows: Sequence[int]
+                  ) -> list[dict | None]:
+    """The declared field values of each row (its ``keys`` terms)."""
+    return [json.loads(fields) if (fields := stored[row][1]) else None for row in rows]
+
+
 def build(target: Path | None, live: np.ndarray, seq: int,
           fetch: Callable[[list[int]], Mapping[int, tuple[str, str | None]]],
-          progress: Progress | None = None) -> TextIndex:
-    """A new text index (current analyser) holding the live rows, committed.
+          progress: Progress | None = None, keywords: Sequence[str] = ()) -> TextIndex:
+    """A new text index (current analyser) holding the live rows, committed, with ``keys``
+    terms for the `keywords` fields (`recallql.index.keyterms`).
 
     Args:
         target: an empty directory to build in, or None (in memory).
@@ -78,11 +86,12 @@ def build(target: Path | None, live: np.ndarray, seq: int,
         progress: called with (rows done, rows total).
     """
     rows = np.flatnonzero(live).tolist()
-    index = TextIndex(target, create=True)
+    index = TextIndex(target, create=True, keywords=keywords)
     try:
         for start in range(0, len(rows), CHUNK_ROWS):
             chunk = rows[start:start + CHUNK_ROWS]
-            index.add(chunk, seq, _index_texts(fetch(chunk), chunk))
+            stored = fetch(chunk)
+            index.add(chunk, seq, _index_texts(stored, chunk), _index_fields(stored, chunk))
             if progress is not None:
                 progress(start + len(chunk), len(rows))
         index.commit()
@@ -125,7 +134,8 @@ def rebuild(state: CollectionState, path: Path | None, seq: int,
     if target is not None and target.exists():
         shutil.rmtree(target)
     built = build(target, snap.live, max(seq, 0),
-                  lambda rows: state.meta.fetch(state.id, rows), progress)
+                  lambda rows: state.meta.fetch(state.id, rows), progress,
+                  keyword_fields(state.info.fields))
     state.text.close()
     if path is not None:
         swap(path)

@@ -43,11 +43,14 @@ from recallql.index.columns import (
     make_column,
 )
 from recallql.index.errors import FilterError, StoreError
-from recallql.index.filters import filter_mask
+from recallql.index.filters import filter_mask, posting_rows
+from recallql.index.gather import gathered_topn
 from recallql.index.history import RetentionLoss
 from recallql.index.items import ItemBatch
+from recallql.index.keyterms import filter_query
 from recallql.index.metadata import NEW_ROWS_SQL, CollectionRow, MetadataStore
 from recallql.index.neighbours import Neighbours
+from recallql.index.rowsets import RowSet
 from recallql.index.schema import CollectionInfo, FieldType
 from recallql.index.semantic import SemanticStats
 from recallql.index.text import TextIndex
@@ -407,37 +410,71 @@ class CollectionSnapshot:
         mask.flags.writeable = False
         return mask
 
-    def _eligible(self, allowed: np.ndarray | None, *extra: np.ndarray,
-                  base: np.ndarray | None = None) -> np.ndarray:
+    def _eligible(self, allowed: np.ndarray | RowSet | None, base: np.ndarray | None = None
+                  ) -> RowSet:
+        """The rows of `base` (default: live) that `allowed` keeps: O(rows) for a sparse
+        `allowed`, a mask operation otherwise."""
         mask = self.live if base is None else base
-        if allowed is not None:
-            allowed = np.asarray(allowed)
-            if allowed.dtype != bool or allowed.shape != (self.size,):
-                raise ValueError(f"allowed must be bool[{self.size}], got {allowed.dtype}"
-                                 f"{list(allowed.shape)}")
-            mask = mask & allowed
-        for more in extra:
-            mask = mask & more
-        return mask
+        if allowed is None:
+            return RowSet(self.size, mask=mask)
+        return RowSet.of(allowed, self.size).keep(mask)
 
-    def lexical_topn(self, terms: Sequence[str], n: int, allowed: np.ndarray | None = None
+    def filter_rows(self, expr: object) -> RowSet:
+        """The rows for which the `recallql.index.filters` expression is true (liveness not
+        applied): sparse when it resolves through postings (`filters.posting_rows`: O(rows
+        kept)), a `filter_mask` otherwise.
+
+        Raises:
+            FilterError: unknown field or a value of the wrong type.
+        """
+        rows = posting_rows(expr, self.column, self.size)
+        if rows is not None:
+            return RowSet(self.size, rows=rows)
+        return RowSet(self.size, mask=self.filter_mask(expr))
+
+    def lexical_topn(self, terms: Sequence[str], n: int,
+                     allowed: np.ndarray | RowSet | None = None, where: object = None
                      ) -> tuple[np.ndarray, np.ndarray]:
-        """BM25 top-n of live, allowed rows.
+        """BM25 top-n of live, allowed rows (`lexical_search` without the description)."""
+        rowids, scores, _ = self.lexical_search(terms, n, allowed, where)
+        return rowids, scores
+
+    def lexical_search(self, terms: Sequence[str], n: int,
+                       allowed: np.ndarray | RowSet | None = None, where: object = None
+                       ) -> tuple[np.ndarray, np.ndarray, str]:
+        """BM25 top-n of live, allowed rows, and how the filter was applied.
 
         Args:
             terms: analysed terms (`analyze`); a term repeated k times is weighted ×k (query
                 term frequency).
             n: rows wanted (≥ 0).
-            allowed: optional bool[size] filter.
+            allowed: optional bool[size] filter or `RowSet` (`filter_rows`).
+            where: the filter expression `allowed` came from, if any: what the index's
+                ``keys`` terms can express of it becomes a term query
+                (`recallql.index.keyterms`); hits are still checked against `allowed`.
 
         Returns:
-            (rowids int64[m], bm25 float32[m]), m ≤ n, ordered by (−bm25, item id).
+            (rowids int64[m], bm25 float32[m], how), m ≤ n, ordered by (−bm25, item id);
+            `how` as `recallql.index.text.lexical_search` (for EXPLAIN).
 
         Raises:
             ValueError: `allowed` has the wrong shape or dtype.
         """
         eligible = self._eligible(allowed)
-        return text_index.lexical_topn(self._searcher, terms, n, eligible, self.ids)
+        restrict = None
+        keys = self._keywords
+        if where is not None and allowed is not None and keys:
+            query, exact, fields = filter_query(where, keys, text_index.SCHEMA_KEYED)
+            if query is not None:
+                restrict = (query, exact, f"terms({','.join(fields)})")
+        return text_index.lexical_search(self._searcher, terms, n, eligible, self.ids,
+                                         restrict)
+
+    @functools.cached_property
+    def _keywords(self) -> dict[str, FieldType]:
+        """The declared fields the text index holds ``keys`` terms for, with their types."""
+        fields = self.info.fields
+        return {name: fields[name] for name in self._state.text.keywords if name in fields}
 
     def semantic_topn(self, vec: np.ndarray, n: int, allowed: np.ndarray | None = None
                       ) -> tuple[np.ndarray, np.ndarray]:
@@ -459,7 +496,8 @@ class CollectionSnapshot:
         rowids, cosine, _ = self.semantic_search(vec, n, allowed)
         return rowids, cosine
 
-    def semantic_search(self, vec: np.ndarray, n: int, allowed: np.ndarray | None = None,
+    def semantic_search(self, vec: np.ndarray, n: int,
+                        allowed: np.ndarray | RowSet | None = None,
                         method: str = "auto") -> tuple[np.ndarray, np.ndarray, SemanticStats]:
         """`semantic_topn` with the method chosen or forced, and how it ran.
 
@@ -480,20 +518,37 @@ class CollectionSnapshot:
                 `method`.
         """
         query = normalise_query(vec, self.info.dim)
-        eligible = self._eligible(allowed, base=self._live_vectors)
+        rows = self._eligible(allowed, base=self._live_vectors)
+        if rows.sparse:
+            gathered = self._gathered(query, n, rows, method)
+            if gathered is not None:
+                return gathered
+        eligible = rows.mask
         if self._span > self.size:  # AS OF: the segments also hold later rows
             eligible = np.concatenate([eligible, np.zeros(self._span - self.size, bool)])
         return semantic.search(self._segments, query, n, eligible, self.ids, method,
                                self._state.note_skipped)
 
-    def eligible_vectors(self, allowed: np.ndarray | None = None) -> int:
+    def _gathered(self, query: np.ndarray, n: int, rows: RowSet, method: str
+                  ) -> tuple[np.ndarray, np.ndarray, SemanticStats] | None:
+        """The exact scan of a sparse eligible set, gathering just its rows
+        (`recallql.index.gather`); None when the method chosen is not exact."""
+        graph_rows = sum(len(s.vecs) for s in self._segments if s.graph is not None)
+        chosen, why = semantic.choose(rows.count, graph_rows, method)
+        if chosen != "exact":
+            return None
+        rowids, cos = gathered_topn(self._segments, query, n, rows.rows, self.ids,
+                                    self._state.note_skipped)
+        return rowids, cos, SemanticStats("exact", why, eligible=rows.count, scanned=rows.count)
+
+    def eligible_vectors(self, allowed: np.ndarray | RowSet | None = None) -> int:
         """Live, allowed rows that have a vector: the count the semantic leg's method is
         chosen from (`recallql.index.semantic.choose`)."""
-        return int(np.count_nonzero(self._eligible(allowed, base=self._live_vectors)))
+        return self._eligible(allowed, base=self._live_vectors).count
 
     def has_vectors(self) -> bool:
         """True when some live row has a vector."""
-        return bool((self.live & self.has_vector).any())
+        return bool(self._live_vectors.any())
 
     def column(self, name: str) -> Column:
         """The column of a filterable field (declared, or id/doc_id/entity/position/created_at).

@@ -42,6 +42,7 @@ from recallql.index.history import as_of_snapshot
 from recallql.index.indexer import GraphBuilder
 from recallql.index.integrity import CheckReport
 from recallql.index.items import ItemBatch
+from recallql.index.keyterms import keyword_fields
 from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
 from recallql.index.metadata import CollectionRow, ExtraSql, MetadataStore
 from recallql.index.reindex import Progress, ReindexReport
@@ -183,7 +184,8 @@ class Store:
                 return existing.info
             with storage_errors(self._text_dir(name)):
                 layout.clear_unborn(self._collection_dir(name))
-                TextIndex(self._text_dir(name), create=True).close()
+                TextIndex(self._text_dir(name), create=True,
+                          keywords=keyword_fields(info.fields)).close()
             self.meta.insert_collection(info)
             return info
 
@@ -597,7 +599,8 @@ class Store:
         if state is None:
             row = self._row(name)
             base = self._collection_dir(name)
-            text = TextIndex(self._text_dir(name), readonly=self.readonly)
+            text = TextIndex(self._text_dir(name), readonly=self.readonly,
+                             keywords=keyword_fields(row.info.fields))
             files = SegmentFiles(None if base is None else base / "vectors", row.info.dim)
             state = self._states[name] = CollectionState(row, self.meta, text, files)
         return state

@@ -5,12 +5,19 @@ One BM25 field ``text`` (the collection's text fields joined with ``"\\n"``, ana
 SQLite and the vectors) and ``batch`` (the batch sequence number, so that recovery can delete the
 documents of a batch that never committed). Indexes of analyser 2 and later also index ``all`` = 1
 in every document, so that ``doc_freq(all, 1)`` counts the documents BM25's statistics count.
-Nothing is stored in tantivy; texts live in SQLite.
+Indexes created by this recallql also hold the declared str fields as untokenized terms in
+``keys`` (`recallql.index.keyterms`), so that the lexical leg applies a filter as a term
+query. Nothing is stored in tantivy; texts live in SQLite.
 
 **Analyser version.** The version an index was built with is recorded in the file
 `ANALYZER_FILE` inside the index directory, written when the index is created (or rebuilt); an
-index without it was written by analyser 1. Documents and query text go through that version
-(`TextIndex.prepare`, `TextIndex.analyze`), so an old index stays consistent until it is rebuilt.
+index without it was written by analyser 1. The same file lists the fields the index holds
+``keys`` terms for (``"keywords"``); an index whose file has no such list predates them and
+has no ``keys`` field: its filters are applied as before (hits checked against the eligible
+rows, or a rowid term set of a few thousand rows at most) until a rebuild
+(``recallql optimize`` / ``recallql reindex``) adds them. Documents and query text go through
+that version (`TextIndex.prepare`, `TextIndex.analyze`), so an old index stays consistent until
+it is rebuilt.
 
 **BM25 statistics after deletes** (the Lucene rule). tantivy scores with corpus statistics —
 N (documents), n(t) (documents holding t) and the average length — taken over every document
@@ -27,7 +34,7 @@ import math
 import os
 import shutil
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -38,15 +45,18 @@ from tantivy import Occur, Query
 from recallql.index.analysis import ANALYZER_NAME, CURRENT_VERSION, VERSIONS, analyzer, prepare
 from recallql.index.connections import fsync_dir
 from recallql.index.errors import StoreError
+from recallql.index.keyterms import KEYS_FIELD, document_terms
 from recallql.index.ranking import top_by_score
+from recallql.index.rowsets import RowSet
 from recallql.index.storage import describe, tantivy_error
 
-#: Below this many eligible rows a filter that excludes at least half of the rows is pushed
-#: into tantivy as a rowid term set (above it, only one that keeps under a fifth). A filter that
-#: keeps most rows is cheaper to apply to the hits: building the term set costs ~0.1 µs a row
-#: and tantivy then intersects every match with it (on 5,000 rows without any filter, pushing
-#: every live rowid made the lexical leg 10× slower than the bare search).
-TERM_SET_MAX = 8192
+#: A filter that the ``keys`` terms cannot express is pushed into tantivy as a rowid term set
+#: only when it keeps at most this many rows and under half of them; otherwise the hits are
+#: checked against the eligible rows (over-fetching by the eligible share). Building the term
+#: set costs ~0.1 µs a row and tantivy then intersects every match with it (a tenant's 10,000
+#: rowids of 1M cost ~11 ms CPU; on 5,000 rows without any filter, pushing every live rowid
+#: made the lexical leg 10× slower than the bare search).
+TERM_SET_MAX = 4096
 WRITER_HEAP_BYTES = 96_000_000
 #: The file in an index directory that records its analyser version (JSON).
 ANALYZER_FILE = "recallql-analyzer.json"
@@ -54,21 +64,49 @@ ANALYZER_FILE = "recallql-analyzer.json"
 META_JSON = "meta.json"
 
 
-def _schema(count_field: bool) -> tantivy.Schema:
+def _schema(count_field: bool, keys: bool = False) -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("text", stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
     builder.add_unsigned_field("rowid", indexed=True, fast=True)
     builder.add_unsigned_field("batch", indexed=True, fast=True)
     if count_field:
         builder.add_unsigned_field("all", indexed=True)
+    if keys:
+        builder.add_text_field(KEYS_FIELD, stored=False, tokenizer_name="raw",
+                               index_option="basic")
     return builder.build()
 
 
 #: The schema of analyser-1 indexes; term queries are built against it (the fields it has keep
 #: the same ids in `SCHEMA_COUNTED`).
 SCHEMA = _schema(False)
-#: The schema of indexes of analyser 2 and later.
+#: The schema of indexes of analyser 2 written before the ``keys`` terms.
 SCHEMA_COUNTED = _schema(True)
+#: The schema of indexes created now: `SCHEMA_COUNTED` plus the ``keys`` field.
+SCHEMA_KEYED = _schema(True, keys=True)
+
+
+def _marker(path: Path) -> dict | None:
+    """The contents of `ANALYZER_FILE` (None: there is none).
+
+    Raises:
+        StoreError: the file is unreadable, names an unknown version or a malformed field list.
+    """
+    marker = path / ANALYZER_FILE
+    if not marker.is_file():
+        return None
+    try:
+        found = json.loads(marker.read_text(encoding="utf-8"))
+        version = found["version"]
+        keywords = found.get("keywords", [])
+        if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
+            raise ValueError(f"keywords must be a list of field names, got {keywords!r}")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise StoreError(f"cannot read the analyser version in {marker}: {exc}") from exc
+    if version not in VERSIONS:
+        raise StoreError(f"{marker}: text analyser version {version!r} is unknown to this "
+                         f"recallql (it knows {list(VERSIONS)}); upgrade recallql")
+    return found
 
 
 def stored_version(path: Path) -> int | None:
@@ -78,24 +116,27 @@ def stored_version(path: Path) -> int | None:
     Raises:
         StoreError: the file is unreadable or names an unknown version.
     """
-    marker = path / ANALYZER_FILE
-    if not marker.is_file():
+    found = _marker(path)
+    if found is None:
         return 1 if (path / "meta.json").is_file() else None
-    try:
-        version = json.loads(marker.read_text(encoding="utf-8"))["version"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise StoreError(f"cannot read the analyser version in {marker}: {exc}") from exc
-    if version not in VERSIONS:
-        raise StoreError(f"{marker}: text analyser version {version!r} is unknown to this "
-                         f"recallql (it knows {list(VERSIONS)}); upgrade recallql")
-    return int(version)
+    return int(found["version"])
 
 
-def write_version(path: Path, version: int) -> None:
-    """Record `version` in the index directory (written to a temporary file, then renamed)."""
+def stored_keywords(path: Path) -> tuple[str, ...] | None:
+    """The fields an index directory holds ``keys`` terms for; None for an index written
+    before them (no ``keys`` field)."""
+    found = _marker(path)
+    if found is None or "keywords" not in found:
+        return None
+    return tuple(found["keywords"])
+
+
+def write_version(path: Path, version: int, keywords: Sequence[str] = ()) -> None:
+    """Record `version` and the ``keys`` fields in the index directory (written to a
+    temporary file, then renamed)."""
     tmp = path / (ANALYZER_FILE + ".tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump({"version": version}, handle)
+        json.dump({"version": version, "keywords": list(keywords)}, handle)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path / ANALYZER_FILE)
@@ -133,30 +174,39 @@ class TextIndex:
         create: create the index (`Store.create_collection`, a rebuild); otherwise it must
             exist, and a missing or damaged one is a `StoreError` (an index is never
             re-created in place).
+        keywords: a new index (created, or in memory): the declared fields it holds ``keys``
+            terms for (`recallql.index.keyterms.keyword_fields`).
 
     Attributes:
         version: the analyser version of the index (`recallql.index.analysis`); a new index
             gets the current one.
+        keywords: the fields whose values every document holds as ``keys`` terms (empty for
+            an index written before them).
 
     Raises:
         StoreError: the directory cannot be opened as a tantivy index (named, with the cause),
             is missing its ``meta.json``, or records an unknown analyser version.
     """
 
-    def __init__(self, path: Path | None, *, readonly: bool = False, create: bool = False):
+    def __init__(self, path: Path | None, *, readonly: bool = False, create: bool = False,
+                 keywords: Sequence[str] = ()):
         if path is not None and not create and not path.exists() and siblings(path)[0].exists():
             path = siblings(path)[0]  # a writer is between the two renames of a rebuild
         self.path = path
         self.readonly = readonly
         existing = None if path is None or create else stored_version(path)
         self.version = CURRENT_VERSION if existing is None else existing
+        stored = None if path is None or create else stored_keywords(path)
+        self.keyed = path is None or create or stored is not None
+        self.keywords: tuple[str, ...] = tuple(keywords) if path is None or create else (
+            stored or ())
         try:
             if path is None:
-                self.index = tantivy.Index(SCHEMA_COUNTED)
+                self.index = tantivy.Index(SCHEMA_KEYED)
             elif create:
                 path.mkdir(parents=True, exist_ok=True)
-                self.index = tantivy.Index(SCHEMA_COUNTED, path=str(path), reuse=False)
-                write_version(path, self.version)
+                self.index = tantivy.Index(SCHEMA_KEYED, path=str(path), reuse=False)
+                write_version(path, self.version, self.keywords)
             else:
                 if existing is None or not (path / META_JSON).is_file():
                     raise StoreError(f"{path / META_JSON} is missing: the text index of "
@@ -199,17 +249,23 @@ class TextIndex:
                 raise tantivy_error(self.path, "open a writer on", exc) from exc
         return self._writer
 
-    def add(self, rowids: Sequence[int], batch: int, texts: Sequence[str]) -> None:
-        """Queue documents (visible after `commit`)."""
+    def add(self, rowids: Sequence[int], batch: int, texts: Sequence[str],
+            fields: Sequence[Mapping[str, object] | None] | None = None) -> None:
+        """Queue documents (visible after `commit`); `fields` are the rows' declared field
+        values (None: none), of which the `keywords` ones become ``keys`` terms."""
         add, version, counted = self.writer.add_document, self.version, self._counted
+        keywords = self.keywords
+        values = fields if fields is not None and keywords else [None] * len(texts)
         try:
-            for rowid, text in zip(rowids, texts, strict=True):
+            for rowid, text, row in zip(rowids, texts, values, strict=True):
                 doc = tantivy.Document()
                 doc.add_text("text", prepare(text, version))
                 doc.add_unsigned("rowid", rowid)
                 doc.add_unsigned("batch", batch)
                 if counted:
                     doc.add_unsigned("all", 1)
+                for term in document_terms(row, keywords):
+                    doc.add_text(KEYS_FIELD, term)
                 add(doc)
         except (OSError, ValueError) as exc:
             raise tantivy_error(self.path, "add documents to", exc) from exc
@@ -333,54 +389,86 @@ def lexical_topn(
     searcher: tantivy.Searcher,
     terms: Sequence[str],
     n: int,
-    eligible: np.ndarray,
+    eligible: np.ndarray | RowSet,
     ids: Sequence[str],
+    restrict: tuple[Query, bool, str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """BM25 top-n over eligible rows, ordered by (−bm25, item id).
+    """BM25 top-n over eligible rows, ordered by (−bm25, item id) (`lexical_search` without
+    the description)."""
+    rowids, scores, _ = lexical_search(searcher, terms, n, eligible, ids, restrict)
+    return rowids, scores
+
+
+def lexical_search(
+    searcher: tantivy.Searcher,
+    terms: Sequence[str],
+    n: int,
+    eligible: np.ndarray | RowSet,
+    ids: Sequence[str],
+    restrict: tuple[Query, bool, str] | None = None,
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """BM25 top-n over eligible rows, ordered by (−bm25, item id), and how the filter ran.
 
     Args:
         searcher: a searcher of the collection's index.
         terms: analysed query terms; a repeated term weighs as many times (`text_query`).
         n: number of rows wanted.
-        eligible: bool[size]; rowids outside it (or ≥ size) are never returned.
+        eligible: bool[size] or a `RowSet`; rowids outside it (or ≥ size) are never returned.
         ids: item id per rowid (tie-break).
+        restrict: the statement's filter as a ``keys`` term query (`keyterms.filter_query`):
+            ``(query, exact, label)``; the text query must also match it (scored 0, so BM25 is
+            unchanged), and hits are still checked against `eligible`.
 
     Returns:
-        (rowids int64[m], bm25 float32[m]), m ≤ n. Ties at the cut are resolved by item id:
-        hits are fetched until the score after the n-th eligible hit strictly drops.
+        (rowids int64[m], bm25 float32[m], how): m ≤ n. Ties at the cut are resolved by item
+        id: hits are fetched until the score after the n-th eligible hit strictly drops. `how`
+        says how the filter ran (EXPLAIN): ``terms(<fields>)`` (the term query; ``+check`` when
+        it is a superset), ``rowids(<m>)`` (a rowid term set), ``post-filter`` (hits checked),
+        or ``""`` when every row is eligible.
     """
     empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
-    count = int(np.count_nonzero(eligible))
-    if n <= 0 or not terms or count == 0:
-        return empty
-    query = text_query(terms)
-    share = count / len(eligible)  # the share of hits expected to be eligible
-    if count * 5 < len(eligible) or (count <= TERM_SET_MAX and count * 2 < len(eligible)):
-        allowed = Query.term_set_query(SCHEMA, "rowid", np.flatnonzero(eligible).tolist())
+    eligible = RowSet.of(eligible, len(eligible) if isinstance(eligible, np.ndarray)
+                         else eligible.size)
+    count, size = eligible.count, eligible.size
+    query, how, share = text_query(terms), "", count / max(size, 1)
+    if restrict is not None:
+        filter_query, exact, label = restrict
+        query = Query.boolean_query(
+            [(Occur.Must, query), (Occur.Must, Query.const_score_query(filter_query, 0.0))])
+        how, share = (label, 1.0) if exact else (label + "+check", 0.5)
+    elif count <= TERM_SET_MAX and count * 2 < size:
+        allowed = Query.term_set_query(SCHEMA, "rowid", eligible.rows.tolist())
         query = Query.boolean_query(
             [(Occur.Must, query), (Occur.Must, Query.const_score_query(allowed, 0.0))])
-        share = 1.0  # tantivy returns eligible rows only
+        how, share = f"rowids({count})", 1.0  # tantivy returns eligible rows only
+    elif count < size:
+        how = "post-filter"
+    if n <= 0 or not terms or count == 0:
+        return (*empty, how)
     kept = _fetch_eligible(searcher, query, n, eligible, share)
     top = top_by_score([s for s, _ in kept], n, lambda i: ids[kept[i][1]])
     return (np.array([kept[i][1] for i in top], np.int64),
-            np.array([kept[i][0] for i in top], np.float32))
+            np.array([kept[i][0] for i in top], np.float32), how)
 
 
 def _fetch_eligible(searcher: tantivy.Searcher, query: Query, n: int,
-                    eligible: np.ndarray, share: float = 0.5) -> list[tuple[float, int]]:
+                    eligible: RowSet, share: float = 0.5) -> list[tuple[float, int]]:
     """(score, rowid) of eligible hits, score-descending, past the n-th one's score.
 
     The first fetch asks for ``(n + 16) / share`` hits, `share` being the expected eligible
     share of the hits; it doubles until the n-th eligible hit is found and the score after it
     strictly drops (so ties at the cut are all there).
     """
-    size = len(eligible)
+    size = eligible.size
     limit = math.ceil((n + 16) / max(share, 0.01))
     while True:
         hits = searcher.search(query, limit, count=False).hits
-        rowids = searcher.fast_field_values("rowid", [addr for _, addr in hits])
-        kept = [(score, int(r)) for (score, _), r in zip(hits, rowids, strict=True)
-                if r is not None and r < size and eligible[int(r)]]
+        found = searcher.fast_field_values("rowid", [addr for _, addr in hits])
+        rowids = np.array([size if r is None else r for r in found], np.int64)
+        inside = rowids < size
+        ok = np.zeros(len(rowids), bool)
+        ok[inside] = eligible[rowids[inside]]
+        kept = [(hits[i][0], int(rowids[i])) for i in np.flatnonzero(ok).tolist()]
         if len(hits) < limit or (len(kept) >= n and hits[-1][0] < kept[n - 1][0]):
             return kept
         limit *= 2

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from recallql.engine.metrics import Output
+from recallql.index.rowsets import RowSet
 from recallql.index.snapshot import CollectionSnapshot
 from recallql.sessions.live_context import LiveContext
 from recallql.sessions.models import SessionState
@@ -59,16 +60,24 @@ class LegContext:
 
     Attributes:
         snapshot: the collection snapshot (docs/architecture.md).
-        masks: bool[size] masks of the plan's pushed-down filters, computed once per run.
+        masks: the rows of the plan's pushed-down filters (`CollectionSnapshot.filter_rows`:
+            sparse when they resolve through postings), computed once per run.
     """
 
     snapshot: CollectionSnapshot
-    masks: Mapping[Any, np.ndarray] = field(default_factory=dict)
+    masks: Mapping[Any, RowSet] = field(default_factory=dict)
     #: What a leg reports about how it ran, by leg name (the semantic leg: its method and why).
     notes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: How each leg applied the statement's filter, by leg name (EXPLAIN's ``filter=``).
+    filters: dict[str, str] = field(default_factory=dict)
 
     def mask(self, expr: Any) -> np.ndarray | None:
-        """The mask of a filter expression (None: no filter)."""
+        """The bool[size] mask of a filter expression (None: no filter; O(size) for a filter
+        resolved through postings: prefer `rows`)."""
+        return None if expr is None else self.masks[expr].mask
+
+    def rows(self, expr: Any) -> RowSet | None:
+        """The rows of a filter expression (None: no filter)."""
         return None if expr is None else self.masks[expr]
 
     def fetch_size(self, window: int) -> int:

@@ -105,7 +105,7 @@ class Fusion(Operator):
             if h.batch.kind is LegKind.CONTEXT:
                 cands = _credit(cands, h.batch, relevance, self.context_weight(h.batch.name))
         metrics = FusionMetrics(tuple(LegMetrics(h.batch.name, len(h), h.batch.window,
-                                                 h.batch.method, h.batch.why)
+                                                 h.batch.method, h.batch.why, h.batch.filter)
                                       for h in hits), bounds)
         return Output(cands, metrics)
 

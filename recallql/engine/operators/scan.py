@@ -20,6 +20,7 @@ import numpy as np
 from recallql.engine.metrics import Output
 from recallql.engine.operators.base import ExecutionContext, LegContext, Operator
 from recallql.engine.plan import LegSpec
+from recallql.index.neighbours import Places
 
 L = TypeVar("L", bound="type[LegScan]")
 
@@ -100,8 +101,11 @@ class LexicalScan(LegScan):
         return self.named(props)
 
     def search(self, ctx: LegContext) -> tuple[np.ndarray, np.ndarray]:
-        rowids, scores = ctx.snapshot.lexical_topn(
-            query_terms(self.spec), ctx.fetch_size(self.spec.window), ctx.mask(self.spec.filter))
+        expr = self.spec.filter
+        rowids, scores, how = ctx.snapshot.lexical_search(
+            query_terms(self.spec), ctx.fetch_size(self.spec.window), ctx.rows(expr), expr)
+        if how:
+            ctx.filters[self.spec.name] = how
         return np.asarray(rowids, np.int64), np.asarray(scores, np.float64)
 
 
@@ -141,10 +145,15 @@ class SemanticScan(LegScan):
     def search(self, ctx: LegContext) -> tuple[np.ndarray, np.ndarray]:
         if self.spec.vector is None:
             raise ValueError("the semantic leg has no query vector (plan it with db.plan())")
+        allowed = ctx.rows(self.spec.filter)
         rowids, scores, stats = ctx.snapshot.semantic_search(
-            self.spec.vector, ctx.fetch_size(self.spec.window), ctx.mask(self.spec.filter),
+            self.spec.vector, ctx.fetch_size(self.spec.window), allowed,
             method=str(self.spec.options.get("method", "auto")))
         ctx.notes[self.spec.name] = (stats.method, stats.why)
+        if allowed is not None:  # a sparse set is gathered row by row when scanned exactly
+            ctx.filters[self.spec.name] = (
+                f"posting rows={stats.eligible}" if allowed.sparse and stats.method == "exact"
+                else f"mask rows={stats.eligible}")
         return np.asarray(rowids, np.int64), np.asarray(scores, np.float64)
 
 
@@ -182,10 +191,11 @@ class ContextScan(LegScan):
         empty = np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
         if not len(nb) or not found.shape[0]:
             return empty
-        eligible = np.asarray(ctx.snapshot.live, dtype=bool)
-        allowed = ctx.mask(self.spec.filter)
+        allowed = ctx.rows(self.spec.filter)
+        eligible: np.ndarray | Places = np.asarray(ctx.snapshot.live, dtype=bool)
         if allowed is not None:
-            eligible = eligible & allowed
+            kept = allowed.keep(ctx.snapshot.live)
+            eligible = nb.places(kept) if kept.sparse else kept.mask
         near = np.concatenate([nb.step(found, -1, eligible), nb.step(found, 1, eligible)])
         rows = np.unique(near[near >= 0])
         if not rows.shape[0]:
@@ -213,8 +223,7 @@ class EligibleScan(Operator):
 
 def eligible_rows(ctx: LegContext, expr: Any) -> np.ndarray:
     """int64 rowids of the live rows passing `expr`, ascending."""
-    mask = np.asarray(ctx.snapshot.live, dtype=bool)
-    allowed = ctx.mask(expr)
-    if allowed is not None:
-        mask = mask & allowed
-    return np.flatnonzero(mask).astype(np.int64)
+    allowed = ctx.rows(expr)
+    if allowed is None:
+        return np.flatnonzero(ctx.snapshot.live).astype(np.int64)
+    return allowed.keep(ctx.snapshot.live).rows

@@ -1,0 +1,96 @@
+"""Exact cosine top-n over a few given rows: the semantic leg of a selective filter.
+
+When a statement's filter resolves through postings (`recallql.index.rowsets.RowSet`, sparse)
+to few enough rows to be scanned exactly (`recallql.index.semantic.EXACT_MAX_ROWS`), only those
+rows are read: each segment's share of them is found by binary search over the ascending rowids
+(O(m log m), no mask over every row), gathered from the memory-mapped float32 file and scored.
+The arithmetic is that of `recallql.index.vectors.semantic_topn` — a float32 pass, the rows
+within `REFINE_MARGIN` of the n-th re-scored in float64 and rounded to float32, exact ties by
+item id — so the rows and cosines are the same as a scan of the same rows through a mask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from recallql.index.ranking import top_by_score
+from recallql.index.vectors import Segment, _candidates, matvec
+
+
+def segment_share(seg: Segment, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(local positions int64[k], rowids int64[k]) of the rows of ascending `rows` that
+    segment `seg` holds."""
+    a, b = np.searchsorted(rows, (seg.lo, seg.hi))
+    inside = rows[a:b]
+    if seg.explicit is None or not len(inside):
+        return inside - seg.lo, inside
+    pos = seg.positions(inside)
+    held = (pos < len(seg.explicit))
+    held[held] = seg.explicit[pos[held]] == inside[held]
+    return pos[held], inside[held]
+
+
+#: Rows that lie in runs of consecutive rows at least this long on average (a session's rows,
+#: written in order) are scored run by run on views of the file; shorter runs are gathered
+#: into one array first (one copy, then one product).
+RUN_ROWS = 32
+
+
+def _scores(vecs: np.ndarray, local: np.ndarray, q32: np.ndarray) -> np.ndarray:
+    """float32 ``vecs[local] @ q32`` for ascending positions `local`."""
+    breaks = np.flatnonzero(np.diff(local) != 1) + 1
+    if len(local) < RUN_ROWS * (len(breaks) + 1):
+        return matvec(vecs[local], q32)
+    starts = np.concatenate([[0], breaks])
+    ends = np.concatenate([breaks, [len(local)]])
+    return np.concatenate([matvec(vecs[local[a]:local[b - 1] + 1], q32)
+                           for a, b in zip(starts.tolist(), ends.tolist(), strict=True)])
+
+
+def gathered_topn(segments: Sequence[Segment], query: np.ndarray, n: int, rows: np.ndarray,
+                  ids: Sequence[str], skip: Callable[[str, np.ndarray], None] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Exact cosine top-n over `rows`, ordered by (−cosine, item id).
+
+    Args:
+        segments: loaded segments.
+        query: float64[dim], L2-normalised.
+        n: rows wanted.
+        rows: int64[m] ascending rowids (live, allowed, with a vector).
+        ids: item id per rowid.
+        skip: told ``(file, rowids)`` of rows whose stored vector is not finite (never
+            returned).
+
+    Returns:
+        (rowids int64[k], cosine float32[k]), k = min(n, rows with a finite vector).
+    """
+    q32 = query.astype(np.float32)
+    found: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+    for no, seg in enumerate(segments):
+        local, rowids = segment_share(seg, rows)
+        if not len(local) or n <= 0:
+            continue
+        score = _scores(seg.vecs, local, q32)
+        finite = np.isfinite(score)
+        if not finite.all():
+            if skip is not None:
+                skip(seg.file, rowids[~finite])
+            local, rowids, score = local[finite], rowids[finite], score[finite]
+        keep = _candidates(score, n)
+        found.append((no, local[keep], rowids[keep], score[keep]))
+    if not found:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    scores = np.concatenate([f[3] for f in found])
+    pick = _candidates(scores, n)
+    seg_no = np.concatenate([np.full(len(f[1]), f[0], np.int32) for f in found])[pick]
+    local = np.concatenate([f[1] for f in found])[pick]
+    rowids = np.concatenate([f[2] for f in found])[pick].astype(np.int64)
+    exact = np.empty(len(rowids), np.float32)
+    for no in np.unique(seg_no):
+        at = np.flatnonzero(seg_no == no)
+        exact[at] = matvec(segments[no].vecs[local[at]].astype(np.float64), query
+                           ).astype(np.float32)
+    order = np.asarray(top_by_score(exact, n, lambda i: ids[rowids[i]]), np.int64)
+    return rowids[order], exact[order]
