@@ -63,7 +63,8 @@ def test_explain_rows_and_plan_match(systems):
     ours = c.explain("SEARCH cacm MATCHING :q LIMIT 5", q=q, analyze=True)
     theirs = single.explain("SEARCH cacm MATCHING :q LIMIT 5", q=q, analyze=True)
     assert answer(ours) == answer(theirs)
-    assert [n.operator for n in _nodes(ours.plan)] == [n.operator for n in _nodes(theirs.plan)]
+    assert [(n.operator, n.properties) for n in _nodes(ours.plan)] \
+        == [(n.operator, n.properties) for n in _nodes(theirs.plan)]  # method= and why= too
 
 
 def _nodes(node):

@@ -202,8 +202,9 @@ def _merged(plan: QueryPlan, runs: dict[int, _ShardRun],
             rowids.append((s << SHIFT) | batch.rowids)
             scores.append(rescored.get((s, spec.name), batch.scores))
             ids.extend(batch.ids.tolist())
-        legs.append(_cut(spec, np.concatenate(rowids) if rowids else np.zeros(0, np.int64),
-                         np.concatenate(scores) if scores else np.zeros(0), ids, elapsed))
+        cut = _cut(spec, np.concatenate(rowids) if rowids else np.zeros(0, np.int64),
+                   np.concatenate(scores) if scores else np.zeros(0), ids, elapsed)
+        legs.append(dataclasses.replace(cut, **_how([runs[s].batches.legs[i] for s in shards])))
     keep = np.unique(np.concatenate([leg.rowids for leg in legs])) if legs else None
     features = concat_features([_rekeyed(s, runs[s].batches.features, keep) for s in shards])
     notices = dict.fromkeys(n for s in shards for n in runs[s].batches.notices)
@@ -211,6 +212,17 @@ def _merged(plan: QueryPlan, runs: dict[int, _ShardRun],
                       tuple(legs), features,
                       max((runs[s].batches.scan_ns for s in shards), default=0),
                       tuple(notices))
+
+
+def _how(parts: list[LegBatch]) -> dict[str, str]:
+    """How the shards searched a leg (EXPLAIN's ``method=``): their common method and reason,
+    or each distinct method with the shards that used it."""
+    methods = dict.fromkeys(part.method for part in parts if part.method)
+    if len(methods) <= 1:
+        return {"method": next(iter(methods), ""),
+                "why": next((part.why for part in parts if part.why), "")}
+    return {"method": "+".join(methods), "why": "; ".join(
+        f"shard {s}: {part.method} ({part.why})" for s, part in enumerate(parts))}
 
 
 def _context_leg(spec: LegSpec, parts: list[LegBatch]) -> LegBatch:
