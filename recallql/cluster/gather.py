@@ -204,7 +204,8 @@ def _merged(plan: QueryPlan, runs: dict[int, _ShardRun],
             ids.extend(batch.ids.tolist())
         cut = _cut(spec, np.concatenate(rowids) if rowids else np.zeros(0, np.int64),
                    np.concatenate(scores) if scores else np.zeros(0), ids, elapsed)
-        legs.append(dataclasses.replace(cut, **_how([runs[s].batches.legs[i] for s in shards])))
+        method, why = _how([runs[s].batches.legs[i] for s in shards])
+        legs.append(dataclasses.replace(cut, method=method, why=why))
     keep = np.unique(np.concatenate([leg.rowids for leg in legs])) if legs else None
     features = concat_features([_rekeyed(s, runs[s].batches.features, keep) for s in shards])
     notices = dict.fromkeys(n for s in shards for n in runs[s].batches.notices)
@@ -214,15 +215,14 @@ def _merged(plan: QueryPlan, runs: dict[int, _ShardRun],
                       tuple(notices))
 
 
-def _how(parts: list[LegBatch]) -> dict[str, str]:
-    """How the shards searched a leg (EXPLAIN's ``method=``): their common method and reason,
-    or each distinct method with the shards that used it."""
+def _how(parts: list[LegBatch]) -> tuple[str, str]:
+    """How the shards searched a leg (EXPLAIN's ``method=`` and ``why=``): their common method
+    and reason, or each distinct method with the shards that used it."""
     methods = dict.fromkeys(part.method for part in parts if part.method)
     if len(methods) <= 1:
-        return {"method": next(iter(methods), ""),
-                "why": next((part.why for part in parts if part.why), "")}
-    return {"method": "+".join(methods), "why": "; ".join(
-        f"shard {s}: {part.method} ({part.why})" for s, part in enumerate(parts))}
+        return next(iter(methods), ""), next((part.why for part in parts if part.why), "")
+    return "+".join(methods), "; ".join(f"shard {s}: {part.method} ({part.why})"
+                                        for s, part in enumerate(parts))
 
 
 def _context_leg(spec: LegSpec, parts: list[LegBatch]) -> LegBatch:
