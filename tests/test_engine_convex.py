@@ -37,7 +37,10 @@ def test_convex_is_the_default_and_min_max_normalises_each_leg(kb):
     assert [(r.id, r.score) for r in result.rows] == [(r.id, r.score) for r in default.rows]
     by = {r.id: r for r in result.rows}
     bm25 = {i: legs(r)["lexical"].bm25 for i, r in by.items() if "lexical" in legs(r)}
-    lo, hi = min(bm25.values()), max(bm25.values())
+    # the lexical leg holds all 3 matches, fewer than its window of 100: the rest of its window
+    # would be non-matching rows of BM25 0, so lo = 0 (not the weakest match's score)
+    assert len(bm25) == 3
+    lo, hi = 0.0, max(bm25.values())
     cos = {i: legs(r)["semantic"].cosine for i, r in by.items()}
     clo, chi = min(cos.values()), max(cos.values())
     for i, row in by.items():
@@ -56,6 +59,20 @@ def test_convex_is_the_default_and_min_max_normalises_each_leg(kb):
     assert by["d#1"].score == 1.0  # the maximum of both legs
     assert legs(by["d#1"])["lexical"].detail == \
         f"rank=1, bm25={bm25['d#1']:.3f}, norm=1.00000"
+
+
+def test_a_leg_that_fills_its_window_is_normalised_by_its_lowest_score(kb):
+    # window 2: the lexical leg keeps 2 of its 3 matches, so its lo is the 2nd score (φ = 0)
+    result = run(kb, "FUSE CONVEX (window = 2, weights = (context = 0)) LIMIT 2")
+    lexical = sorted((legs(r)["lexical"] for r in result.rows if "lexical" in legs(r)),
+                     key=lambda x: x.rank)
+    assert [x.rank for x in lexical] == [1, 2]
+    assert (lexical[0].norm, lexical[1].norm) == (1.0, 0.0)
+    full = {r.id: legs(r)["lexical"] for r in run(kb, "FUSE CONVEX (weights = (context = 0))").rows
+            if "lexical" in legs(r)}
+    weakest = max(full.values(), key=lambda x: x.rank)
+    top = min(full.values(), key=lambda x: x.rank)
+    assert weakest.norm == (weakest.bm25 - 0.0) / (top.bm25 - 0.0) > 0.0  # a match, not a miss
 
 
 def test_default_plan_shows_window_and_fusion_in_explain(kb):
@@ -107,6 +124,50 @@ def test_context_credit_is_half_the_neighbours_relevance(kb):
     ctx = reason(by["d#1"], "CONTEXT_MATCH")
     assert ctx.relevance == max(plain["d#0"], plain["d#2"])
     assert all(x.code.value != "CONTEXT_MATCH" for i in ("solo", "e#0") for x in by[i].reasons)
+
+
+@pytest.fixture
+def far():
+    """One document of three chunks: a strong match, a chunk that matches nothing, a weak match."""
+    return make_db([
+        doc("f#0", "alpha", "alpha alpha", doc_id="f", position=0),
+        doc("f#1", "filler", "nothing here", doc_id="f", position=1),
+        doc("f#2", "alpha", "alpha and many other words", doc_id="f", position=2),
+    ])
+
+
+def lexical(db, where=""):
+    return db.execute(f"SEARCH kb MATCHING 'alpha' USING LEXICAL {where} WITHOUT RECENCY")
+
+
+def test_context_credit_halves_per_step(far):
+    """f#2 is two items from f#0: 0.5² · rel(f#0) beats nothing from f#1 (not a candidate).
+    One leg (W = 1), holding both matches: lo = 0, so rel = bm25 / the best bm25."""
+    by = {r.id: r for r in lexical(far).rows}
+    bm25 = {i: reason(by[i], "LEXICAL_MATCH").bm25 for i in ("f#0", "f#2")}
+    rel = {i: (b - 0.0) / (bm25["f#0"] - 0.0) for i, b in bm25.items()}
+    ctx = reason(by["f#2"], "CONTEXT_MATCH")
+    assert (ctx.neighbour, ctx.side, ctx.distance, ctx.relevance) == ("f#0", "before", 2, 1.0)
+    assert ctx.contribution == 0.5 ** 2 * 1.0
+    assert by["f#2"].score == rel["f#2"] + 0.25 == left_sum(by["f#2"])
+    assert ctx.render() == ("CONTEXT_MATCH(neighbour=f#0, side=before, distance=2, "
+                            "relevance=1.00000, weight=0.5) +0.25000")
+    # f#1 matches nothing: it is f#0's neighbour (0.5 · 1) and f#2's (0.5 · rel(f#2))
+    mid = reason(by["f#1"], "CONTEXT_MATCH")
+    assert (mid.neighbour, mid.distance, mid.contribution) == ("f#0", 1, 0.5 * 1.0)
+    assert by["f#1"].score == 0.0 + 0.5 * 1.0
+    assert "distance" not in mid.detail  # one step: the nearest item
+    back = reason(by["f#0"], "CONTEXT_MATCH")
+    assert (back.neighbour, back.side, back.distance) == ("f#2", "after", 2)
+    assert back.contribution == 0.5 ** 2 * rel["f#2"]
+
+
+def test_context_distance_counts_eligible_items(far):
+    """Filtered out, f#1 is not counted: f#0 and f#2 are next to each other."""
+    by = {r.id: r for r in lexical(far, "WHERE id != 'f#1'").rows}
+    assert set(by) == {"f#0", "f#2"}
+    ctx = reason(by["f#2"], "CONTEXT_MATCH")
+    assert (ctx.neighbour, ctx.distance, ctx.contribution) == ("f#0", 1, 0.5 * 1.0)
 
 
 def test_context_weight_and_rrf(kb):

@@ -51,16 +51,23 @@ def test_old_correct_beats_new_similar(old_vs_new):
 
 
 def test_old_correct_beats_new_similar_under_the_convex_default(old_vs_new):
-    """Two candidates per leg: min-max maps A (first in both legs) to φ = 1 and B (last in both)
-    to φ = 0, so relevance(A) = 0.5·1 + 0.5·1 = 1 and relevance(B) = 0: the gap is 200× the
-    largest recency boost."""
+    """Two candidates per leg. Semantic min-max maps A (first) to φ = 1 and B (last) to φ = 0;
+    the lexical leg holds both matches, fewer than its window, so its lo is BM25 0 and
+    φ_lex(B) = bm25(B)/bm25(A). relevance(A) = 0.5·1 + 0.5·1 = 1, relevance(B) = 0.5·φ_lex(B)
+    + 0: the gap is over 100× the largest recency boost."""
     rows = run(old_vs_new).rows
     assert [r.id for r in rows] == ["a", "b"]
-    for row, norm in zip(rows, (1.0, 0.0), strict=True):
-        legs = [x for x in row.reasons if x.code.value in ("LEXICAL_MATCH", "SEMANTIC_MATCH")]
-        assert [(x.norm, x.contribution) for x in legs] == [(norm, 0.5 * norm)] * 2
+    lex = {r.id: next(x for x in r.reasons if x.code.value == "LEXICAL_MATCH") for r in rows}
+    sem = {r.id: next(x for x in r.reasons if x.code.value == "SEMANTIC_MATCH") for r in rows}
+    phi_b = (lex["b"].bm25 - 0.0) / (lex["a"].bm25 - 0.0)
+    assert (lex["a"].norm, lex["a"].contribution) == (1.0, 0.5)
+    assert (lex["b"].norm, lex["b"].contribution) == (phi_b, 0.5 * phi_b)
+    assert [(sem[i].norm, sem[i].contribution) for i in "ab"] == [(1.0, 0.5), (0.0, 0.0)]
+    gap = 1.0 - 0.5 * phi_b
+    assert gap > 100 * WEIGHT
     assert reason(rows[1], "RECENCY").contribution <= WEIGHT
-    assert rows[1].score == left_sum(rows[1]) == reason(rows[1], "RECENCY").contribution
+    assert rows[1].score == left_sum(rows[1]) == \
+        0.5 * phi_b + 0.0 + reason(rows[1], "RECENCY").contribution
 
 
 def test_old_correct_still_first_without_recency(old_vs_new):

@@ -49,3 +49,18 @@ def test_around_returns_document_order(nb):
 def test_direction_is_checked(nb):
     with pytest.raises(ValueError, match="direction must be -1 or \\+1, got 2"):
         nb.step(np.array([0]), 2, ELIGIBLE)
+
+
+def test_document_places_count_eligible_items_only(nb):
+    """Places in document order among the eligible rows: session a is rows 0, 1, (3 rewound),
+    4, 7; session b rows 2, 6; row 5 is not live. The same from a mask and from the `Places`
+    of a sparse row set; without a filter every ordered row counts."""
+    from recallql.index.rowsets import RowSet
+
+    rows = np.array([0, 1, 4, 7, 2, 6, 5], np.int64)
+    doc, place = nb.document_places(rows, ELIGIBLE)
+    assert doc.tolist() == [0, 0, 0, 0, 1, 1, -1]
+    assert place.tolist() == [1, 2, 3, 4, 5, 6, -1]  # rows 1 and 4 are 1 apart: 3 is skipped
+    sparse = nb.places(RowSet(len(ROWS), rows=np.flatnonzero(ELIGIBLE & (np.arange(9) != 5))))
+    assert nb.document_places(rows, sparse)[1].tolist() == place.tolist()
+    assert nb.document_places(rows)[1].tolist() == [0, 1, 3, 4, 5, 6, -1]  # 3 counts here

@@ -31,10 +31,11 @@ NOTES = [
     {"id": "cpp", "body": "c++ build flags", "tag": "build", "entity": "doc:cpp",
      "vector": [0, 0, 1, 0]},
 ]
-#: RRF pinned: in this four-note corpus min-max normalisation (the default FUSE CONVEX) puts the
-#: credentials note, cosine 0 to the query, at relevance ~0.3 below the restore runbook (cosine
-#: 1), more than the session boost adds; RRF's rank shares differ by ~0.03 (issue 12 notes).
+#: RRF pinned: with QUERY_VECTOR the credentials note (cosine 0) is half a match under the
+#: default FUSE CONVEX (relevance 0.5 against the runbook's 1.0) and the session adds 0.35;
+#: under RRF the two are 0.016 apart. `test_6_session_under_the_default_fusion` shows both.
 SEARCH = "SEARCH notes MATCHING 'database' NEAR :v {session} WITHOUT RECENCY FUSE RRF LIMIT 4"
+DEFAULT_SEARCH = "SEARCH notes MATCHING 'database' NEAR :v {session} WITHOUT RECENCY LIMIT 4"
 RETRIEVE = "RETRIEVE 4 FROM notes {session} WITHOUT RECENCY WITHOUT SIGNAL BOOST"
 
 
@@ -131,6 +132,37 @@ def test_6_session_ranks_search_results(db, clock):
     walk(db, clock, "close")
     assert ids(db, SEARCH, v=QUERY_VECTOR)[0] != "creds"
     assert ids(db, SEARCH, "FOR SESSION 's-1'", v=QUERY_VECTOR)[0] == "creds"
+
+
+def _cosines(rows) -> dict[str, float]:
+    return {r.id: next(x.cosine for x in r.reasons if x.code is Reason.SEMANTIC_MATCH)
+            for r in rows}
+
+
+def test_6_session_under_the_default_fusion(db, clock):
+    """FUSE CONVEX: boosts are not rescaled (both fusions put relevance on [0, 1], 1 = the top
+    of every leg). The session lifts a note of comparable relevance to the top, but not half a
+    match over a full one."""
+    walk(db, clock, "close")  # open session at T0: reward 1.0 undecayed, so e = v = 1
+    keywords, velocity, entity = 0.3 * (1 / 2), 0.2 * (1 / 2), 0.2 * (1 / 2)
+    near = np.array([0.8, 0.6, 0.0, 0.0], dtype=np.float32)  # cosines 0.8, 0.8, 0.6, 0
+    assert ids(db, DEFAULT_SEARCH, v=near)[0] == "runbook-restore"
+    rows = db.execute(DEFAULT_SEARCH.format(session="FOR SESSION 's-1'"), v=near).rows
+    assert [r.id for r in rows][:2] == ["creds", "runbook-restore"]
+    by, cos = {r.id: r for r in rows}, _cosines(rows)
+    assert cos["creds"] == pytest.approx(0.6) and cos["runbook-restore"] == pytest.approx(0.8)
+    # both match 'database' once in 3 terms: equal BM25, φ_lex = 1; φ_sem = (cos − lo)/(hi − lo)
+    # with lo = cpp's cosine (0), hi = the runbook's
+    lo, hi = cos["cpp"], cos["runbook-restore"]
+    sem = 0.5 * ((cos["creds"] - lo) / (hi - lo))
+    assert by["creds"].score == 0.5 * 1.0 + sem + keywords + velocity + entity  # 1.225
+    assert by["runbook-restore"].score == 0.5 * 1.0 + 0.5 * 1.0 + 0.0 + velocity + 0.0  # 1.1
+    # QUERY_VECTOR: creds is orthogonal (φ_sem = 0): 0.5 + 0.35 stays below the runbook's 1.1
+    orth = {r.id: r for r in db.execute(DEFAULT_SEARCH.format(session="FOR SESSION 's-1'"),
+                                         v=QUERY_VECTOR).rows}
+    assert orth["creds"].score == 0.5 * 1.0 + 0.0 + keywords + velocity + entity
+    assert orth["runbook-restore"].score == 0.5 + 0.5 + 0.0 + velocity + 0.0
+    assert orth["runbook-restore"].score > orth["creds"].score
 
 
 def test_6_session_ranks_retrieve_results(db, clock):

@@ -40,7 +40,7 @@ def loads(data: bytes) -> Any:
 def pack(batches: LegBatches) -> tuple[Any, ...]:
     """`batches` as a tuple of arrays, lists and scalars."""
     legs = [(b.name, str(b.kind), b.rowids, b.scores, b.ranks, b.window, b.time_ns,
-             b.neighbours, b.method, b.why) for b in batches.legs]  # ids: from the features
+             b.places, b.method, b.why) for b in batches.legs]  # ids: from the features
     notices = [(str(code), message) for code, message in batches.notices]
     return (batches.collection, batches.batch, batches.size, batches.scan_ns,
             _features(batches.features), notices, legs)
@@ -54,8 +54,8 @@ def unpack(data: tuple[Any, ...]) -> LegBatches:
         collection, batch, size,
         tuple(LegBatch(name, LegKind(kind), rowids, scores, ranks,
                        feat.ids.take(np.searchsorted(feat.rowid, rowids)), window, time_ns,
-                       links, method=method, why=why)
-              for name, kind, rowids, scores, ranks, window, time_ns, links, method, why
+                       places, method=method, why=why)
+              for name, kind, rowids, scores, ranks, window, time_ns, places, method, why
               in legs),
         feat, scan_ns, tuple((Reason(code), message) for code, message in notices))
 

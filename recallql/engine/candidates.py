@@ -91,18 +91,20 @@ class LineageDetail(Detail):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ContextDetail(Detail):
-    """The context leg's credit per row: the neighbour that gave it (its item id, lazy: read
-    only for the rows a result shows; meaningless where `side` is 0), which side it is on (−1
-    before, +1 after, 0 none), its fused relevance (NaN: none) and the leg's weight."""
+    """The context leg's credit per row: the item that gave it (its item id, lazy: read only
+    for the rows a result shows; meaningless where `side` is 0), which side it is on (−1
+    before, +1 after, 0 none), its fused relevance (NaN: none), the leg's weight and the
+    distance d in eligible items (int64; 0: none)."""
 
     neighbour: Strings
     side: np.ndarray
     relevance: np.ndarray
     weight: float
+    distance: np.ndarray
 
     def take(self, index: np.ndarray) -> ContextDetail:
         return ContextDetail(self.neighbour.take(index), self.side[index],
-                             self.relevance[index], self.weight)
+                             self.relevance[index], self.weight, self.distance[index])
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -78,10 +78,10 @@ def _context_reasons(cands: Candidates, leg: LegColumn) -> list[ReasonEntry | No
         return [None] * len(cands)
     return [None if side == 0 else ReasonEntry(
                 code=Reason.CONTEXT_MATCH, contribution=c, leg=leg.name, neighbour=str(nb),
-                side=_SIDES[side], relevance=rel, weight=det.weight)
-            for c, side, nb, rel in zip(cands.parts[leg.name].tolist(), det.side.tolist(),
-                                        det.neighbour.tolist(), det.relevance.tolist(),
-                                        strict=True)]
+                side=_SIDES[side], distance=d, relevance=rel, weight=det.weight)
+            for c, side, nb, rel, d in zip(cands.parts[leg.name].tolist(), det.side.tolist(),
+                                           det.neighbour.tolist(), det.relevance.tolist(),
+                                           det.distance.tolist(), strict=True)]
 
 
 def _session_reasons(cands: Candidates) -> list[list[ReasonEntry]]:

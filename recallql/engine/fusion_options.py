@@ -8,8 +8,8 @@ Defaults, each chosen by a principle rather than fitted to a benchmark (benchmar
   scores at least as good as RRF in and out of domain, and it uses the scores RRF throws away;
 - window N = 100 per leg (10× the default page; the depth at which Bruch et al. and Vespa's
   global-phase re-ranking stop), RRF k = 60 (Cormack et al.'s constant, fixed on held-out data);
-- context weight 0.5: an item next to a match gets half its relevance (credit halves per step
-  away from a match; below a direct match by construction).
+- context weight 0.5: an item next to a match gets half its relevance, two items away a
+  quarter (credit halves per step away from a match; below a direct match by construction).
 """
 
 from __future__ import annotations

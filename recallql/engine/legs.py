@@ -67,9 +67,10 @@ class LegBatch:
             1-based competition ranks of `scores`; ids: the rows' item ids.
         window: the candidate window N asked for (m ≤ N).
         time_ns: the leg's wall time.
-        neighbours: context legs: int64[m, 2], each row's nearest eligible candidates of the
-            direct legs before and after it in its document (−1: none); rows ascending, scores
-            and ranks 0 (a context leg matches nothing itself). None for other legs.
+        places: context legs: int64[m, 2], each row's document code and its place among the
+            eligible items of the documents in document order (`Neighbours.places`: rows of one
+            document d items apart differ by d); rows ascending, scores and ranks 0 (a context
+            leg matches nothing itself). None for other legs.
     """
 
     name: str
@@ -80,7 +81,7 @@ class LegBatch:
     ids: Strings
     window: int
     time_ns: int = 0
-    neighbours: np.ndarray | None = None
+    places: np.ndarray | None = None
     #: How the leg searched (the semantic leg: ``exact``, ``ann`` or ``ann+exact``) and why.
     method: str = ""
     why: str = ""
@@ -136,7 +137,7 @@ class LegBatches:
             legs=[_LegWire(name=b.name, kind=b.kind, rowids=b.rowids.tolist(),
                            scores=b.scores.tolist(), ranks=b.ranks.tolist(), ids=b.ids.tolist(),
                            window=b.window, time_ns=b.time_ns,
-                           neighbours=None if b.neighbours is None else b.neighbours.tolist(),
+                           places=None if b.places is None else b.places.tolist(),
                            method=b.method, why=b.why, filter=b.filter)
                   for b in self.legs],
             notices=[(str(code), message) for code, message in self.notices],
@@ -154,8 +155,8 @@ class LegBatches:
             name=b.name, kind=b.kind, rowids=np.asarray(b.rowids, np.int64),
             scores=np.asarray(b.scores, np.float64), ranks=np.asarray(b.ranks, np.int64),
             ids=Strings.of(b.ids), window=b.window, time_ns=b.time_ns,
-            neighbours=None if b.neighbours is None
-            else np.asarray(b.neighbours, np.int64).reshape(-1, 2),
+            places=None if b.places is None
+            else np.asarray(b.places, np.int64).reshape(-1, 2),
             method=b.method, why=b.why, filter=b.filter) for b in wire.legs)
         return cls(wire.collection, wire.batch, wire.size, legs,
                    features_from_wire(wire.features), wire.scan_ns,
@@ -172,7 +173,7 @@ class _LegWire(BaseModel):
     ids: list[str]
     window: int
     time_ns: int = 0
-    neighbours: list[list[int]] | None = None
+    places: list[list[int]] | None = None
     method: str = ""
     why: str = ""
     filter: str = ""
@@ -260,15 +261,16 @@ def _search(op: LegScan, ctx: LegContext) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 def _context(spec: LegSpec, ctx: LegContext, found: np.ndarray) -> LegBatch:
-    """The context leg's batch: the neighbours of the direct legs' rows `found`."""
+    """The context leg's batch: the direct legs' rows `found` of documents of several items and
+    their neighbours, with their places in document order."""
     op = leg_operator(spec)
     assert isinstance(op, ContextScan)
     start = time.perf_counter_ns()
-    rowids, links = _guarded(op.name, lambda: op.around(ctx, found))
+    rowids, places = _guarded(op.name, lambda: op.around(ctx, found))
     m = rowids.shape[0]
     return LegBatch(spec.name, spec.kind, rowids, np.zeros(m, np.float64), np.zeros(m, np.int64),
                     Strings(_str_gather(ctx.snapshot, "id"), rowids), spec.window,
-                    time.perf_counter_ns() - start, links)
+                    time.perf_counter_ns() - start, places)
 
 
 def _parallel(scans: list[LegScan], ctx: LegContext, pool: Executor | None) -> list[LegBatch]:

@@ -40,8 +40,10 @@ class ReasonEntry(_Model):
         leg: the leg (`*_MATCH`, `LEG_ABSENT`). rank: its 1-based rank.
         bm25, cosine: the leg's raw score (lexical-kind, semantic-kind legs).
         norm: the normalised score φ the convex combination weighed (`FUSE CONVEX`).
-        neighbour, side, relevance, weight: `CONTEXT_MATCH`: the neighbour's item id, where it
-            is (`before` / `after` the row), its fused relevance and the context leg's weight.
+        neighbour, side, distance, relevance, weight: `CONTEXT_MATCH`: the crediting item's
+            id, where it is (`before` / `after` the row), how many eligible items away (1: the
+            next one), its fused relevance and the context leg's weight (the contribution is
+            `weight^distance · relevance`).
         matched, total: session keywords matched of total (`SESSION_KEYWORDS`).
         velocity: the session's reward velocity v (`SESSION_VELOCITY`).
         entity: the row's entity (`SESSION_ENTITY`, `SIGNAL_BOOST`).
@@ -63,6 +65,7 @@ class ReasonEntry(_Model):
     norm: float | None = None
     neighbour: str | None = None
     side: str | None = None
+    distance: int | None = None
     relevance: float | None = None
     weight: float | None = None
     matched: int | None = None
@@ -114,7 +117,8 @@ def render_detail(r: ReasonEntry) -> str:
         return f"{leg}rank={r.rank}, {score}{norm}"
     if code is Reason.CONTEXT_MATCH:
         leg = "" if r.leg == "context" else f"leg={r.leg}, "
-        return (f"{leg}neighbour={r.neighbour}, side={r.side}, "
+        far = f"distance={r.distance}, " if r.distance is not None and r.distance > 1 else ""
+        return (f"{leg}neighbour={r.neighbour}, side={r.side}, {far}"
                 f"relevance={_num(r.relevance, 5)}, weight={r.weight:g}")
     simple = {
         Reason.LEG_ABSENT: lambda: f"leg={r.leg}",

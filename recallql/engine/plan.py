@@ -27,8 +27,9 @@ class LegKind(StrEnum):
     """What a leg's raw score is. The kind fixes the reason code (`LEXICAL_MATCH`,
     `SEMANTIC_MATCH`), the detail label (`bm25=`, `cosine=`) and which total-order key the leg
     feeds (`best_bm25`, `best_cosine`). A `context` leg matches nothing itself: its rows are the
-    neighbours (previous / next item of the same document) of the other legs' candidates, and
-    fusion credits each with part of its best neighbour's relevance (`CONTEXT_MATCH`)."""
+    other legs' candidates of documents of several items and their neighbours (previous / next
+    item of the same document), and fusion credits each with `weight^d` of the relevance of a
+    candidate d items away (`CONTEXT_MATCH`)."""
 
     LEXICAL = "lexical"
     SEMANTIC = "semantic"
@@ -167,7 +168,8 @@ class FusionSpec(_Model):
       `Σ w/(k + rank) / (W/(k + 1))`.
     - `convex`: the convex combination of normalised scores (Bruch, Gai & Ingber, TOIS 2023,
       "An Analysis of Fusion Functions for Hybrid Retrieval"), `Σ w·φ(score) / W`, with `φ`
-      min-max (`minmax`: the leg's lowest and highest score in its window) or theoretical
+      min-max (`minmax`: the leg's lowest and highest score in its window; 0 as the lowest
+      for a lexical leg that returned fewer rows than its window) or theoretical
       min-max (`tmm`: BM25's 0 or cosine's −1, and the highest score).
 
     Attributes:

@@ -12,7 +12,7 @@ Row-level codes:
 |---|---|---|
 | `LEXICAL_MATCH` | a lexical-kind leg's share | [`leg=`,] `rank=`, `bm25=`[, `norm=`] |
 | `SEMANTIC_MATCH` | a semantic-kind leg's share | [`leg=`,] `rank=`, `cosine=`[, `norm=`] |
-| `CONTEXT_MATCH` | `weight · relevance` | `neighbour=`, `side=`, `relevance=`, `weight=` |
+| `CONTEXT_MATCH` | `w^d · rel` | `neighbour=`, `side=`[, `distance=`], `relevance=`, `weight=` |
 | `LEG_ABSENT` | 0 | `leg=`: not in that leg's candidate window |
 | `NO_RELEVANCE` | 0 | RETRIEVE without MATCHING: rows ranked by boosts alone |
 | `SESSION_KEYWORDS` | `keywords · matched/total` | `matched/total` |
@@ -25,10 +25,12 @@ Row-level codes:
 | `LINEAGE` | 0 | `root=`, `anchor=`: the row's conversation |
 
 A leg's share is its RRF share or, under `FUSE CONVEX`, `w/W · norm`. `CONTEXT_MATCH` credits a
-row with `weight ·` the fused relevance of the neighbour (`side=before` / `after` the row).
+row with `weight^d ·` the fused relevance of the direct candidate `d` eligible items away in its
+document that gives most (`side=before` / `after` the row; `distance=` shown when d > 1).
 `leg=` comes first only for a leg not named after its kind (`lexical`, `semantic`, `context`);
 `norm=` is the min-max normalised score φ under `FUSE CONVEX` (the share is `w/W · φ`). A row
-gets `CONTEXT_MATCH` only when an item next to it in its document is a candidate of a direct leg.
+gets `CONTEXT_MATCH` only when it, or an item next to it, is a candidate of a direct leg and
+another candidate shares its document.
 
 Statement-level codes (warnings): `SESSION_NOT_FOUND`, `LEXICAL_LEG_EMPTY`,
 `SEMANTIC_LEG_UNAVAILABLE`, `LINEAGE_UNRESOLVED_DROPPED`, `LINEAGE_BUDGET_TRUNCATED`,

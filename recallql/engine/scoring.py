@@ -56,6 +56,10 @@ def rrf_share(rank: np.ndarray, k: float, total: float = 1.0, weight: float = 1.
 #: Theoretical minimum of a leg's raw score, by leg kind (Bruch et al.'s TMM normalisation):
 #: BM25 is ≥ 0, cosine similarity ≥ −1.
 THEORETICAL_MIN = {"lexical": 0.0, "semantic": -1.0}
+#: The raw score of an eligible row that a leg kind does not match, where there is one: BM25 of
+#: a row holding no query term is 0. (Every eligible row has a cosine, so a semantic leg with
+#: fewer rows than its window holds them all and its lowest score is already theirs.)
+NO_MATCH_SCORE = {"lexical": 0.0}
 
 
 def score_bounds(scores: np.ndarray, theoretical_min: float | None = None) -> tuple[float, float]:
@@ -64,7 +68,9 @@ def score_bounds(scores: np.ndarray, theoretical_min: float | None = None) -> tu
 
     Args:
         scores: float64[m], the leg's raw scores (m ≥ 0).
-        theoretical_min: the leg kind's lowest possible score, or None for min-max.
+        theoretical_min: the leg kind's lowest possible score (TMM), or the score of the
+            non-matching rows that fill the rest of a window the leg did not fill (min-max of
+            a lexical leg holding every match: 0), or None for min-max over the scores.
 
     Returns:
         `(lo, hi)`; `(nan, nan)` for an empty leg.
@@ -114,25 +120,59 @@ def convex_share(norm: np.ndarray, total: float, weight: float = 1.0) -> np.ndar
     return np.where(np.isnan(norm), 0.0, (weight / total) * norm)
 
 
-def context_credit(weight: float, before: np.ndarray, after: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Context credit of ordered items: `weight · max(rel(before), rel(after))`.
+def context_credit(weight: float, doc: np.ndarray, place: np.ndarray, relevance: np.ndarray,
+                   giver: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Context credit of ordered items: `max over candidates c of weight^d(c) · rel(c)`.
+
+    Credit halves per step away from a match (weight 0.5): an item gets `weight^d` of the fused
+    relevance of a direct candidate `d` eligible items away in its document, from the candidate
+    for which that is largest — an exponential kernel over the distance in the document, as in
+    proximity models of passage retrieval. The credit is added to the item's own relevance: a
+    neighbour's match is a second piece of evidence, counted at `weight^d` of the same match
+    made directly. The alternatives measured (dis_max, credit to the weaker item of a pair only,
+    both neighbours summed, the item before only, the nearest item only) are in
+    benchmarks/FINDINGS.md ("Session 3").
 
     Args:
         weight: the context leg's weight, in [0, 1] (below a direct match).
-        before, after: float64[m] the fused relevance of each row's previous / next item (NaN
-            where there is none among the candidates).
+        doc, place: int64[m] each row's document code (−1: none) and place among the eligible
+            items in document order (`Neighbours.places`).
+        relevance: float64[m] the rows' fused relevance (without boosts or credit).
+        giver: bool[m] the rows that are direct candidates (only they give credit).
 
     Returns:
-        `(credit float64[m], side int8[m])`: the credit and which neighbour gave it (−1 before,
-        +1 after, 0 none); ties go to the item before.
+        `(credit float64[m], source int64[m], distance int64[m])`: the credit, the row that gave
+        it (−1: none) and its distance d (0: none). Ties go to the nearer item, then to the
+        item before.
     """
-    b = np.where(np.isnan(before), -np.inf, before)
-    a = np.where(np.isnan(after), -np.inf, after)
-    side = np.where(a > b, 1, -1).astype(np.int8)
-    best = np.maximum(a, b)
-    side[~np.isfinite(best)] = 0
-    return np.where(np.isfinite(best), weight * best, 0.0), side
+    m = doc.shape[0]
+    credit, source, distance = np.zeros(m), np.full(m, -1, np.int64), np.zeros(m, np.int64)
+    order = np.lexsort((place, doc))
+    order = order[doc[order] >= 0]
+    if not order.shape[0]:
+        return credit, source, distance
+    a, b = _same_document_pairs(doc[order])
+    a, b = order[a], order[b]
+    keep = (a != b) & giver[b]
+    a, b = a[keep], b[keep]
+    d = np.abs(place[a] - place[b])
+    value = np.power(float(weight), d) * relevance[b]
+    pick = np.lexsort(((place[b] > place[a]).astype(np.int8), d, -value, a))
+    first = pick[np.r_[True, a[pick][1:] != a[pick][:-1]]] if pick.shape[0] else pick
+    credit[a[first]], source[a[first]], distance[a[first]] = value[first], b[first], d[first]
+    return credit, source, distance
+
+
+def _same_document_pairs(doc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair `(i, j)` of positions of the sorted `doc` with equal codes (i = j included),
+    grouped by i."""
+    m = doc.shape[0]
+    starts = np.flatnonzero(np.r_[True, doc[1:] != doc[:-1]])
+    sizes = np.diff(np.r_[starts, m])
+    width = np.repeat(sizes, sizes)  # the group size of each position
+    a = np.repeat(np.arange(m), width)
+    offset = np.arange(a.shape[0]) - np.repeat(np.cumsum(width) - width, width)
+    return a, np.repeat(np.repeat(starts, sizes), width) + offset
 
 
 def decay(age_days: np.ndarray, half_life_days: float, shape: DecayShape) -> np.ndarray:

@@ -103,6 +103,32 @@ class Neighbours:
             todo &= ~hit
         return out
 
+    def document_places(self, rowids: np.ndarray,
+                        eligible: np.ndarray | Places | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """`(doc int64[m], place int64[m])`: each row's document code and its place among the
+        eligible rows in document order, so that two eligible rows of one document are
+        `|place − place'|` eligible items apart (1: nearest eligible neighbours). Rows that are
+        not ordered (documents of one item, rows not live) get −1 and −1.
+
+        Args:
+            rowids: int64[m].
+            eligible: the rows that count — a bool[size] mask, the `Places` of a sparse set
+                (`places`), or None: every ordered (live) row.
+        """
+        at = self._place[np.asarray(rowids, np.int64)]
+        if not self._order.shape[0]:
+            return np.full(at.shape[0], -1, np.int64), np.full(at.shape[0], -1, np.int64)
+        inside = at >= 0
+        doc = np.where(inside, self._doc[np.maximum(at, 0)], -1)
+        if eligible is None:
+            return doc, at
+        if isinstance(eligible, Places):  # eligible places up to and including each row's
+            rank = np.searchsorted(eligible.places, np.maximum(at, 0), side="right")
+            return doc, np.where(inside, rank, -1).astype(np.int64)
+        rank = np.cumsum(eligible[self._order], dtype=np.int64)
+        return doc, np.where(inside, rank[np.maximum(at, 0)], -1)
+
     def _step_sparse(self, rowids: np.ndarray, direction: int, places: np.ndarray,
                      limit: int) -> np.ndarray:
         """`step` for eligible rows given as their ascending `places`."""

@@ -4,11 +4,14 @@ context leg's credit for ordered items.
 
 - `RrfFusion`: `Σ w/(k + rank) / (W/(k + 1))` (Cormack, Clarke & Büttcher, SIGIR 2009).
 - `ConvexFusion`: `Σ w·φ(score) / W`, `φ` min-max over each leg's window or theoretical min-max
-  (Bruch, Gai & Ingber, TOIS 2023, "An Analysis of Fusion Functions for Hybrid Retrieval").
+  (Bruch, Gai & Ingber, TOIS 2023, "An Analysis of Fusion Functions for Hybrid Retrieval"); a
+  lexical leg that holds fewer rows than its window holds every match, and the rest of its
+  window are rows of BM25 0, so its lower bound is 0 (`scoring.NO_MATCH_SCORE`).
 
 `W` sums the weights of the direct legs (lexical, semantic, ...). A `context`-kind leg adds, to
-each row next to a candidate in its document, `weight · max(relevance of the item before, of the
-item after)` (`scoring.context_credit`): a neighbour's match counts, below a direct one.
+each of its rows, `weight^d ·` the relevance of the direct candidate d eligible items away in
+its document that gives most (`scoring.context_credit`): a neighbour's match counts, below a
+direct one, halving per step away.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from recallql.engine.operators.base import ExecutionContext, Operator
 from recallql.engine.operators.scan import LegScan
 from recallql.engine.plan import LegKind
 from recallql.engine.scoring import (
+    NO_MATCH_SCORE,
     THEORETICAL_MIN,
     context_credit,
     convex_share,
@@ -84,9 +88,11 @@ class Fusion(Operator):
             props["weights"] = {leg: _num(w) for leg, w in self.weights}
         return props
 
-    def shares(self, cands: Candidates, direct: list[LegColumn], total: float) -> Shares:
+    def shares(self, cands: Candidates, direct: list[LegColumn], total: float,
+               complete: frozenset[str] = frozenset()) -> Shares:
         """The direct legs' columns (with φ for the convex combination), their shares and the
-        bounds used (`(leg, lo, hi)`)."""
+        bounds used (`(leg, lo, hi)`); `complete` names the legs that returned fewer rows than
+        their window (every match they have)."""
         raise NotImplementedError
 
     def execute(self, ctx: ExecutionContext, inputs: list[Any]) -> Output[Candidates]:
@@ -94,7 +100,9 @@ class Fusion(Operator):
         cands = _placed(hits)
         direct = [leg for leg in cands.legs if leg.kind is not LegKind.CONTEXT]
         total = sum(self.weight(leg.name) for leg in direct)
-        columns, parts, bounds = self.shares(cands, direct, total)
+        complete = frozenset(h.batch.name for h in hits
+                             if h.batch.kind is not LegKind.CONTEXT and not h.batch.cut)
+        columns, parts, bounds = self.shares(cands, direct, total, complete)
         by_name = {c.name: c for c in columns}
         cands = cands.with_legs(tuple(by_name.get(leg.name, leg) for leg in cands.legs))
         cands = cands.with_parts(parts)
@@ -125,7 +133,8 @@ class RrfFusion(Fusion):
     def describe(self) -> dict[str, Any]:
         return {"k": _num(self.k), **self.common()}
 
-    def shares(self, cands: Candidates, direct: list[LegColumn], total: float) -> Shares:
+    def shares(self, cands: Candidates, direct: list[LegColumn], total: float,
+               complete: frozenset[str] = frozenset()) -> Shares:
         return (), {leg.name: rrf_share(leg.rank, self.k, total, self.weight(leg.name))
                     for leg in direct}, ()
 
@@ -136,9 +145,12 @@ class ConvexFusion(Fusion):
 
     `φ(s) = (s − lo)/(hi − lo)` per leg, over the scores of its window: `minmax` takes `lo` and
     `hi` as the lowest and highest (a leg whose scores are all equal gives each φ = 1); `tmm`
-    takes `lo` as the leg kind's theoretical minimum (BM25 0, cosine −1). A row absent from a
-    leg gets nothing from it; one at the top of every leg has relevance 1. With two legs of
-    weights `1 − α`, `α` this is `α·φ_sem + (1 − α)·φ_lex` (Bruch et al., TOIS 2023).
+    takes `lo` as the leg kind's theoretical minimum (BM25 0, cosine −1). A lexical leg with
+    fewer rows than its window N returned every match: the other rows of its window would be
+    non-matching rows of BM25 0, so under `minmax` its `lo` is 0 (the weakest match is not
+    scored as a non-match). A row absent from a leg gets nothing from it; one at the top of
+    every leg has relevance 1. With two legs of weights `1 − α`, `α` this is
+    `α·φ_sem + (1 − α)·φ_lex` (Bruch et al., TOIS 2023).
     """
 
     normalization: str = "minmax"
@@ -147,11 +159,13 @@ class ConvexFusion(Fusion):
     def describe(self) -> dict[str, Any]:
         return {"normalization": self.normalization, **self.common()}
 
-    def shares(self, cands: Candidates, direct: list[LegColumn], total: float) -> Shares:
+    def shares(self, cands: Candidates, direct: list[LegColumn], total: float,
+               complete: frozenset[str] = frozenset()) -> Shares:
         columns, parts, bounds = [], {}, []
         for leg in direct:
             present = leg.raw[leg.rank > 0]
-            floor = THEORETICAL_MIN.get(leg.kind.value) if self.normalization == "tmm" else None
+            floor = THEORETICAL_MIN.get(leg.kind.value) if self.normalization == "tmm" \
+                else NO_MATCH_SCORE.get(leg.kind.value) if leg.name in complete else None
             lo, hi = score_bounds(present, floor)
             norm = normalised(np.where(leg.rank > 0, leg.raw, np.nan), lo, hi)
             columns.append(LegColumn(leg.name, leg.kind, leg.rank, leg.raw, norm))
@@ -181,35 +195,36 @@ def _placed(hits: list[LegHits]) -> Candidates:
 
 def _credit(cands: Candidates, batch: LegBatch, relevance: np.ndarray, weight: float
             ) -> Candidates:
-    """The context leg's part: each of its rows gets `weight ·` its best neighbour's
-    relevance; the neighbour's item id goes into the `context` detail."""
+    """The context leg's part: each of its rows gets `weight^d ·` the relevance of the direct
+    candidate of its document that gives it most (`scoring.context_credit`); that candidate's
+    item id, side and distance go into the `context` detail."""
     m = len(cands)
     rowid = cands.rowid
-    links = batch.neighbours if batch.neighbours is not None \
+    places = batch.places if batch.places is not None \
         else np.full((len(batch), 2), -1, np.int64)
     rows = np.searchsorted(rowid, batch.rowids)
     keep = (rows < m) & (rowid[np.minimum(rows, m - 1)] == batch.rowids) if m \
         else np.zeros(len(batch), bool)
-    rows, links = rows[keep], links[keep]
-    sides = []
-    for column in (links[:, 0], links[:, 1]):
-        at = np.searchsorted(rowid, column)
-        found = (column >= 0) & (at < m)
-        found[found] = rowid[at[found]] == column[found]
-        sides.append((np.where(found, relevance[np.minimum(at, m - 1)], np.nan), at, found))
-    credit, side = context_credit(weight, sides[0][0], sides[1][0])
+    rows, places = rows[keep], places[keep]
+    giver = np.zeros(rows.shape[0], bool)
+    for leg in cands.legs:
+        if leg.kind is not LegKind.CONTEXT:
+            giver |= leg.rank[rows] > 0
+    credit, source, distance = context_credit(weight, places[:, 0], places[:, 1],
+                                              relevance[rows], giver)
+    has = source >= 0
     part = np.zeros(m, dtype=np.float64)
     part[rows] = credit
-    giver = np.where(side < 0, sides[0][1], sides[1][1])
-    has = side != 0
-    at = np.arange(m, dtype=np.int64)  # rows without a neighbour point at themselves (unread)
-    at[rows[has]] = giver[has]
-    neighbour = cands.features.ids.take(at)
+    at = np.arange(m, dtype=np.int64)  # rows without credit point at themselves (unread)
+    at[rows[has]] = rows[source[has]]
     full_side, rel = np.zeros(m, np.int8), np.full(m, np.nan)
-    full_side[rows] = side
-    rel[rows[has]] = np.where(side[has] < 0, sides[0][0][has], sides[1][0][has])
+    full_side[rows[has]] = np.where(places[source[has], 1] < places[has, 1], -1, 1)
+    rel[rows[has]] = relevance[rows[source[has]]]
+    steps = np.zeros(m, np.int64)
+    steps[rows] = distance
     return cands.with_parts({batch.name: part}, (batch.name, ContextDetail(
-        neighbour=neighbour, side=full_side, relevance=rel, weight=weight)))
+        neighbour=cands.features.ids.take(at), side=full_side, relevance=rel, weight=weight,
+        distance=steps)))
 
 
 def _positions(rowid: np.ndarray, wanted: np.ndarray) -> np.ndarray:

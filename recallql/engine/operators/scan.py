@@ -160,13 +160,15 @@ class SemanticScan(LegScan):
 @register_leg
 @dataclass(frozen=True, eq=False)
 class ContextScan(LegScan):
-    """The context leg: the eligible neighbours of the direct legs' candidates.
+    """The context leg: the direct legs' candidates of documents of several items, and their
+    eligible neighbours.
 
     For every candidate of the other legs, the nearest eligible item before and after it in its
     document (messages: the session by seq; chunks: the document by position;
-    `CollectionSnapshot.neighbours`). Each row of the leg (a neighbour, or a candidate next to
-    another one) carries its own nearest eligible items before and after it that are candidates
-    (`links`); fusion credits it with `weight ·` the better one's relevance. Documents of one
+    `CollectionSnapshot.neighbours`) joins the candidates. Each row of the leg carries its
+    document code and its place among the eligible items in document order
+    (`Neighbours.places`); fusion credits it with `weight^d ·` the relevance of a direct
+    candidate d eligible items away in its document (`scoring.context_credit`). Documents of one
     item have no neighbours, so on such collections the leg is empty. Its `search` is `around`
     (it runs after the direct legs, on their rows).
     """
@@ -184,9 +186,9 @@ class ContextScan(LegScan):
         raise RuntimeError("the context leg runs on the other legs' rows (ContextScan.around)")
 
     def around(self, ctx: LegContext, found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`(rowids int64[m] ascending, links int64[m, 2])` for the direct candidates `found`
-        (ascending): every row next to a candidate, with its candidate neighbours before and
-        after (−1: none)."""
+        """`(rowids int64[m] ascending, places int64[m, 2])` for the direct candidates `found`
+        (ascending): the candidates that share a document with other items and every eligible
+        row next to one, each with its document code and eligible place."""
         nb = ctx.snapshot.neighbours
         empty = np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
         if not len(nb) or not found.shape[0]:
@@ -197,12 +199,13 @@ class ContextScan(LegScan):
             kept = allowed.keep(ctx.snapshot.live)
             eligible = nb.places(kept) if kept.sparse else kept.mask
         near = np.concatenate([nb.step(found, -1, eligible), nb.step(found, 1, eligible)])
-        rows = np.unique(near[near >= 0])
-        if not rows.shape[0]:
+        near = near[near >= 0]
+        if not near.shape[0]:
             return empty
-        links = np.stack([nb.step(rows, -1, eligible), nb.step(rows, 1, eligible)], axis=1)
-        links[~np.isin(links, found)] = -1
-        return rows, links
+        doc, _ = nb.document_places(found)
+        rows = np.unique(np.concatenate([near, found[doc >= 0]]))
+        doc, place = nb.document_places(rows, None if allowed is None else eligible)
+        return rows, np.stack([doc, place], axis=1)
 
 
 @dataclass(frozen=True, eq=False)
