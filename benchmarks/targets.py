@@ -79,7 +79,7 @@ def from_script_output(module: str, text: str | None) -> None:
                             ("tenant-routed, 4 shards", "tenant-routed")):
             added = _number(rf"{kind}\s+[\d.]+ ms \(\+?(-?[\d.]+) ms\)", text or "")
             _record_figure(f"cluster: added p50 per statement ≤ 5 ms at 4 shards ({label}, "
-                           "hybrid)", added, 5.0, False, "+{:.2f} ms")
+                           "hybrid)", added, 5.0, False, "+{:.2f} ms", _cluster_note(kind, text))
         rates = re.findall(r"scatter-gather, (\d) shards?\s.*?([\d.]+) st/s", text or "")
         record("cluster: throughput with 1, 2, 4 shards recorded",
                " / ".join(f"{r} st/s ({n})" for n, r in rates) or "see the section",
@@ -110,12 +110,19 @@ def _scale(text: str) -> None:
                cpu <= 1.0 and wall <= 1.0)
 
 
+def _cluster_note(kind: str, text: str | None) -> str:
+    """CPU per statement (sequential, all processes) and the load of a `bench_cluster` row."""
+    found = re.search(rf"{kind}\s.*?st/s\s+[\d.]+ ms\s+([\d.]+) ms \(.*?\)\s+([\d.]+)\s*$",
+                      text or "", re.MULTILINE)
+    return "" if found is None else f"CPU {found.group(1)} ms/statement, load {found.group(2)}"
+
+
 def _record_figure(target: str, value: float | None, bound: float, at_least: bool,
-                   fmt: str) -> None:
+                   fmt: str, note: str = "") -> None:
     if value is None:
         record(target, "see the section", None)
         return
-    record(target, fmt.format(value), value >= bound if at_least else value <= bound)
+    record(target, fmt.format(value), value >= bound if at_least else value <= bound, note)
 
 
 def summary() -> str:

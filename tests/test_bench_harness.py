@@ -154,6 +154,24 @@ def test_targets_read_the_scale_figures():
     targets.clear()
 
 
+def test_targets_read_the_cluster_rows_with_cpu_and_load():
+    targets.clear()
+    targets.from_script_output("bench_cluster", "\n".join([
+        "scatter-gather, 1 shard            5.86 ms (+3.26 ms)       3.90 ms (+2.37 ms)    "
+        "331.3 st/s    4.79 ms     6.08 ms (2.64 coord + 3.44 shards)   8.2",
+        "scatter-gather, 4 shards          12.25 ms (+9.68 ms)       7.80 ms (+6.24 ms)    "
+        "106.9 st/s   14.98 ms   15.49 ms (4.36 coord + 11.13 shards)  10.8",
+        "tenant-routed, 4 shards            3.50 ms (+1.55 ms)       2.87 ms (+1.40 ms)    "
+        "268.1 st/s    4.09 ms     3.78 ms (0.89 coord + 2.89 shards)  11.9"]))
+    table = targets.summary()
+    assert ("(scatter-gather, hybrid) | +9.68 ms | **missed** | CPU 15.49 ms/statement, "
+            "load 10.8 |") in table
+    assert "(tenant-routed, hybrid) | +1.55 ms | met | CPU 3.78 ms/statement, load 11.9 |" \
+        in table
+    assert "| 331.3 st/s (1) / 106.9 st/s (4) | met |" in table
+    targets.clear()
+
+
 def test_ann_recall_counts_exact_ties_as_hits():
     from benchmarks.bench_ann import recall
 
