@@ -65,28 +65,47 @@ def timed(fn) -> float:
     return (time.perf_counter() - start) * 1000.0
 
 
-def latency(one, many, queries, rounds: int, route: dict) -> dict[str, tuple[float, float]]:
+def latency(one, many, queries, rounds: int, route: dict
+            ) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]]]:
     """p50 ms of each statement on `one` (a database) and `many` (the cluster), interleaved,
-    after one untimed pass over the queries on each."""
-    out = {}
+    after one untimed pass over the queries on each; and the cluster's CPU ms per statement
+    in that sequential loop: (coordinator process, all shard processes)."""
+    out, cpu = {}, {}
     for kind, text in STATEMENTS.items():
         a, b = [], []
         for q, v in queries:  # warm: query vectors, tantivy, the shards' term frequencies
             params = {"q": q, "v": v} if ":v" in text else {"q": q}
             one.execute(text, **params)
             many.execute(text, **params, **route)
+        coord, shards0 = 0.0, shard_cpu(many)
         for _ in range(rounds):
             for q, v in queries:
                 params = {"q": q, "v": v} if ":v" in text else {"q": q}
                 a.append(timed(lambda t=text, p=params: one.execute(t, **p)))
+                start = time.process_time()
                 b.append(timed(lambda t=text, p=params: many.execute(t, **p, **route)))
+                coord += time.process_time() - start
+        n = rounds * len(queries)
         out[kind] = (percentile(a, 50), percentile(b, 50))
-    return out
+        cpu[kind] = (coord * 1000.0 / n, (shard_cpu(many) - shards0) * 1000.0 / n)
+    return out, cpu
+
+
+def ray_floor(c, calls: int) -> tuple[float, float]:
+    """p50 ms and CPU ms of one no-op call on every shard (what Ray costs a round trip)."""
+    times, cpu = [], cpu_now(c)
+    for _ in range(calls):
+        times.append(timed(lambda: c.scatter("pid", range(c.shards), [()] * c.shards)))
+    return percentile(times, 50), (cpu_now(c) - cpu) * 1000.0 / calls
+
+
+def shard_cpu(c) -> float:
+    """CPU seconds used so far by every shard process."""
+    return float(sum(c.scatter("cpu_seconds", range(c.shards), [()] * c.shards)))
 
 
 def cpu_now(c) -> float:
-    shards = sum(c.scatter("cpu_seconds", range(c.shards), [()] * c.shards))
-    return time.process_time() + shards
+    return time.process_time() + shard_cpu(c)
 
 
 def throughput(c, queries, clients: int, per_client: int, route: dict) -> tuple[float, float]:
@@ -135,15 +154,16 @@ def main() -> None:
     print(f"CACM {len(docs)} docs, {len(queries)} queries x {args.rounds} rounds; "
           f"{os.cpu_count()} cores shared with other work; load at start "
           f"{load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
-    rows = []
+    rows, floors = [], []
     for n in [int(x) for x in args.shards.split(",")]:
         c = cluster.connect(shards=n, path=tmp / f"c{n}", embedder=None, num_cpus=2)
         c.create_collection("cacm", text_fields=("title", "body"), fields=FIELDS, dim=384,
                             embedder=None, shared=True)
         c.ingest("cacm", docs)
-        p50 = latency(one, c, queries, args.rounds, {})
+        p50, seq = latency(one, c, queries, args.rounds, {})
         rate, cpu = throughput(c, queries, args.clients, args.per_client, {})
-        rows.append((f"scatter-gather, {n} shard{'s' if n > 1 else ''}", p50, rate, cpu))
+        rows.append((f"scatter-gather, {n} shard{'s' if n > 1 else ''}", p50, rate, cpu, seq))
+        floors.append((n, *ray_floor(c, args.rounds * len(queries))))
         c.close()
         report(rows[-1:], header=len(rows) == 1)
     rows.append(tenant_rows(tmp, docs, queries, args))
@@ -151,21 +171,28 @@ def main() -> None:
     base = rows[0][1]
     print(f"one database (same run):     hybrid p50 {base['hybrid'][0]:.2f} ms, lexical p50 "
           f"{base['lexical'][0]:.2f} ms")
+    for n, wall, cpu in floors:
+        print(f"Ray's floor, {n} shard{'s' if n > 1 else ''}: a no-op call on every shard "
+              f"p50 {wall:.2f} ms, CPU {cpu:.2f} ms (coordinator + shards)")
     load1 = os.getloadavg()
     print(f"wall {time.perf_counter() - wall0:.0f} s; load at end {load1[0]:.2f} {load1[1]:.2f} "
           f"{load1[2]:.2f}; throughput: {args.clients} client threads x {args.per_client} "
-          "hybrid statements; CPU = coordinator process + every shard process")
+          "hybrid statements; CPU = coordinator process + every shard process (Ray's own "
+          "raylet and GCS not counted); sequential: one statement at a time, in the p50 loop")
     one.close()
 
 
 def report(rows, header: bool) -> None:
     if header:
         print(f"{'':28} {'hybrid p50 (added)':>24} {'lexical p50 (added)':>24} "
-              f"{'throughput':>14} {'CPU/stmt':>10}")
-    for name, p50, rate, cpu in rows:
+              f"{'throughput':>14} {'CPU/stmt':>10} {'hybrid CPU/stmt, sequential':>38} "
+              f"{'load':>5}")
+    for name, p50, rate, cpu, seq in rows:
         cells = [f"{p50[k][1]:6.2f} ms ({p50[k][1] - p50[k][0]:+.2f} ms)" for k in STATEMENTS]
-        print(f"{name:28} {cells[0]:>24} {cells[1]:>24} {rate:8.1f} st/s {cpu:7.2f} ms",
-              flush=True)
+        coord, shards = seq["hybrid"]
+        split = f"{coord + shards:5.2f} ms ({coord:.2f} coord + {shards:.2f} shards)"
+        print(f"{name:28} {cells[0]:>24} {cells[1]:>24} {rate:8.1f} st/s {cpu:7.2f} ms "
+              f"{split:>38} {os.getloadavg()[0]:5.1f}", flush=True)
 
 
 def tenant_rows(tmp: Path, docs, queries, args):
@@ -178,11 +205,11 @@ def tenant_rows(tmp: Path, docs, queries, args):
     c.ingest("cacm", mine)
     own = single(tmp / "tenant-0", [d for d in mine if d["agent_id"] == "agent-0"],
                  {**FIELDS, "agent_id": "str"})
-    p50 = latency(own, c, queries, args.rounds, {"tenant": "agent-0"})
+    p50, seq = latency(own, c, queries, args.rounds, {"tenant": "agent-0"})
     rate, cpu = throughput(c, queries, args.clients, args.per_client, {"tenant": "agent-0"})
     c.close()
     own.close()
-    return ("tenant-routed, 4 shards", p50, rate, cpu)
+    return ("tenant-routed, 4 shards", p50, rate, cpu, seq)
 
 
 if __name__ == "__main__":

@@ -213,6 +213,7 @@ def run_size(n: int, rounds: int, lance_kind: str | None, probe: bool) -> dict:
                                  "wall_p95_ms": stats.percentile(wall, 95) * 1e3}
                           for name, (wall, cpu) in times.items()},
               "recall": recalls}
+    result["recallql_build"] = rq.build_info()
     if probe:
         result["open"] = open_probe(rq.path, w)
     return result
@@ -229,7 +230,34 @@ def table(res: dict) -> str:
             f"{res['load_after']}; built: "
             + ", ".join(f"{k} {v:.0f} s" for k, v in res["built_s"].items() if v)
             + ")\n\n" + text + "\n\n" + rec + "\n" + (
+                f"\nrecallql build: {json.dumps(res['recallql_build'])}\n"
+                if res.get("recallql_build") else "") + (
                 f"\nopen: {json.dumps(res['open'])}\n" if "open" in res else ""))
+
+
+def target_lines(res: dict) -> list[str]:
+    """The issue-16 acceptance figures of one size, one line each (parsed by
+    `benchmarks.targets.from_script_output`): hybrid CPU against LanceDB IVF_PQ with recallql's
+    semantic recall@10, the filtered costs, and open + first query (CPU and wall)."""
+    n, systems, rec = res["n"], res["systems"], res["recall"]
+    ours = systems.get("recallql hybrid", {}).get("cpu_ms")
+    lines = []
+    lance = systems.get("LanceDB ivf_pq hybrid", {}).get("cpu_ms")
+    if ours and lance:
+        lines.append(f"target {n} hybrid CPU: {ours:.2f} ms vs LanceDB ivf_pq {lance:.2f} ms = "
+                     f"{ours / lance:.2f}x, semantic recall@10 {rec['recallql semantic']:.4f}")
+    for field in ("tenant", "session"):
+        cpu = systems.get(f"recallql hybrid WHERE {field}", {}).get("cpu_ms")
+        if cpu and ours:
+            lines.append(f"target {n} WHERE {field}: {cpu:.2f} ms = {cpu / ours:.2f}x unfiltered")
+    probe = res.get("open")
+    if probe:
+        cpu = probe["connect_cpu_s"] + probe["first_query_cpu_s"]
+        wall = probe["connect_s"] + probe["first_query_s"]
+        lines.append(f"target {n} open + first query: {cpu:.3f} s CPU, {wall:.3f} s wall; "
+                     f"first write {probe.get('first_write_cpu_s', 0):.3f} s CPU, "
+                     f"{probe.get('first_write_s', 0):.3f} s wall")
+    return lines
 
 
 def main() -> None:
@@ -248,6 +276,7 @@ def main() -> None:
         with open(args.out, "a") as out:
             out.write(json.dumps(res) + "\n")
         print(table(res), flush=True)
+        print("\n".join(target_lines(res)) + f"\n(load {_load()})", flush=True)
 
 
 if __name__ == "__main__":

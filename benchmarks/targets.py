@@ -43,7 +43,8 @@ def _number(pattern: str, text: str) -> float | None:
 
 def from_script_output(module: str, text: str | None) -> None:
     """Record the targets printed by `bench_ingest`, `bench_sessions`, `bench_parse`,
-    `bench_writes`, `bench_lineage` and `bench_conversations` (others: ignored)."""
+    `bench_writes`, `bench_lineage`, `bench_cluster`, `bench_scale` and `bench_conversations`
+    (others: ignored)."""
     if module == "bench_ingest":
         rate = _number(r"vectors supplied: .*= ([\d,]+) chunks/s", text or "")
         _record_figure("ingest without embedding ≥ 20,000 chunks/s", rate, 20_000, True,
@@ -78,11 +79,13 @@ def from_script_output(module: str, text: str | None) -> None:
                             ("tenant-routed, 4 shards", "tenant-routed")):
             added = _number(rf"{kind}\s+[\d.]+ ms \(\+?(-?[\d.]+) ms\)", text or "")
             _record_figure(f"cluster: added p50 per statement ≤ 5 ms at 4 shards ({label}, "
-                           "hybrid)", added, 5.0, False, "+{:.2f} ms")
+                           "hybrid)", added, 5.0, False, "+{:.2f} ms", _cluster_note(kind, text))
         rates = re.findall(r"scatter-gather, (\d) shards?\s.*?([\d.]+) st/s", text or "")
         record("cluster: throughput with 1, 2, 4 shards recorded",
                " / ".join(f"{r} st/s ({n})" for n, r in rates) or "see the section",
                bool(rates) or None)
+    elif module == "bench_scale":
+        _scale(text or "")
     elif module == "bench_conversations":
         for limit in (10, 100):
             ratio = _number(rf"(?m)^\s+LIMIT {limit}: .*?\(([\d.]+)x", text or "")
@@ -90,12 +93,36 @@ def from_script_output(module: str, text: str | None) -> None:
                            "chain)", ratio, 1.1, False, "{:.2f}×")
 
 
+def _scale(text: str) -> None:
+    """The 1M acceptance targets of issue 16 from `bench_scale.target_lines`."""
+    hybrid = re.search(r"target 1000000 hybrid CPU: ([\d.]+) ms vs LanceDB ivf_pq ([\d.]+) ms = "
+                       r"([\d.]+)x, semantic recall@10 ([\d.]+)", text)
+    name = "1M hybrid CPU ≤ 0.5× LanceDB IVF_PQ hybrid, recall@10 ≥ 0.95"
+    if hybrid:
+        ours, lance, ratio, rec = (float(g) for g in hybrid.groups())
+        record(name, f"{ratio:.2f}× ({ours:.2f} vs {lance:.2f} ms), recall {rec:.4f}",
+               ratio <= 0.5 and rec >= 0.95)
+    opened = re.search(r"target 1000000 open \+ first query: ([\d.]+) s CPU, ([\d.]+) s wall",
+                       text)
+    if opened:
+        cpu, wall = float(opened.group(1)), float(opened.group(2))
+        record("1M open + first query ≤ 1 s warm", f"{cpu:.2f} s CPU, {wall:.2f} s wall",
+               cpu <= 1.0 and wall <= 1.0)
+
+
+def _cluster_note(kind: str, text: str | None) -> str:
+    """CPU per statement (sequential, all processes) and the load of a `bench_cluster` row."""
+    found = re.search(rf"{kind}\s.*?st/s\s+[\d.]+ ms\s+([\d.]+) ms \(.*?\)\s+([\d.]+)\s*$",
+                      text or "", re.MULTILINE)
+    return "" if found is None else f"CPU {found.group(1)} ms/statement, load {found.group(2)}"
+
+
 def _record_figure(target: str, value: float | None, bound: float, at_least: bool,
-                   fmt: str) -> None:
+                   fmt: str, note: str = "") -> None:
     if value is None:
         record(target, "see the section", None)
         return
-    record(target, fmt.format(value), value >= bound if at_least else value <= bound)
+    record(target, fmt.format(value), value >= bound if at_least else value <= bound, note)
 
 
 def summary() -> str:

@@ -55,6 +55,7 @@ from recallql.index.errors import (
 from recallql.index.integrity import CheckReport, Problem
 from recallql.index.keyterms import keyword_fields
 from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
+from recallql.index.optimize import OptimizeReport
 from recallql.index.reindex import ReindexReport
 from recallql.index.schema import (
     BUILTIN_COLLECTIONS,
@@ -510,6 +511,35 @@ class Database:
             tick = None if progress is None else functools.partial(progress, name)
             reports.append(self.store.reindex(name, tick))
         return reports
+
+    def optimize_vectors(self, collections: Sequence[str] | None = None, *,
+                         threads: int | None = None,
+                         progress: Callable[[str, int, int], None] | None = None
+                         ) -> list[OptimizeReport]:
+        """Merge each collection's vector segments into one, with its ANN graph built before
+        the merged segment is published (the largest input's graph is reused): the semantic
+        leg then searches one HNSW graph instead of one per segment. Rows, scores and answers
+        are unchanged; holds the writer lock meanwhile (minutes at 1M rows).
+
+        Args:
+            collections: names (default: every collection).
+            threads: graph insertion threads (default: CPUs, at most 4).
+            progress: called with (collection, rows added to the graph, rows to add).
+
+        Returns:
+            One `OptimizeReport` per collection (``segments_before`` ≤ 1 and no graph
+            rows: nothing was needed).
+
+        Raises:
+            StoreError: an unknown collection; read-only database; a storage failure (the old
+                segments are kept).
+        """
+        names = list(collections) if collections is not None else [
+            c.name for c in self.collections()]
+        return [self.store.optimize_vectors(
+            name, threads=threads,
+            progress=None if progress is None else functools.partial(progress, name))
+            for name in names]
 
     def collections(self) -> list[CollectionInfo]:
         """All collections."""

@@ -133,6 +133,45 @@ def test_targets_read_the_conversation_and_root_figures():
     targets.clear()
 
 
+def test_targets_read_the_scale_figures():
+    from benchmarks.bench_scale import target_lines
+
+    res = {"n": 1_000_000, "recall": {"recallql semantic": 0.9978},
+           "systems": {"recallql hybrid": {"cpu_ms": 8.0},
+                       "recallql hybrid WHERE tenant": {"cpu_ms": 4.0},
+                       "LanceDB ivf_pq hybrid": {"cpu_ms": 20.0}},
+           "open": {"connect_cpu_s": 0.05, "first_query_cpu_s": 0.55, "connect_s": 0.1,
+                    "first_query_s": 1.2, "first_write_cpu_s": 0.01, "first_write_s": 0.02}}
+    lines = target_lines(res)
+    assert lines[0] == ("target 1000000 hybrid CPU: 8.00 ms vs LanceDB ivf_pq 20.00 ms = 0.40x, "
+                        "semantic recall@10 0.9978")
+    assert lines[1] == "target 1000000 WHERE tenant: 4.00 ms = 0.50x unfiltered"
+    targets.clear()
+    targets.from_script_output("bench_scale", "\n".join(lines))
+    table = targets.summary()
+    assert "| 0.40× (8.00 vs 20.00 ms), recall 0.9978 | met |" in table
+    assert "| 1M open + first query ≤ 1 s warm | 0.60 s CPU, 1.30 s wall | **missed** |" in table
+    targets.clear()
+
+
+def test_targets_read_the_cluster_rows_with_cpu_and_load():
+    targets.clear()
+    targets.from_script_output("bench_cluster", "\n".join([
+        "scatter-gather, 1 shard            5.86 ms (+3.26 ms)       3.90 ms (+2.37 ms)    "
+        "331.3 st/s    4.79 ms     6.08 ms (2.64 coord + 3.44 shards)   8.2",
+        "scatter-gather, 4 shards          12.25 ms (+9.68 ms)       7.80 ms (+6.24 ms)    "
+        "106.9 st/s   14.98 ms   15.49 ms (4.36 coord + 11.13 shards)  10.8",
+        "tenant-routed, 4 shards            3.50 ms (+1.55 ms)       2.87 ms (+1.40 ms)    "
+        "268.1 st/s    4.09 ms     3.78 ms (0.89 coord + 2.89 shards)  11.9"]))
+    table = targets.summary()
+    assert ("(scatter-gather, hybrid) | +9.68 ms | **missed** | CPU 15.49 ms/statement, "
+            "load 10.8 |") in table
+    assert "(tenant-routed, hybrid) | +1.55 ms | met | CPU 3.78 ms/statement, load 11.9 |" \
+        in table
+    assert "| 331.3 st/s (1) / 106.9 st/s (4) | met |" in table
+    targets.clear()
+
+
 def test_ann_recall_counts_exact_ties_as_hits():
     from benchmarks.bench_ann import recall
 

@@ -22,7 +22,7 @@ import recallql
 from recallql import cluster
 from recallql.cluster.bm25 import FIELD_NORMS, Bm25Stats, fieldnorm_code
 from recallql.cluster.gather import SHIFT
-from recallql.cluster.wire import unpack
+from recallql.cluster.wire import dumps, loads, unpack
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +38,11 @@ def systems(index_shared_data, tmp_path_factory):
     yield single, c, docs, cacm_queries(index_shared_data)
     c.close()
     single.close()
+
+
+def shard_legs(c, shard, plan):
+    """A shard's own `legs` answer for `plan`: (packed batches, lexical parts, rows)."""
+    return loads(c.actor(shard).legs(dumps((plan.model_dump_json(), 0, None))))
 
 
 def test_items_are_spread_over_every_shard(systems):
@@ -58,7 +63,8 @@ def test_explain_rows_and_plan_match(systems):
     ours = c.explain("SEARCH cacm MATCHING :q LIMIT 5", q=q, analyze=True)
     theirs = single.explain("SEARCH cacm MATCHING :q LIMIT 5", q=q, analyze=True)
     assert answer(ours) == answer(theirs)
-    assert [n.operator for n in _nodes(ours.plan)] == [n.operator for n in _nodes(theirs.plan)]
+    assert [(n.operator, n.properties) for n in _nodes(ours.plan)] \
+        == [(n.operator, n.properties) for n in _nodes(theirs.plan)]  # method= and why= too
 
 
 def _nodes(node):
@@ -76,7 +82,7 @@ def test_naive_per_shard_bm25_would_differ(systems):
         plan = c.plan("SEARCH cacm MATCHING :q USING LEXICAL LIMIT 10", q=q)
         naive = []
         for i in range(4):
-            text, _, _ = c.actor(i).legs(plan.model_dump_json())
+            text, _, _ = shard_legs(c, i, plan)
             leg = unpack(text).legs[0]
             naive += list(zip((-leg.scores).tolist(), leg.ids.tolist(), strict=True))
         top = [item for _, item in sorted(naive)[:10]]
@@ -94,7 +100,7 @@ def test_bound_holds_for_every_returned_row(systems):
         plan = c.plan("SEARCH cacm MATCHING :q USING LEXICAL LIMIT 50", q=q)
         leg = plan.legs[0]
         counts = leg.term_counts or (1,) * len(leg.terms)
-        runs = [c.actor(i).legs(plan.model_dump_json()) for i in range(4)]
+        runs = [shard_legs(c, i, plan) for i in range(4)]
         total = Bm25Stats.total([parts["lexical"].stats for _, parts, _ in runs])
         for text, parts, _ in runs:
             part = parts["lexical"]

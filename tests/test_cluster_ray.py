@@ -109,6 +109,19 @@ def test_after_writes(systems):
     assert differences(Routed(c, "agent-2"), refs["agent-2"], cases(_some(queries, 8))) == []
 
 
+def test_a_stale_plan_is_refused_across_ray_and_made_again(systems):
+    """The shards' refusal (`StalePlan`) crosses Ray as itself; the coordinator re-plans once
+    with a fresh context, and the answers are one database's."""
+    from recallql.cluster.planner import PlanContext
+
+    c, single, _, _, queries = systems
+    good = c.planner.context("cacm_all")
+    c.planner._contexts["cacm_all"] = PlanContext.of(good.info, 1, good.signal_names,
+                                                     good.can_embed)
+    assert differences(Shared(c), single, cases(_some(queries, 2))) == []
+    assert c.planner.context("cacm_all").key == good.key
+
+
 def _restarted(c, index, before, timeout=120.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -205,3 +205,20 @@ def test_nothing_wanted_or_nothing_eligible_gives_nothing(rows, graph):
         rowids, cos, stats = ann_candidates(graph, q, n, np.ones(len(rows), bool),
                                             lambda r: rows[r], count)
         assert len(rowids) == 0 and len(cos) == 0 and stats.rounds == 0
+
+
+def test_opening_graphs_before_the_embedder_does_not_crash_the_process():
+    """`import usearch.index; import onnxruntime` segfaults (onnxruntime 1.32, usearch 2.26.6):
+    a database with graphs opened before the first text query is embedded did that."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("onnxruntime")
+    code = ("import numpy as np\n"
+            "from recallql.index.ann import AnnGraph\n"
+            "g = AnnGraph.build(np.arange(4), np.eye(4, 8, dtype=np.float32))\n"
+            "import onnxruntime\n"
+            "print(len(g))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "4", run.stderr[-500:]

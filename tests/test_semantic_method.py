@@ -47,10 +47,17 @@ def semantic_line(explain) -> dict:
 QUERY = np.linspace(-1, 1, DIM).astype(np.float32)
 
 
+WHY_ANN = ("400 eligible rows > 50: ANN with oversampling; n = 100 over 4 graphs: "
+           "4 × (n_g 38, k 38, ef 128) [n_g = min(n, ⌈n·s + 3·√(n·s·(1 − s))⌉), s = the "
+           "graph's share of the eligible rows; k = ⌈2·(n_g + 16) / f⌉, f = the eligible "
+           "fraction of the graph, at most its rows and max(n_g, min(8192, 0.25 of its "
+           "rows)); ef = max(128, k)]")
+
+
 def test_the_method_follows_the_eligible_row_count(db):
     plain = semantic_line(db.explain("SEARCH notes USING SEMANTIC NEAR :v LIMIT 5", v=QUERY))
     assert plain["method"] == "ann"
-    assert plain["why"] == "400 eligible rows > 50: ANN with oversampling"
+    assert plain["why"] == WHY_ANN  # n_g = ⌈100·0.25 + 3·√(100·0.25·0.75)⌉ = ⌈25 + 12.99⌉
     session = semantic_line(db.explain(
         "SEARCH notes USING SEMANTIC NEAR :v WHERE session = 's3' LIMIT 5", v=QUERY))
     assert session["method"] == "exact"
@@ -80,8 +87,7 @@ def test_leg_batches_keep_the_method_through_json(db):
     plan = db.plan("SEARCH notes USING SEMANTIC NEAR :v LIMIT 5", v=QUERY)
     batches = db.run_legs(plan)
     back = LegBatches.from_json(batches.to_json())
-    assert {b.name: (b.method, b.why) for b in back.legs}["semantic"] == (
-        "ann", "400 eligible rows > 50: ANN with oversampling")
+    assert {b.name: (b.method, b.why) for b in back.legs}["semantic"] == ("ann", WHY_ANN)
     assert [b.method for b in back.legs] == [b.method for b in batches.legs]
 
 

@@ -182,3 +182,30 @@ def test_clear_building_keeps_temporaries_of_live_writers_only(tmp_path):
         (folder / name).write_bytes(b"x")
     clear_building(tmp_path)
     assert sorted(p.name for p in folder.iterdir()) == sorted(mine)
+
+
+def test_a_non_finite_vector_in_a_graph_segment_is_never_scored(tmp_path, monkeypatch):
+    """The open-time policy (`recallql.index.integrity`): a segment with an ANN graph is not
+    read on open; a damaged row of it is skipped with VECTORS_NOT_FINITE wherever it would be
+    scored (ANN candidates, an exact scan), and `check` reports the file."""
+    import recallql
+
+    with open_store(tmp_path) as store:
+        vecs = fill(store)
+        assert store.build_graphs() == 4
+    segment = tmp_path / "db" / "collections" / "docs" / "vectors" / "b1.npy"
+    data = bytearray(segment.read_bytes())
+    offset = len(data) - 100 * DIM * 4 + 7 * DIM * 4  # row 7 of the first segment (i7)
+    data[offset:offset + 4] = np.array([np.nan], "<f4").tobytes()
+    segment.write_bytes(bytes(data))
+    with recallql.connect(tmp_path / "db", embedder=None) as db:  # opens: graph segment
+        db.store.background_graphs = False
+        for method in ("", " (exact)"):
+            res = db.execute(f"SEARCH docs USING SEMANTIC{method} NEAR :v WITHOUT RECENCY "
+                             "LIMIT 5", v=vecs[7])
+            assert "i7" not in res.ids() and all(np.isfinite(r.score) for r in res.rows)
+            codes = {w.code: w.message for w in res.warnings}
+            assert "VECTORS_NOT_FINITE" in codes and "b1.npy" in codes["VECTORS_NOT_FINITE"]
+        report = db.check()
+    assert not report.ok and any("b1.npy" in p.file and p.kind == "non-finite"
+                                 for p in report.problems)

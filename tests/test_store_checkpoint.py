@@ -121,3 +121,13 @@ def test_the_first_write_looks_a_few_ids_up_in_sqlite(tmp_path):
         assert state._id_rows is None  # no map of every id was built
         assert store.ingest("docs", [dict(item(5), body="new")]).unchanged == 1
         assert state.live_rows(["i5", "i3", "nope"]) == {"i5": 350, "i3": 3}
+
+
+@pytest.mark.parametrize("values", [["a", "", "b"], ["", ""], ["é日本", "x\x00y", ""],
+                                    ["only"], [], ["", "z"]])
+def test_a_vocabulary_splits_back_into_its_strings(values):
+    from recallql.index.checkpoint import split_vocab
+
+    raw = [v.encode() for v in values]
+    ends = np.cumsum([len(r) for r in raw], dtype=np.int64)
+    assert split_vocab(b"".join(raw), ends) == values

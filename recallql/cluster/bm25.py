@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +84,7 @@ def ln32(x: np.float32) -> np.float32:
     return _F(math.log(float(x)))
 
 
+@functools.lru_cache(maxsize=65_536)
 def idf(doc_freq: int, docs: int) -> np.float32:
     """tantivy's `idf`: ln(1 + (N − n + 0.5) / (n + 0.5)) in float32."""
     x = (_F(docs - doc_freq) + _F(0.5)) / (_F(doc_freq) + _F(0.5))

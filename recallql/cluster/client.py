@@ -19,6 +19,7 @@ from typing import Any
 
 from recallql.cluster.gather import GatherSource, gather_legs
 from recallql.cluster.placement import CollectionDef, Placement, item_shard
+from recallql.cluster.planner import PlanContext, Planner, StalePlan
 from recallql.cluster.routed import ClusterMessages, ClusterSessions, ClusterWriteReport, grouped
 from recallql.cluster.runtime import ClusterError, start
 from recallql.cluster.transport import InProcess, RayShards, Transport
@@ -74,7 +75,7 @@ def connect(address: str | None = None, shards: int = 4, path: str | Path | None
                               root, embedder, clock, owner=address is None)
     for i in range(count):
         transport.add(i)
-    cluster = Cluster(transport, root, placement, routing_field, owns_dir=owned)
+    cluster = Cluster(transport, root, placement, routing_field, owns_dir=owned, clock=clock)
     cluster.wait_ready()
     return cluster
 
@@ -88,8 +89,10 @@ class Cluster:
     """
 
     def __init__(self, transport: Transport, root: Path, placement: Placement,
-                 routing_field: str, *, owns_dir: bool) -> None:
+                 routing_field: str, *, owns_dir: bool,
+                 clock: Callable[[], float] | None = None) -> None:
         self.transport = transport
+        self.planner = Planner(self._plan_context, clock)
         self.root = root
         self.placement = placement
         self._routing = routing_field
@@ -151,7 +154,8 @@ class Cluster:
         owner = self._route(stmt, tenant)
         if owner is not None:
             return self.tenant_call(owner, "db", "execute", (text, *args), params)  # type: ignore[no-any-return]
-        return self._gathered(text, args, params, None)
+        assert isinstance(stmt, st.Explain | st.Search | st.Retrieve)  # `_route` checked
+        return self._gathered(stmt, text, args, params, None)
 
     query = execute
 
@@ -165,21 +169,60 @@ class Cluster:
             return self.tenant_call(owner, "db", "explain", (text, *args),  # type: ignore[no-any-return]
                                     {"analyze": analyze, "verbose": verbose, **params})
         spec = ExplainSpec(analyze=analyze, verbose=verbose)
-        out = self._gathered(text, args, params, spec)
+        assert isinstance(stmt, st.Explain | st.Search | st.Retrieve)  # `_route` checked
+        out = self._gathered(stmt, text, args, params, spec)
         assert isinstance(out, Explain)
         return out
 
     def plan(self, text: str, /, *args: object, **params: object) -> QueryPlan:
-        """The plan of a statement over a shared collection (planned on shard 0: every shard
-        holds the same catalog)."""
+        """The plan of a statement over a shared collection: the coordinator's own
+        (`recallql.cluster.planner`), else shard 0's (every shard holds the same catalog).
+
+        Raises:
+            QueryError: a mistake in the statement.
+        """
+        stmt = bind(parse(text), *args, **params)
+        if isinstance(stmt, st.Explain | st.Search | st.Retrieve):
+            planned = self.planner.plan(stmt)
+            if planned is not None:
+                return planned[0]
+        return self._shard_plan(text, args, params)
+
+    def _shard_plan(self, text: str, args: tuple[object, ...], params: Mapping[str, object]
+                    ) -> QueryPlan:
         data = self.scatter("plan", [0], [(text, args, params)])[0]
         return QueryPlan.model_validate_json(data)
 
-    def _gathered(self, text: str, args: tuple[object, ...], params: Mapping[str, object],
+    def _plan_context(self, collection: str) -> PlanContext | None:
+        coll = self.placement.collection(collection)
+        if coll is None or not coll.shared:
+            return None
+        found: PlanContext | None = self.scatter("plan_context", [0], [(collection,)])[0]
+        return found
+
+    def _gathered(self, stmt: st.Explain | st.Search | st.Retrieve, text: str,
+                  args: tuple[object, ...], params: Mapping[str, object],
                   explain: ExplainSpec | None) -> Result | Explain:
-        plan = self.plan(text, *args, **params)
-        if explain is not None:
-            plan = plan.model_copy(update={"explain": explain})
+        """Plan on the coordinator (else on shard 0) and run over the shards; a shard that
+        refuses the plan as stale (`StalePlan`: the collection changed under the cached
+        context) makes the coordinator fetch the context again and re-plan, once."""
+        for attempt in (0, 1):
+            planned = self.planner.plan(stmt, explain)
+            if planned is None:
+                plan, key = self._shard_plan(text, args, params), None
+                if explain is not None:
+                    plan = plan.model_copy(update={"explain": explain})
+            else:
+                plan, key = planned
+            try:
+                return self._run_gathered(plan, key)
+            except StalePlan:
+                self.planner.forget(plan.collection)
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _run_gathered(self, plan: QueryPlan, key: str | None) -> Result | Explain:
         coll = self.placement.collection(plan.collection)
         spread = coll.spread if coll is not None else self.shards
         shards = list(range(spread))
@@ -189,8 +232,8 @@ class Cluster:
             if owner is not None:
                 session = self._session_reader(owner)
         source = GatherSource(self.scatter, shards, session)
-        return run_statement(plan, lambda p: gather_legs(p, self.scatter, shards, source.rows),
-                             source)
+        return run_statement(plan, lambda p: gather_legs(p, self.scatter, shards, source.rows,
+                                                         key), source)
 
     def _session_reader(self, owner: str) -> Callable[[str, str, tuple[Any, ...]], Any]:
         def read(_session_id: str, method: str, args: tuple[Any, ...]) -> Any:
@@ -269,6 +312,7 @@ class Cluster:
             coll = self.placement.define(name, shared, self.shards, definition)
         except ValueError as exc:
             raise ClusterError(str(exc)) from None
+        self.planner.forget(name)
         self.scatter("create_collection", range(coll.spread if shared else self.shards),
                      [(name,)] * (coll.spread if shared else self.shards), write=True)
         return coll

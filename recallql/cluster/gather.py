@@ -24,10 +24,11 @@ import numpy as np
 from recallql.cluster.bm25 import Bm25Stats
 from recallql.cluster.runtime import ClusterError
 from recallql.cluster.shard import LexicalPart
-from recallql.cluster.wire import unpack
+from recallql.cluster.wire import dumps, loads, unpack
 from recallql.engine.features import Features, Strings, concat_features
 from recallql.engine.legs import LegBatch, LegBatches, competition_ranks
 from recallql.engine.plan import LegKind, LegSpec, QueryPlan
+from recallql.index.snapshot import decode_row
 from recallql.sessions.models import SessionSnapshot, SessionState
 from recallql.sessions.stored import RootResolver
 
@@ -35,8 +36,12 @@ from recallql.sessions.stored import RootResolver
 SHIFT = 40
 #: Deeper lexical fetches stop at this window per shard (past it the leg is cut there).
 MAX_DEPTH = 1 << 20
-#: Rows per leg a shard sends ahead with its candidates (2 x the page, at most this).
+#: Rows per leg a shard sends ahead with its candidates, at most (`prefetch_rows`).
 PREFETCH_MAX = 50
+
+#: A row a shard sent ahead: the schema's (text field names, declared field names) and the row's
+#: stored record (`CollectionSnapshot.fetch_records`; `decode_row` makes it a row).
+PendingRow = tuple[tuple[tuple[str, ...], tuple[str, ...]], tuple[Any, ...]]
 
 #: `scatter(method, shards, args)`: call `method` on each shard with its arguments, wait, and
 #: return the results in shard order (Ray actor calls in `recallql.cluster.client`).
@@ -59,49 +64,65 @@ class _ShardRun:
 
 
 def gather_legs(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
-                rows: dict[int, dict[str, Any]] | None = None) -> LegBatches:
+                rows: dict[int, PendingRow | dict[str, Any]] | None = None, key: str | None = None
+                ) -> LegBatches:
     """The plan's leg batches over every shard's share, as one database would return them.
 
     Args:
-        rows: filled with the stored fields of rows the shards sent ahead (re-keyed rowid ->
-            row; `GatherSource` reads them before asking a shard).
+        rows: filled with the rows the shards sent ahead (re-keyed rowid -> `PendingRow`:
+            `GatherSource` decodes those the page reads, before asking a shard for others).
+        key: the context key the plan was made with (`recallql.cluster.planner`); None: a
+            shard's own plan, not checked.
 
     Raises:
+        StalePlan: a shard's context key is not `key`.
         whatever a shard's `run_legs` raises (QueryError, ExecutionError), re-raised by Ray.
     """
     start = time.perf_counter_ns()
     runs = _run(plan, scatter, shards, {s: {leg.name: leg.window for leg in plan.legs}
-                                        for s in shards}, rows)
+                                        for s in shards}, rows, key)
     while True:
         stats = {spec.name: _global_stats(spec, runs) for spec in plan.legs
                  if spec.kind is LegKind.LEXICAL}
-        rescored = {(s, name): _rescored(spec, stats[name], runs[s].lexical[name])
-                    for s in runs for spec in plan.legs if (name := spec.name) in stats}
+        rescored = {key: scores for spec in plan.legs if spec.name in stats
+                    for key, scores in _rescored(spec, stats[spec.name], runs).items()}
         deeper = _deeper(plan, runs, stats, rescored)
         if not deeper:
             break
-        runs.update(_run(plan, scatter, list(deeper), deeper, None))
+        runs.update(_run(plan, scatter, list(deeper), deeper, None, key))
     return _merged(plan, runs, rescored, time.perf_counter_ns() - start)
 
 
 def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
-         windows: dict[int, dict[str, int]], rows: dict[int, dict[str, Any]] | None
-         ) -> dict[int, _ShardRun]:
-    ahead = 0 if rows is None else min(2 * plan.need, PREFETCH_MAX)
-    texts: dict[tuple[tuple[str, int], ...], str] = {}  # one JSON per distinct windows
-    plans = []
+         windows: dict[int, dict[str, int]], rows: dict[int, PendingRow | dict[str, Any]] | None,
+         key: str | None) -> dict[int, _ShardRun]:
+    ahead = 0 if rows is None else prefetch_rows(plan.need, len(shards))
+    requests: dict[tuple[tuple[str, int], ...], bytes] = {}  # one request per distinct windows
+    sent = []
     for s in shards:
-        key = tuple(sorted(windows[s].items()))
-        if key not in texts:
-            texts[key] = _windowed(plan, windows[s]).model_dump_json()
-        plans.append(texts[key])
-    out = scatter("legs", shards, [(p, ahead) for p in plans])
+        wkey = tuple(sorted(windows[s].items()))
+        if wkey not in requests:
+            requests[wkey] = dumps((_windowed(plan, windows[s]).model_dump_json(), ahead, key))
+        sent.append(requests[wkey])
+    out = scatter("legs", shards, [(r,) for r in sent])
     runs = {}
-    for s, (text, parts, sent) in zip(shards, out, strict=True):
-        runs[s] = _ShardRun(unpack(text), parts, windows[s])
+    for s, reply in zip(shards, out, strict=True):
+        packed, parts, (names, records) = loads(reply)
+        runs[s] = _ShardRun(unpack(packed), parts, windows[s])
         if rows is not None:
-            rows.update({(s << SHIFT) | rowid: row for rowid, row in sent.items()})
+            rows.update({(s << SHIFT) | record[0]: (names, record) for record in records})
     return runs
+
+
+def prefetch_rows(need: int, shards: int) -> int:
+    """Rows per leg a shard sends ahead with its candidates.
+
+    The page's rows come from the top 2·need of the global leg lists (on CACM every hybrid and
+    lexical statement's page at 1 shard); a shard holds about 1/S of those, so each sends
+    4·need/S (twice its share, for the spread between shards), at most 2·need and
+    `PREFETCH_MAX`. A row that was not sent ahead is fetched from its shard after the merge.
+    """
+    return min(2 * need, -(-4 * need // max(shards, 1)), PREFETCH_MAX)
 
 
 def _windowed(plan: QueryPlan, windows: dict[str, int]) -> QueryPlan:
@@ -119,8 +140,18 @@ def _global_stats(spec: LegSpec, runs: dict[int, _ShardRun]) -> Bm25Stats:
     return Bm25Stats.total([run.lexical[spec.name].stats for run in runs.values()])
 
 
-def _rescored(spec: LegSpec, stats: Bm25Stats, part: LexicalPart) -> np.ndarray:
-    return stats.score(spec.terms, _counts(spec), part.tf, part.codes).astype(np.float64)
+def _rescored(spec: LegSpec, stats: Bm25Stats, runs: dict[int, _ShardRun]
+              ) -> dict[tuple[int, str], np.ndarray]:
+    """Every shard's candidates of a lexical leg re-scored with the global statistics (in one
+    vectorised pass over all of them)."""
+    order = sorted(runs)
+    parts = [runs[s].lexical[spec.name] for s in order]
+    tf = np.concatenate([part.tf for part in parts])
+    codes = np.concatenate([part.codes for part in parts])
+    scores = stats.score(spec.terms, _counts(spec), tf, codes).astype(np.float64)
+    ends = np.cumsum([part.codes.shape[0] for part in parts])
+    return {(s, spec.name): piece
+            for s, piece in zip(order, np.split(scores, ends[:-1]), strict=True)}
 
 
 def _deeper(plan: QueryPlan, runs: dict[int, _ShardRun], stats: dict[str, Bm25Stats],
@@ -171,8 +202,10 @@ def _merged(plan: QueryPlan, runs: dict[int, _ShardRun],
             rowids.append((s << SHIFT) | batch.rowids)
             scores.append(rescored.get((s, spec.name), batch.scores))
             ids.extend(batch.ids.tolist())
-        legs.append(_cut(spec, np.concatenate(rowids) if rowids else np.zeros(0, np.int64),
-                         np.concatenate(scores) if scores else np.zeros(0), ids, elapsed))
+        cut = _cut(spec, np.concatenate(rowids) if rowids else np.zeros(0, np.int64),
+                   np.concatenate(scores) if scores else np.zeros(0), ids, elapsed)
+        method, why = _how([runs[s].batches.legs[i] for s in shards])
+        legs.append(dataclasses.replace(cut, method=method, why=why))
     keep = np.unique(np.concatenate([leg.rowids for leg in legs])) if legs else None
     features = concat_features([_rekeyed(s, runs[s].batches.features, keep) for s in shards])
     notices = dict.fromkeys(n for s in shards for n in runs[s].batches.notices)
@@ -180,6 +213,16 @@ def _merged(plan: QueryPlan, runs: dict[int, _ShardRun],
                       tuple(legs), features,
                       max((runs[s].batches.scan_ns for s in shards), default=0),
                       tuple(notices))
+
+
+def _how(parts: list[LegBatch]) -> tuple[str, str]:
+    """How the shards searched a leg (EXPLAIN's ``method=`` and ``why=``): their common method
+    and reason, or each distinct method with the shards that used it."""
+    methods = dict.fromkeys(part.method for part in parts if part.method)
+    if len(methods) <= 1:
+        return next(iter(methods), ""), next((part.why for part in parts if part.why), "")
+    return "+".join(methods), "; ".join(f"shard {s}: {part.method} ({part.why})"
+                                        for s, part in enumerate(parts))
 
 
 def _context_leg(spec: LegSpec, parts: list[LegBatch]) -> LegBatch:
@@ -204,19 +247,21 @@ def _context_leg(spec: LegSpec, parts: list[LegBatch]) -> LegBatch:
 def _cut(spec: LegSpec, rowids: np.ndarray, scores: np.ndarray, ids: list[str],
          elapsed: int) -> LegBatch:
     """A leg's global list: ordered by (−score, item id), cut at the window."""
-    order = sorted(range(len(ids)), key=lambda j: (-scores[j], ids[j]))[: spec.window]
-    pick = np.asarray(order, np.int64)
-    top = scores[pick] if pick.shape[0] else np.zeros(0)
-    return LegBatch(spec.name, spec.kind, rowids[pick] if pick.shape[0] else pick, top,
-                    competition_ranks(top), Strings.of([ids[j] for j in order]), spec.window,
-                    elapsed)
+    keys = np.asarray(ids, dtype=str) if ids else np.zeros(0, dtype=str)
+    pick = np.lexsort((keys, -scores))[: spec.window].astype(np.int64)
+    top = scores[pick]
+    return LegBatch(spec.name, spec.kind, rowids[pick], top, competition_ranks(top),
+                    Strings.of(keys[pick].tolist()), spec.window, elapsed)
 
 
 def _rekeyed(shard: int, features: Features, keep: np.ndarray | None) -> Features:
     """A shard's features with re-keyed rowids, only the rows in `keep` (None: all)."""
     rowid = (shard << SHIFT) | features.rowid
-    if keep is not None:
-        index = np.flatnonzero(np.isin(rowid, keep))
+    if keep is not None:  # both ascending: `keep`'s rows of this shard, found by bisection
+        mine = keep[(keep >> SHIFT) == shard]
+        index = np.searchsorted(rowid, mine)
+        index = index[(index < rowid.shape[0]) & (rowid[np.minimum(index, rowid.shape[0] - 1)]
+                                                  == mine)] if rowid.shape[0] else index[:0]
         features = features.take(index)
         rowid = rowid[index]
     return dataclasses.replace(features, rowid=rowid)
@@ -229,11 +274,12 @@ class GatherSource:
 
     def __init__(self, scatter: Scatter, shards: Sequence[int],
                  session: Callable[[str, str, tuple[Any, ...]], Any] | None = None,
-                 rows: dict[int, dict[str, Any]] | None = None) -> None:
+                 rows: dict[int, PendingRow | dict[str, Any]] | None = None) -> None:
         self._scatter = scatter
         self._shards = list(shards)
         self._session = session
-        self.rows: dict[int, dict[str, Any]] = {} if rows is None else rows
+        #: Re-keyed rowid -> row (a stored record while only sent ahead: decoded when read).
+        self.rows: dict[int, PendingRow | dict[str, Any]] = {} if rows is None else rows
 
     def session_state(self, session_id: str, now_ts: float
                       ) -> tuple[SessionState, SessionSnapshot] | None:
@@ -263,7 +309,13 @@ class GatherSource:
         if missing.shape[0]:
             self.rows.update(zip(missing.tolist(), self._fetch(collection, missing),
                                  strict=True))
-        return [self.rows[r] for r in rowids.tolist()]
+        out = []
+        for r in rowids.tolist():
+            row = self.rows[r]
+            if isinstance(row, tuple):
+                row = self.rows[r] = decode_row(*row)
+            out.append(row)
+        return out
 
     def _fetch(self, collection: str, rowids: np.ndarray) -> list[dict[str, Any]]:
         shard_of = rowids >> SHIFT

@@ -77,6 +77,7 @@ class Placement:
         self._conn.executescript(_SCHEMA)
         self._tenants: dict[str, int] = {}
         self._sessions: dict[str, str] = {}
+        self._collections: dict[str, CollectionDef] = {}
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -181,11 +182,18 @@ class Placement:
         return CollectionDef(name, bool(row[0]), int(row[1]), json.loads(row[2]))
 
     def collection(self, name: str) -> CollectionDef | None:
-        """A recorded collection, or None."""
+        """A recorded collection, or None (a recorded definition never changes: kept here once
+        read)."""
+        found = self._collections.get(name)
+        if found is not None:
+            return found
         row = self._conn.execute("SELECT shared, spread, definition FROM collections "
                                  "WHERE name = ?", (name,)).fetchone()
-        return None if row is None else CollectionDef(name, bool(row[0]), int(row[1]),
-                                                      json.loads(row[2]))
+        if row is None:
+            return None
+        found = self._collections[name] = CollectionDef(name, bool(row[0]), int(row[1]),
+                                                        json.loads(row[2]))
+        return found
 
     def collections(self) -> list[CollectionDef]:
         """Every recorded collection, by name."""

@@ -16,7 +16,7 @@ import os
 import resource
 import shutil
 import urllib.parse
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,14 +28,20 @@ from recallql.api import Database
 from recallql.api import connect as connect_database
 from recallql.cluster.bm25 import ShardStats, fieldnorm_code
 from recallql.cluster.placement import CollectionDef, Placement
-from recallql.cluster.wire import pack
+from recallql.cluster.planner import PlanContext, StalePlan
+from recallql.cluster.wire import dumps, loads, pack
+from recallql.engine.legs import LegBatches
+from recallql.engine.legs import run_legs as run_plan_legs
 from recallql.engine.plan import LegKind, QueryPlan
 from recallql.index.embedders import by_name
 from recallql.index.errors import StoreError
+from recallql.index.schema import CollectionInfo
 from recallql.index.snapshot import CollectionSnapshot
 
 #: Rows whose term frequencies a shard keeps (rows never change once written).
 TERM_CACHE_ROWS = 200_000
+#: Parsed plans a shard keeps, by their JSON text.
+PLAN_CACHE = 64
 
 #: What a tenant call may reach: `Database` methods, and those of its `sessions` and `messages`.
 TENANT_METHODS: dict[str, frozenset[str]] = {
@@ -96,7 +102,10 @@ class Shard:
         self._placement = Placement(self.root)
         self._tenants: dict[str, Database] = {}
         self._shared: Database | None = None
-        self._terms: dict[tuple[str, int], tuple[int, Counter[str]]] = {}
+        self._terms: dict[tuple[str, int], tuple[int, np.ndarray, np.ndarray]] = {}
+        self._vocab: dict[str, int] = {}
+        self._plans: OrderedDict[str, QueryPlan] = OrderedDict()
+        self._keys: dict[str, tuple[CollectionInfo, int, object, str]] = {}
 
     def pid(self) -> int:
         """The actor's process id (tests watch it change after a kill)."""
@@ -187,53 +196,119 @@ class Shard:
         """A shared-collection statement's plan as JSON (every shard has the same catalog)."""
         return self.shared().plan(text, *args, **params).model_dump_json()
 
-    def legs(self, plan_json: str, prefetch: int = 0
-             ) -> tuple[dict[str, Any], dict[str, LexicalPart], dict[int, dict[str, Any]]]:
-        """Run a plan's legs on this shard's share: the `LegBatches` (`wire.pack`); for each lexical
-        leg what exact global BM25 needs (`LexicalPart`); and the stored fields of each leg's
-        first `prefetch` rows (the page's rows are usually among them: one round trip less)."""
+    def plan_context(self, collection: str) -> PlanContext | None:
+        """What the coordinator needs to plan statements over a shared collection itself
+        (`recallql.cluster.planner`); None when this shard does not hold it."""
         db = self.shared()
-        plan = QueryPlan.model_validate_json(plan_json)
-        snap = db.snapshot(plan.collection)
-        batches = db.run_legs(plan)
+        if collection not in {info.name for info in db.collections()}:
+            return None
+        return self._context(db, db.snapshot(collection))
+
+    @staticmethod
+    def _context(db: Database, snap: CollectionSnapshot) -> PlanContext:
+        return PlanContext.of(snap.info, snap.analyzer_version,
+                              tuple(db.sessions.policy.bounds), db.embedder(snap.info.name)
+                              is not None)
+
+    def _key(self, db: Database, snap: CollectionSnapshot) -> str:
+        """The context key of `snap`'s collection (recomputed when its schema object, analyser
+        version or embedder changes)."""
+        name = snap.info.name
+        embedder = db.embedder(name)
+        found = self._keys.get(name)
+        if found is not None and found[0] is snap.info and found[1] == snap.analyzer_version \
+                and found[2] is embedder:
+            return found[3]
+        key = self._context(db, snap).key
+        self._keys[name] = (snap.info, snap.analyzer_version, embedder, key)
+        return key
+
+    def legs(self, request: bytes) -> bytes:
+        """Run a plan's legs on this shard's share, on one snapshot.
+
+        Args:
+            request: `wire.dumps` of (plan JSON, rows to send ahead per leg, the plan's
+                context key or None).
+
+        Returns:
+            `wire.dumps` of: the `LegBatches` (`wire.pack`); for each lexical leg what exact
+            global BM25 needs (`LexicalPart`); and the stored fields of each leg's first
+            `prefetch` rows, as stored records (`CollectionSnapshot.fetch_records`, with the
+            schema's field names: the page's rows are usually among them, one round trip less).
+
+        Raises:
+            StalePlan: the plan was made with another context than this shard's (its key).
+        """
+        plan_json, prefetch, key = loads(request)
+        plan = self._parsed(plan_json)
+        db = self.shared()
+        snap = db.snapshot(plan.collection, as_of=plan.now if plan.as_of is not None else None)
+        if key is not None and (mine := self._key(db, snap)) != key:
+            raise StalePlan(self.index, mine)
+        batches = run_plan_legs(plan, snap, None)  # one thread: the shards run in parallel
         parts = {}
         for spec, batch in zip(plan.legs, batches.legs, strict=True):
             if spec.kind is LegKind.LEXICAL:
                 parts[spec.name] = self._lexical(snap, spec.terms, spec.term_counts,
                                                  batch.rowids, batch.scores, spec.window)
-        ahead = [b.rowids[:prefetch] for b in batches.legs] or [batches.features.rowid[:prefetch]]
-        wanted = np.unique(np.concatenate(ahead)) if prefetch else np.zeros(0, np.int64)
-        rows = {int(row["rowid"]): row for row in snap.fetch(wanted)} if wanted.shape[0] else {}
-        return pack(batches), parts, rows
+        wanted = _ahead(batches, prefetch)  # records: the coordinator decodes the page's
+        records = snap.fetch_records(wanted) if wanted.shape[0] else []
+        return dumps((pack(batches), parts, (snap.field_names, records)))
+
+    def _parsed(self, plan_json: str) -> QueryPlan:
+        """The plan of a JSON text (the last `PLAN_CACHE` parsed plans are kept by text)."""
+        plan = self._plans.get(plan_json)
+        if plan is None:
+            plan = self._plans[plan_json] = QueryPlan.model_validate_json(plan_json)
+            if len(self._plans) > PLAN_CACHE:
+                self._plans.popitem(last=False)
+        else:
+            self._plans.move_to_end(plan_json)
+        return plan
 
     def _lexical(self, snap: CollectionSnapshot, terms: Sequence[str],
                  counts: Sequence[int], rowids: np.ndarray, scores: np.ndarray,
                  window: int) -> LexicalPart:
         docs, tokens, freq = snap.bm25_statistics(terms)
         stats = ShardStats(int(docs or 0), tokens, dict(zip(terms, freq, strict=True)))
-        tf = np.zeros((rowids.shape[0], len(terms)), np.int64)
-        codes = np.zeros(rowids.shape[0], np.int64)
-        for i, (code, counter) in enumerate(self._row_terms(snap, rowids)):
-            codes[i] = code
-            tf[i] = [counter.get(t, 0) for t in terms]
+        entries = self._row_terms(snap, rowids)
+        m = len(entries)
+        codes = np.fromiter((code for code, _, _ in entries), np.int64, m)
+        tf = np.zeros((m, len(terms)), np.int64)
+        wanted = np.asarray([self._vocab.get(t, -1) for t in terms], np.int64)
+        if m and (wanted >= 0).any():  # scatter every row's counts of the query's terms
+            held = np.concatenate([ids for _, ids, _ in entries])
+            held_counts = np.concatenate([n for _, _, n in entries])
+            row = np.repeat(np.arange(m), [ids.shape[0] for _, ids, _ in entries])
+            column = np.full(len(self._vocab), -1, np.int64)  # term id -> query term
+            known = np.flatnonzero(wanted >= 0)
+            column[wanted[known]] = known
+            at = column[held]
+            hit = at >= 0
+            tf[row[hit], at[hit]] = held_counts[hit]
         cut = float(scores[-1]) if scores.shape[0] else 0.0
         return LexicalPart(stats, tf, codes, cut, exhausted=rowids.shape[0] < window)
 
     def _row_terms(self, snap: CollectionSnapshot, rowids: np.ndarray
-                   ) -> list[tuple[int, Counter[str]]]:
-        """(field-length code, term counts) of rows: the stored texts re-analysed with the
-        index's analyser, as tantivy indexed them (cached: rows never change)."""
+                   ) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """(field-length code, term ids, their counts) of rows: the stored texts re-analysed
+        with the index's analyser, as tantivy indexed them (term ids in `_vocab`; cached: rows
+        never change)."""
         name = snap.info.name
         missing = [r for r in rowids.tolist() if (name, r) not in self._terms]
         if missing:
             if len(self._terms) + len(missing) > TERM_CACHE_ROWS:
                 self._terms.clear()
+                self._vocab.clear()
             fields = snap.info.text_fields
             for row in snap.fetch(missing):
                 text = "\n".join(row[f] for f in fields if row[f])
-                tokens = snap.analyze(text) if text else []
-                self._terms[(name, row["rowid"])] = (fieldnorm_code(len(tokens)),
-                                                     Counter(tokens))
+                tokens = Counter(snap.analyze(text) if text else [])
+                ids = np.fromiter((self._vocab.setdefault(t, len(self._vocab)) for t in tokens),
+                                  np.int64, len(tokens))
+                self._terms[(name, row["rowid"])] = (
+                    fieldnorm_code(sum(tokens.values())), ids,
+                    np.fromiter(tokens.values(), np.int64, len(tokens)))
         return [self._terms[(name, r)] for r in rowids.tolist()]
 
     def fetch(self, collection: str, rowids: Sequence[int]) -> list[dict[str, Any]]:
@@ -250,6 +325,7 @@ class Shard:
             raise ValueError(f"{method} is not a shared-collection operation")
         if method == "reindex":
             self._terms.clear()
+            self._vocab.clear()
         return getattr(self.shared(), method)(*args, **kwargs)
 
     def close(self) -> None:
@@ -261,6 +337,16 @@ class Shard:
             self._shared.close()
             self._shared = None
         self._placement.close()
+
+
+def _ahead(batches: LegBatches, count: int) -> np.ndarray:
+    """The rows to send ahead: each leg's first `count` (ascending rowids), or the first
+    `count` eligible rows of a plan without legs."""
+    if count <= 0:
+        return np.zeros(0, np.int64)
+    if not batches.legs:
+        return batches.features.rowid[:count]
+    return np.unique(np.concatenate([b.rowids[:count] for b in batches.legs]))
 
 
 def _create(db: Database, coll: CollectionDef, default: object) -> None:

@@ -80,6 +80,7 @@ class RayShards:
         self._root, self._embedder, self._clock = root, embedder, clock
         self._owner = owner
         self._actors: list[Any] = []
+        self._methods: dict[tuple[int, str, int], Any] = {}
 
     @property
     def count(self) -> int:
@@ -104,9 +105,18 @@ class RayShards:
     def scatter(self, method: str, shards: Sequence[int], args: Sequence[tuple[Any, ...]],
                 *, write: bool = False) -> list[Any]:
         retries = 0 if write else READ_RETRIES
-        refs = [getattr(self._actors[s], method).options(max_task_retries=retries).remote(*a)
+        refs = [self._method(s, method, retries).remote(*a)
                 for s, a in zip(shards, args, strict=True)]
         return list(self._get(refs))
+
+    def _method(self, shard: int, method: str, retries: int) -> Any:
+        """The actor method with its retry option (built once: `.options` costs per call)."""
+        key = (shard, method, retries)
+        found = self._methods.get(key)
+        if found is None:
+            found = self._methods[key] = getattr(self._actors[shard], method).options(
+                max_task_retries=retries)
+        return found
 
     def _get(self, refs: Any) -> Any:
         exc = self._ray.exceptions

@@ -19,8 +19,10 @@ M (``connectivity``), ef_construction (``expansion_add``), ef (``expansion_searc
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +92,25 @@ class AnnStats:
     eligible: int
 
 
+def usearch_index() -> Any:
+    """usearch's ``Index`` class, imported on first use.
+
+    onnxruntime (the MiniLM embedder, `recallql.index.embedders`, also imported on first use)
+    crashes the process with a segmentation fault when its extension loads after usearch's:
+    with onnxruntime 1.32 and usearch 2.26.6, ``import usearch.index; import onnxruntime``
+    dies, the other order works. A database with ANN graphs opened before the first query
+    text is embedded did exactly that, so onnxruntime, when installed, is imported first
+    (about 0.14 s of CPU, once per process).
+    """
+    if "usearch.index" not in sys.modules and "onnxruntime" not in sys.modules \
+            and importlib.util.find_spec("onnxruntime") is not None:
+        import onnxruntime  # noqa: F401
+
+    from usearch.index import Index
+
+    return Index
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -126,8 +147,7 @@ class AnnGraph:
     @classmethod
     def new(cls, dim: int, params: AnnParams | None = None) -> AnnGraph:
         """An empty, writable graph for `dim`-dimensional vectors."""
-        from usearch.index import Index
-
+        Index = usearch_index()  # noqa: N806
         params = params or AnnParams()
         if dim < 1:
             raise ValueError(f"dim must be positive, got {dim}")
@@ -168,8 +188,7 @@ class AnnGraph:
         Raises:
             StoreError: the file is missing, truncated or not a usearch graph.
         """
-        from usearch.index import Index
-
+        Index = usearch_index()  # noqa: N806
         try:
             meta = Index.metadata(str(path))
             if meta is None:
@@ -275,7 +294,7 @@ def exact_cosines(query: np.ndarray, vectors: np.ndarray) -> np.ndarray:
 
 def ann_candidates(graph: AnnGraph, query: np.ndarray, n: int, eligible: np.ndarray,
                    gather: Callable[[np.ndarray], np.ndarray], eligible_count: int, *,
-                   oversample: float = OVERSAMPLE, ef: int | None = None
+                   oversample: float | None = None, ef: int | None = None
                    ) -> tuple[np.ndarray, np.ndarray, AnnStats] | None:
     """Candidates for the top-n among eligible rows, from the graph, re-scored exactly.
 
@@ -293,7 +312,8 @@ def ann_candidates(graph: AnnGraph, query: np.ndarray, n: int, eligible: np.ndar
         eligible: bool[size]; rowids outside it or ≥ size are dropped.
         gather: float32[m, dim] stored vectors of int64[m] rowids (for the exact re-score).
         eligible_count: how many of the graph's rows are eligible.
-        oversample: candidates asked per row wanted (before dividing by `share`).
+        oversample: candidates asked per row wanted (before dividing by `share`; default
+            `OVERSAMPLE`).
         ef: search breadth (default: the graph's; always ≥ k).
 
     Returns:
@@ -301,6 +321,7 @@ def ann_candidates(graph: AnnGraph, query: np.ndarray, n: int, eligible: np.ndar
         order, m ≥ min(n, eligible_count); or None on under-fill.
     """
     size = len(graph)
+    oversample = OVERSAMPLE if oversample is None else oversample
     want = min(n, eligible_count)
     if want <= 0 or size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.float32), AnnStats(0, 0, 0, 0, 0)

@@ -177,11 +177,26 @@ def _load(folder: Path, spec: dict[str, Any]) -> object:
     if "int" in spec:
         return int(spec["int"])
     if "vocab" in spec:
-        ends = np.load(folder / f"{spec['vocab']}.ends.npy").tolist()
-        blob = np.load(folder / f"{spec['vocab']}.bytes.npy").tobytes()
-        starts = [0, *ends[:-1]] if ends else []
-        return [blob[a:b].decode() for a, b in zip(starts, ends, strict=True)]
+        ends = np.load(folder / f"{spec['vocab']}.ends.npy")
+        blob = np.load(folder / f"{spec['vocab']}.bytes.npy")
+        return split_vocab(blob.tobytes(), ends)
     return np.load(folder / spec["array"])
+
+
+def split_vocab(blob: bytes, ends: np.ndarray) -> list[str]:
+    """The strings of a saved vocabulary: UTF-8 `blob` cut at the byte offsets `ends`
+    (int64[m], the end of each string).
+
+    Decoding 230k strings one by one cost about 0.1 s on open at 1M rows; when the blob holds
+    no NUL byte (the usual case) a NUL is inserted at every boundary and the whole blob is
+    decoded and split once (UTF-8 never puts a NUL inside a multi-byte character)."""
+    if len(ends) == 0:
+        return []
+    if b"\x00" not in blob:
+        joined = np.insert(np.frombuffer(blob, np.uint8), np.asarray(ends[:-1], np.int64), 0)
+        return joined.tobytes().decode().split("\x00")
+    cuts = ends.tolist()
+    return [blob[a:b].decode() for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
 
 
 def _fill(buffer: Buffer, values: np.ndarray) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from recallql.index.ann import AnnGraph, AnnParams
+from recallql.index.ann import AnnGraph, AnnParams, usearch_index
 from recallql.index.errors import StoreError
 
 #: Segments of at least this many rows (merge tier 4, `recallql.index.vectors.tier`) get a
@@ -59,8 +59,7 @@ def check_header(path: Path, rows: int, dim: int) -> None:
     Raises:
         StoreError: unreadable header, or other counts (naming the file and both counts).
     """
-    from usearch.index import Index
-
+    Index = usearch_index()  # noqa: N806
     try:
         meta = Index.metadata(str(path))
     except (OSError, ValueError, RuntimeError) as exc:

@@ -9,7 +9,6 @@ by score alone (stable), and only runs of equal scores look their ids up.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from itertools import groupby
 
 import numpy as np
 
@@ -27,19 +26,26 @@ def top_by_score(scores: Sequence[float] | np.ndarray, n: int,
         n: positions wanted (≥ 0).
         tie_key: the tie-break key of a position (its item id).
     """
-    values = scores.tolist() if isinstance(scores, np.ndarray) else list(scores)
-    if n <= 0 or not values:
+    if n <= 0 or len(scores) == 0:
         return []
-    order = sorted(range(len(values)), key=values.__getitem__, reverse=True)
-    if len(order) > n:
-        end, cut = n, values[order[n - 1]]
-        while end < len(order) and values[order[end]] == cut:
-            end += 1
-        order = order[:end]
-    out: list[int] = []
-    for _, run in groupby(order, key=values.__getitem__):
-        tied = list(run)
-        if len(tied) > 1:
-            tied.sort(key=tie_key)
-        out.extend(tied)
+    values = np.asarray(scores)
+    order = np.argsort(-values, kind="stable")  # score descending, equal scores in input order
+    ranked = values[order]
+    if ranked.shape[0] > n:  # keep every hit tied with the n-th
+        tail = np.flatnonzero(ranked[n:] != ranked[n - 1])
+        end = n + (int(tail[0]) if tail.shape[0] else ranked.shape[0] - n)
+        order, ranked = order[:end], ranked[:end]
+    tied = np.flatnonzero(ranked[1:] == ranked[:-1])
+    out = order.tolist()
+    if tied.shape[0]:
+        _break_ties(out, tied, tie_key)
     return out[:n]
+
+
+def _break_ties(out: list[int], tied: np.ndarray, tie_key: Callable[[int], str]) -> None:
+    """Sort each run of equal scores in `out` by `tie_key` (in place); `tied`: the positions
+    i whose score equals the one at i + 1."""
+    starts = tied[np.concatenate(([True], tied[1:] != tied[:-1] + 1))].tolist()
+    ends = (tied[np.concatenate((tied[1:] != tied[:-1] + 1, [True]))] + 2).tolist()
+    for a, b in zip(starts, ends, strict=True):
+        out[a:b] = sorted(out[a:b], key=tie_key)

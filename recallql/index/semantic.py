@@ -19,12 +19,23 @@ graph walk for a selective filter: with few eligible rows the scan wins.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from recallql.index.ann import AnnGraph, ann_candidates, exact_cosines
+from recallql.index.ann import (
+    MAX_CANDIDATES,
+    MAX_SHARE,
+    OVERSAMPLE,
+    PAD,
+    AnnGraph,
+    ann_candidates,
+    exact_cosines,
+)
+from recallql.index.graphs import PARAMS
 from recallql.index.quantized import Quantized, candidates
 from recallql.index.ranking import top_by_score
 from recallql.index.vectors import Segment, semantic_topn
@@ -34,6 +45,9 @@ Skip = Callable[[str, np.ndarray], None] | None
 #: At most this many eligible rows are scanned exactly even when graphs exist.
 EXACT_MAX_ROWS = 20_000
 METHODS = ("auto", "exact", "ann")
+#: Standard deviations above its expected share of the top-n that each of several graphs is
+#: asked for (`graph_share`).
+SHARE_Z = 3.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,8 @@ class SemanticStats:
         scanned: rows scored exactly (in float32, or through an int8 copy).
         rescored: rows read in float32 to re-score candidates.
         fallbacks: segments whose filtered ANN search under-filled and were scanned instead.
+        segments: per segment file, how it was searched (in words).
+        graphs: per segment searched through its graph, (n_g, k, ef) of its last round.
     """
 
     method: str
@@ -65,6 +81,7 @@ class SemanticStats:
     rescored: int = 0
     fallbacks: int = 0
     segments: dict[str, str] = field(default_factory=dict)
+    graphs: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
 def choose(eligible: int, graph_rows: int, forced: str = "auto") -> tuple[str, str]:
@@ -98,7 +115,38 @@ def _exact_part(part: VectorPart, query: np.ndarray, n: int, eligible: np.ndarra
     local = np.flatnonzero(ok)
     pick = local[candidates(part.quantized.take(local), query, n)]
     stats.rescored += len(pick)
-    return seg.rowids_at(pick), exact_cosines(query, seg.vecs[pick])
+    return _finite(seg, seg.rowids_at(pick), exact_cosines(query, seg.vecs[pick]), skip)
+
+
+def _finite(seg: Segment, rowids: np.ndarray, cos: np.ndarray, skip: Skip
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Candidates without those whose stored vector is not finite (a damaged segment file:
+    never ranked; reported to `skip`)."""
+    finite = np.isfinite(cos)
+    if finite.all():
+        return rowids, cos
+    if skip is not None:
+        skip(seg.file, rowids[~finite])
+    return rowids[finite], cos[finite]
+
+
+def graph_share(n: int, count: int, total: int) -> int:
+    """Rows asked of one graph's segment when several graphs split the `total` eligible rows:
+    n_g = ⌈n·s + z·√(n·s·(1 − s))⌉ with s = count / total and z = `SHARE_Z`, capped at
+    min(n, count) and at least 1.
+
+    If rows were spread over segments independently of the query, the count of the top-n in
+    a segment would be hypergeometric with mean n·s and variance below n·s·(1 − s), so n_g
+    covers it but for a tail of about 0.1% (z = 3). Segments are written in time order and
+    need not be exchangeable (a topic of last week sits in the newest segment), so `search`
+    asks again, with twice n_g, any graph whose worst candidate still reaches the merged n-th
+    cosine: a segment is left only once its own candidates fall below the top-n.
+    """
+    if total <= 0 or count <= 0 or n <= 0:
+        return 0
+    share = min(1.0, count / total)
+    want = math.ceil(n * share + SHARE_Z * math.sqrt(n * share * (1.0 - share)) - 1e-9)
+    return max(1, min(n, count, want))
 
 
 def _ann_part(part: VectorPart, query: np.ndarray, n: int, eligible: np.ndarray,
@@ -115,12 +163,9 @@ def _ann_part(part: VectorPart, query: np.ndarray, n: int, eligible: np.ndarray,
         return None
     rowids, cos, ann = got
     stats.rescored += len(rowids)
-    finite = np.isfinite(cos)
-    if not finite.all():  # a damaged segment file: never ranked, reported
-        if skip is not None:
-            skip(seg.file, rowids[~finite])
-        rowids, cos = rowids[finite], cos[finite]
-    stats.segments[seg.file] = f"ann k={ann.asked} ef={ann.ef} rounds={ann.rounds}"
+    rowids, cos = _finite(seg, rowids, cos, skip)
+    stats.segments[seg.file] = f"ann n_g={n} k={ann.asked} ef={ann.ef} rounds={ann.rounds}"
+    stats.graphs[seg.file] = (n, ann.asked, ann.ef)
     return rowids, cos
 
 
@@ -157,18 +202,88 @@ def search(segments: Sequence[VectorPart | Segment], query: np.ndarray, n: int,
         stats.scanned = sum(counts)
         rowids, cos = semantic_topn([p.segment for p in parts], query, n, eligible, ids, skip)
         return rowids, cos, stats
-    found: list[tuple[np.ndarray, np.ndarray]] = []
-    for part, ok, count in zip(parts, oks, counts, strict=True):
-        if count == 0 or n <= 0:
-            continue
-        got = None
-        if chosen == "ann" and part.graph is not None:
-            got = _ann_part(part, query, n, eligible, count, stats, skip)
-            stats.fallbacks += int(got is None)
-        found.append(got or _exact_part(part, query, n, eligible, ok, ids, stats, skip))
+    found = _Parts(parts, oks, counts, query, n, eligible, ids, stats, skip).run(
+        chosen == "ann")
     if chosen == "ann" and (stats.fallbacks or graph_rows < all_rows):
         stats.method = "ann+exact"
+    if stats.graphs:
+        stats.why += "; " + describe_graphs(n, stats.graphs)
     return _merge(found, n, ids, stats)
+
+
+@dataclass
+class _Parts:
+    """One statement's search of every segment: ANN through the graphs (each asked for its
+    share `graph_share`, asked again by `_reask`), exact for the others and on under-fill."""
+
+    parts: list[VectorPart]
+    oks: list[np.ndarray]
+    counts: list[int]
+    query: np.ndarray
+    n: int
+    eligible: np.ndarray
+    ids: Sequence[str]
+    stats: SemanticStats
+    skip: Skip
+
+    def run(self, ann: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+        found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        asked: dict[int, int] = {}  # graph parts: rows asked (n_g)
+        total = sum(self.counts)
+        for i, (part, count) in enumerate(zip(self.parts, self.counts, strict=True)):
+            if count == 0 or self.n <= 0:
+                continue
+            if ann and part.graph is not None:
+                asked[i] = graph_share(self.n, count, total)
+            found[i] = self._one(i, asked)
+        while more := _reask(found, asked, self.counts, self.n):
+            for i in more:
+                asked[i] = min(self.n, self.counts[i], 2 * asked[i])
+                found[i] = self._one(i, asked)
+        return list(found.values())
+
+    def _one(self, i: int, asked: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """Part i through its graph when `asked` holds it, else (or on under-fill: the part
+        then leaves `asked`) scanned exactly."""
+        part, stats = self.parts[i], self.stats
+        if i in asked:
+            got = _ann_part(part, self.query, asked[i], self.eligible, self.counts[i], stats,
+                            self.skip)
+            if got is not None:
+                return got
+            stats.fallbacks += 1
+            del asked[i]
+            stats.graphs.pop(part.segment.file, None)
+        return _exact_part(part, self.query, self.n, self.eligible, self.oks[i], self.ids,
+                           stats, self.skip)
+
+
+def _reask(found: dict[int, tuple[np.ndarray, np.ndarray]], asked: dict[int, int],
+           counts: Sequence[int], n: int) -> list[int]:
+    """Graph parts to ask again: asked for fewer than min(n, eligible) rows while their worst
+    candidate reaches the n-th best cosine of all candidates (so an unasked row of theirs
+    might too)."""
+    if not asked:
+        return []
+    every = np.concatenate([c for _, c in found.values()])
+    if len(every) < n:
+        return [i for i, want in asked.items() if want < min(n, counts[i])]
+    nth = float(np.partition(every, len(every) - n)[len(every) - n])
+    return [i for i, want in asked.items() if want < min(n, counts[i])
+            and len(found[i][1]) and float(found[i][1].min()) >= nth]
+
+
+def describe_graphs(n: int, per_graph: dict[str, tuple[int, int, int]]) -> str:
+    """EXPLAIN's account of the graph searches: n, and per distinct (n_g, k, ef) how many
+    graphs searched with it (the last round's values), with the formulas."""
+    groups = Counter(per_graph.values())
+    parts = ", ".join(f"{c} × (n_g {g}, k {k}, ef {ef})"
+                      for (g, k, ef), c in sorted(groups.items(), reverse=True))
+    return (f"n = {n} over {len(per_graph)} graph{'s' if len(per_graph) > 1 else ''}: {parts} "
+            f"[n_g = min(n, ⌈n·s + {SHARE_Z:g}·√(n·s·(1 − s))⌉), s = the graph's share of "
+            f"the eligible rows; k = ⌈{OVERSAMPLE:g}·(n_g + {PAD}) / f⌉, f = the eligible "
+            f"fraction of the graph, at most its rows and max(n_g, min({MAX_CANDIDATES}, "
+            f"{MAX_SHARE:g} of its rows)); ef = max({PARAMS.expansion_search}, k)]")
 
 
 def _merge(found: list[tuple[np.ndarray, np.ndarray]], n: int, ids: Sequence[str],

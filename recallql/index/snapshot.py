@@ -382,6 +382,11 @@ class CollectionSnapshot:
         `recallql.index.analysis.analyze`)."""
         return self._state.text.analyze(text)
 
+    @property
+    def analyzer_version(self) -> int:
+        """The analyser version the collection's text index was built with (`analyze`)."""
+        return int(self._state.text.version)
+
     def bm25_documents(self) -> int | None:
         """Documents BM25's statistics count (N): the live rows plus deleted or replaced ones
         whose documents are still in a tantivy segment (the Lucene rule, see
@@ -588,31 +593,49 @@ class CollectionSnapshot:
         """Stored fields of each row: ``rowid``, ``id``, ``doc_id``, ``entity``, ``position``,
         ``created_at`` (epoch seconds UTC or None), the text fields (``""`` when empty), and
         the declared fields (None when missing; timestamps as epoch seconds)."""
+        names = self.field_names
+        return [decode_row(names, record) for record in self.fetch_records(rowids)]
+
+    @property
+    def field_names(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(text field names, declared field names): what `decode_row` needs of the schema."""
+        return tuple(self.info.text_fields), tuple(self.info.fields)
+
+    def fetch_records(self, rowids: Sequence[int] | np.ndarray) -> list[tuple]:
+        """Each row's stored record, not decoded: (rowid, id, doc_id, entity, position,
+        created_at (NaN when missing), texts JSON, fields JSON or None); `decode_row` turns
+        one into `fetch`'s dict (a cluster shard sends records, its coordinator decodes the
+        page's).
+
+        Raises:
+            IndexError: a rowid out of range.
+        """
         rows = [int(r) for r in rowids]
         for r in rows:
             if not 0 <= r < self.size:
                 raise IndexError(f"rowid {r} out of range 0..{self.size - 1}")
         stored = self._state.meta.fetch(self._state.id, rows)
-        named = zip(self.ids.take(rows), self.doc_ids.take(rows), self.entities.take(rows),
-                    strict=True)
-        return [self._row(r, names, *stored[r]) for r, names in zip(rows, named, strict=True)]
-
-    def _row(self, rowid: int, names: tuple[str | None, ...], texts: str, fields: str | None
-             ) -> dict:
-        created = float(self.created_at[rowid])
-        item, doc, entity = names
-        out: dict = {"rowid": rowid, "id": item, "doc_id": doc, "entity": entity,
-                     "position": int(self.positions[rowid]),
-                     "created_at": None if math.isnan(created) else created}
-        text_values = json.loads(texts)
-        out.update({name: text_values.get(name, "") for name in self.info.text_fields})
-        field_values = json.loads(fields) if fields else {}
-        out.update({name: field_values.get(name) for name in self.info.fields})
-        return out
+        return [(r, item, doc, entity, int(self.positions[r]), float(self.created_at[r]),
+                 *stored[r])
+                for r, item, doc, entity in zip(rows, self.ids.take(rows), self.doc_ids.take(rows),
+                                                self.entities.take(rows), strict=True)]
 
     def explain_bm25(self, terms: Sequence[str], rowid: int) -> str:
         """tantivy's BM25 explanation of `terms` for one row, as JSON text."""
         return text_index.explain_bm25(self._searcher, terms, rowid)
+
+
+def decode_row(names: tuple[tuple[str, ...], tuple[str, ...]], record: tuple) -> dict:
+    """`CollectionSnapshot.fetch`'s dict of a stored record (`fetch_records`), given the
+    collection's (text field names, declared field names) (`field_names`)."""
+    rowid, item, doc, entity, position, created, texts, fields = record
+    out: dict = {"rowid": rowid, "id": item, "doc_id": doc, "entity": entity,
+                 "position": position, "created_at": None if math.isnan(created) else created}
+    text_values = json.loads(texts)
+    out.update({name: text_values.get(name, "") for name in names[0]})
+    field_values = json.loads(fields) if fields else {}
+    out.update({name: field_values.get(name) for name in names[1]})
+    return out
 
 
 def _str_view(column: Column, size: int) -> StrView:

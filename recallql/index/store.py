@@ -31,6 +31,7 @@ from pathlib import Path
 
 from recallql.index import batch as batches
 from recallql.index import changes, indexer, integrity, layout, maintenance
+from recallql.index import optimize as vector_merges
 from recallql.index import reindex as rebuilds
 from recallql.index import requests as keys
 from recallql.index.analysis import CURRENT_VERSION as CURRENT
@@ -45,6 +46,7 @@ from recallql.index.items import ItemBatch
 from recallql.index.keyterms import keyword_fields
 from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
 from recallql.index.metadata import CollectionRow, ExtraSql, MetadataStore
+from recallql.index.optimize import OptimizeReport
 from recallql.index.reindex import Progress, ReindexReport
 from recallql.index.schema import CollectionInfo, check_same, make_info
 from recallql.index.snapshot import CollectionSnapshot, CollectionState
@@ -364,6 +366,36 @@ class Store:
             found = None if path is None else stored_version(path)
             out[info.name] = state.text.version if state is not None else found or CURRENT
         return out
+
+    def optimize_vectors(self, name: str, *, threads: int | None = None,
+                         progress: Progress | None = None) -> OptimizeReport:
+        """Merge the collection's vector segments into one with its ANN graph, reusing the
+        largest input's graph (`recallql.index.optimize`); rows and answers are unchanged
+        (the ANN leg then searches one graph). Nothing is written when there is one segment
+        that needs nothing.
+
+        Args:
+            name: collection.
+            threads: graph insertion threads (default: the machine's CPUs, at most 4; the
+                graph then differs run to run).
+            progress: called with (rows added to the graph, rows to add).
+
+        Raises:
+            StoreError: unknown collection, read-only, closed or broken store; a storage
+                failure (the old segments stay; the new files are removed on the next open).
+            DatabaseLocked: another process's write held the lock for `lock_timeout`.
+        """
+        threads = threads or min(4, os.cpu_count() or 1)
+        with self._hold():
+            state = self._state(name)
+            self._begin(state)  # recovered from a crashed writer, at the committed batch
+            keep = batches.kept_rows(state, self.meta)
+            try:
+                return vector_merges.optimize_vectors(state, self.meta, keep, threads=threads,
+                                                      progress=progress)
+            except BaseException:
+                self._recover_after_failure(state)  # removes the new files
+                raise
 
     def vacuum(self) -> list[int]:
         """Purge every tombstoned row now: its tantivy document and its vector (`AS OF` can no

@@ -168,6 +168,29 @@ class SegmentFiles:
         finally:
             tmp.unlink(missing_ok=True)
 
+    def put_graph(self, segment_file: str, graph: AnnGraph) -> None:
+        """Persist the graph of a segment the manifest does not name yet (a forced merge,
+        `recallql.index.optimize`): saved beside it atomically and durably, an orphan with it
+        until the manifest commits.
+
+        Raises:
+            StoreError: the file cannot be written (disk full, permissions, I/O), naming it.
+        """
+        name = graphs.graph_name(segment_file)
+        if self.directory is None:
+            self._graphs[name] = graph
+            return
+        target = self.directory / name
+        try:
+            with storage_errors(target):
+                try:
+                    graph.save(target)
+                except RuntimeError as exc:  # usearch reports a failed write this way
+                    raise StoreError(f"cannot write {target}: {exc}") from exc
+        except BaseException:
+            target.with_name(target.name + ".tmp").unlink(missing_ok=True)
+            raise
+
     def graph_path(self, segment_file: str) -> Path | None:
         """Where the graph of a segment is (or would be) on disk; None in memory."""
         return None if self.directory is None else self.directory / graphs.graph_name(
