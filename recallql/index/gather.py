@@ -15,8 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from recallql.index.ranking import top_by_score
-from recallql.index.vectors import Segment, _candidates, matvec
+from recallql.index.vectors import Segment, _candidates, matvec, refine
 
 
 def segment_share(seg: Segment, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -83,14 +82,7 @@ def gathered_topn(segments: Sequence[Segment], query: np.ndarray, n: int, rows: 
     if not found:
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
     scores = np.concatenate([f[3] for f in found])
-    pick = _candidates(scores, n)
-    seg_no = np.concatenate([np.full(len(f[1]), f[0], np.int32) for f in found])[pick]
-    local = np.concatenate([f[1] for f in found])[pick]
-    rowids = np.concatenate([f[2] for f in found])[pick].astype(np.int64)
-    exact = np.empty(len(rowids), np.float32)
-    for no in np.unique(seg_no):
-        at = np.flatnonzero(seg_no == no)
-        exact[at] = matvec(segments[no].vecs[local[at]].astype(np.float64), query
-                           ).astype(np.float32)
-    order = np.asarray(top_by_score(exact, n, lambda i: ids[rowids[i]]), np.int64)
-    return rowids[order], exact[order]
+    seg_no = np.concatenate([np.full(len(f[1]), f[0], np.int32) for f in found])
+    local = np.concatenate([f[1] for f in found])
+    rowids = np.concatenate([f[2] for f in found])
+    return refine(segments, query, n, ids, seg_no, local, rowids, scores)

@@ -493,8 +493,22 @@ def semantic_topn(segments: Sequence[Segment], query: np.ndarray, n: int, eligib
     seg_no, local, rowids, scores = coarse
     if len(scores) == 0:
         return empty
+    return refine(segments, query, n, ids, seg_no, local, rowids, scores)
+
+
+def refine(segments: Sequence[Segment], query: np.ndarray, n: int, ids: Sequence[str],
+           seg_no: np.ndarray, local: np.ndarray, rowids: np.ndarray, scores: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top-n of coarse float32 candidates: those within `REFINE_MARGIN` of the n-th
+    coarse score, re-scored in float64 from their segments (`seg_no`, `local`: int[m] segment
+    index and row within it), rounded to float32, ordered by (−cosine, item id).
+
+    Returns:
+        (rowids int64[k], cosine float32[k]), k = min(n, m).
+    """
     pick = _candidates(scores, n)
-    seg_no, local, rowids = seg_no[pick], local[pick], rowids[pick]
+    seg_no, local = seg_no[pick], local[pick]
+    rowids = rowids[pick].astype(np.int64)
     exact = np.empty(len(rowids), np.float32)
     for no in np.unique(seg_no):
         at = np.flatnonzero(seg_no == no)
