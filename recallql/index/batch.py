@@ -386,17 +386,33 @@ def _merge_once(state: CollectionState, meta: MetadataStore, rows: list, k: int,
     by_file = {s.file: s for s in state.segments}
     inputs: list[Segment] = [by_file[r.file] for r in rows]
     parts, rowids = merged_parts(inputs, kept_rows(state, meta) if keep is None else keep)
-    seq = meta.committed_batch(meta.write)
-    taken = {r.file for r in meta.segments(state.id, meta.write)}
-    while (name := f"m{seq}-{k}.npy") in taken or state.files.exists(name):
-        k += 1  # never overwrite a file: a reader or the manifest may still name it
+    name = new_segment_name(state, meta, "m", k)
     if len(rowids):
         state.files.write(name, parts)
+    swap_segments(state, meta, [r.file for r in rows], name, rowids)
+
+
+def new_segment_name(state: CollectionState, meta: MetadataStore, prefix: str, k: int = 0
+                     ) -> str:
+    """``<prefix><batch>-<k>.npy`` with the first k from `k` that no manifest entry or file
+    has: never overwrite a file, a reader or the manifest may still name it."""
+    seq = meta.committed_batch(meta.write)
+    taken = {r.file for r in meta.segments(state.id, meta.write)}
+    while (name := f"{prefix}{seq}-{k}.npy") in taken or state.files.exists(name):
+        k += 1
+    return name
+
+
+def swap_segments(state: CollectionState, meta: MetadataStore, old: list[str], name: str,
+                  rowids: np.ndarray) -> None:
+    """Replace the manifest entries of the segment files `old` by `name` (already written,
+    with its graph if any; no entry when `rowids` is empty) in one transaction, then remove
+    the old files and reload the collection's segments."""
     with meta.transaction() as conn:
         conn.executemany("DELETE FROM segments WHERE collection_id = ? AND file = ?",
-                         [(state.id, r.file) for r in rows])
+                         [(state.id, file) for file in old])
         if len(rowids):
             conn.execute("INSERT INTO segments VALUES (?,?,?,?,?,?)",
                          manifest_values(state.id, name, rowids))
-    state.files.remove([r.file for r in rows])
+    state.files.remove(old)
     state.refresh_segments()

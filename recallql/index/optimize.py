@@ -30,7 +30,7 @@ import numpy as np
 
 from recallql.index import graphs
 from recallql.index.ann import AnnGraph
-from recallql.index.batch import manifest_values
+from recallql.index.batch import new_segment_name, swap_segments
 from recallql.index.vectors import Segment, merged_parts
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def optimize_vectors(state: CollectionState, meta: MetadataStore, keep: np.ndarr
         rows = sum(len(s.vecs) for s in inputs)
         return OptimizeReport(state.info.name, len(inputs), rows, 0, 0)
     parts, rowids = merged_parts(inputs, keep)
-    name = _new_name(state, meta)
+    name = new_segment_name(state, meta, "o")
     reused = added = 0
     if len(rowids):
         state.files.write(name, parts)
@@ -123,22 +123,5 @@ def optimize_vectors(state: CollectionState, meta: MetadataStore, keep: np.ndarr
             graph, reused, added = merged_graph(inputs, keep, state.info.dim, threads=threads,
                                                 progress=progress)
             state.files.put_graph(name, graph)
-    with meta.transaction() as conn:
-        conn.executemany("DELETE FROM segments WHERE collection_id = ? AND file = ?",
-                         [(state.id, s.file) for s in inputs])
-        if len(rowids):
-            conn.execute("INSERT INTO segments VALUES (?,?,?,?,?,?)",
-                         manifest_values(state.id, name, rowids))
-    state.files.remove([s.file for s in inputs])
-    state.refresh_segments()
+    swap_segments(state, meta, [s.file for s in inputs], name, rowids)
     return OptimizeReport(state.info.name, len(inputs), len(rowids), reused, added)
-
-
-def _new_name(state: CollectionState, meta: MetadataStore) -> str:
-    """``o<batch>-<k>.npy``: a name no manifest entry or file has."""
-    seq = meta.committed_batch(meta.write)
-    taken = {r.file for r in meta.segments(state.id, meta.write)}
-    k = 0
-    while (name := f"o{seq}-{k}.npy") in taken or state.files.exists(name):
-        k += 1
-    return name
