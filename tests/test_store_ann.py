@@ -97,10 +97,11 @@ def test_graphs_persist_and_merged_segments_get_new_ones(tmp_path):
         assert len(names) == 1 and next(iter(names)).startswith("m")
         assert store.build_graphs() == 1
         folder = tmp_path / "db" / "collections" / "docs" / "vectors"
-        assert sorted(p.suffix for p in folder.iterdir()) == [".hnsw", ".npy"]
+        assert sorted(p.suffix for p in folder.iterdir()) == [".hnsw", ".i8", ".npy"]
     with Store.open(tmp_path / "db", readonly=True) as reader:
         snap = reader.snapshot("docs")
         assert all(seg.graph is not None for seg in snap.state.segments)
+        assert all(seg.quantized is not None for seg in snap.state.segments)
         rowids, _, stats = snap.semantic_search(vecs[100], 3)
         assert stats.method == "ann" and snap.ids[rowids[0]] == "i100"
 

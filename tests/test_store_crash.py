@@ -226,15 +226,17 @@ def _check_as_writer(path: Path, started_from: int) -> int:
 
 
 def _check_files(db, name: str, graphs) -> None:
-    """The collection's files are what its manifest names (and their graphs), read under the
-    writer lock so that a waiting process's write cannot land in between."""
+    """The collection's files are what its manifest names (and their graphs and int8 copies),
+    read under the writer lock so that a waiting process's write cannot land in between."""
+    from recallql.index.quantized import copy_name
+
     with db.store.writing():
         state = db.store._state(name)
         assert state.text.batches_after(db.store.committed_batch()) == 0
         manifest = {s.file for s in db.store.meta.segments(state.id)}
         folder = state.files.directory
-        manifest |= {graphs.graph_name(f) for f in manifest
-                     if (folder / graphs.graph_name(f)).exists()}
+        manifest |= {extra for f in manifest for extra in (graphs.graph_name(f), copy_name(f))
+                     if (folder / extra).exists()}
         assert ({p.name for p in folder.iterdir()} if folder.exists() else set()) == manifest
         building = folder.parent / "building"
         assert not (building.exists() and list(building.iterdir()))

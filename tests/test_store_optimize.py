@@ -16,6 +16,7 @@ import pytest
 from recallql.index import graphs, semantic
 from recallql.index.ann import AnnGraph
 from recallql.index.errors import StoreError
+from recallql.index.filters import Cmp
 from recallql.index.semantic import VectorPart, graph_share, search
 from recallql.index.store import Store
 from recallql.index.vectors import Segment
@@ -77,8 +78,10 @@ def test_optimize_merges_into_one_segment_reusing_the_largest_graph(tmp_path, in
         report = store.optimize_vectors("docs", threads=1)
         assert (report.segments_before, report.rows) == (4, 400)
         assert (report.graph_reused, report.graph_added) == (150, 250)  # the 150-row graph
+        assert report.int8_rows == 400
         segs = store.snapshot("docs").state.segments
         assert len(segs) == 1 and segs[0].file.startswith("o") and segs[0].graph is not None
+        assert segs[0].quantized is not None and len(segs[0].quantized) == 400
         assert sorted(segs[0].graph.keys().tolist()) == segs[0].rowids.tolist()
         got = answers(store, queries)
         assert got == exact_before and answers(store, queries, "exact") == exact_before
@@ -93,7 +96,7 @@ def test_optimize_merges_into_one_segment_reusing_the_largest_graph(tmp_path, in
         again = store.optimize_vectors("docs")  # one segment with its graph: nothing to do
         assert (again.segments_before, again.graph_added, again.graph_reused) == (1, 0, 0)
     if path is not None:
-        assert [f[-5:] for f in vector_files(path)] == [".hnsw", "0.npy"]
+        assert [f[-5:] for f in vector_files(path)] == [".hnsw", "-0.i8", "0.npy"]
         with Store.open(path, readonly=True) as reader:
             assert answers(reader, queries) == exact_before
 
@@ -162,10 +165,77 @@ def test_files_of_an_optimize_killed_before_its_commit_are_orphans(tmp_path):
         parts, _ = optimize.merged_parts(inputs, keep)
         state.files.write("o9-0.npy", parts)  # what optimize writes before its commit
         state.files.put_graph("o9-0.npy", optimize.merged_graph(inputs, keep, DIM)[0])
-    assert sorted(set(vector_files(path)) - set(files)) == ["o9-0.hnsw", "o9-0.npy"]
+        state.files.put_copy("o9-0.npy", state.files.open_vectors("o9-0.npy", 400))
+    assert sorted(set(vector_files(path)) - set(files)) == ["o9-0.hnsw", "o9-0.i8", "o9-0.npy"]
     with Store.open(path) as writer:
         writer.recover()
         assert vector_files(path) == files and answers(writer, queries) == before
+
+
+def tenant_answers(store: Store, queries: np.ndarray) -> list:
+    """(ids, cosines, why) of `WHERE tenant = 't1'` semantic searches (a sparse posting
+    set: gathered, scanned exactly)."""
+    snap = store.snapshot("docs")
+    rows = snap.filter_rows(Cmp("tenant", "=", "t1"))
+    out = []
+    for q in queries:
+        rowids, cos, stats = snap.semantic_search(q, 5, rows)
+        out.append(([snap.ids[r] for r in rowids], cos.tolist(), stats.why))
+    return out
+
+
+def test_a_store_without_int8_copies_gets_them_from_optimize_only(tmp_path, monkeypatch):
+    """A store written before int8 copies (a segment with its graph, no copy) keeps
+    answering (scanned in float32), `check` warns, and `optimize` writes the copy beside the
+    same segment without a merge; the answers are the same with the copy."""
+    monkeypatch.setattr(semantic, "EXACT_MAX_ROWS", 500)
+    path = tmp_path / "db"
+    with open_store(path) as store:
+        fill(store)
+        store.optimize_vectors("docs", threads=1)
+        (seg,) = store.snapshot("docs").state.segments
+        with_copy = tenant_answers(store, unit_rows(6, 8))
+    assert all("int8 pre-scan of 100 rows" in why for _, _, why in with_copy)
+    (path / "collections" / "docs" / "vectors" / seg.file.replace(".npy", ".i8")).unlink()
+    with open_store(path) as store:
+        assert store.snapshot("docs").state.segments[0].quantized is None  # not rebuilt
+        plain = tenant_answers(store, unit_rows(6, 8))
+        assert [a[:2] for a in plain] == [a[:2] for a in with_copy]
+        assert all("int8" not in why for _, _, why in plain)
+        kinds = [p.kind for p in store.check().problems]
+        assert kinds == ["no-int8-copy"]
+        report = store.optimize_vectors("docs", threads=1)
+        assert (report.segments_before, report.int8_rows, report.graph_added) == (1, 400, 0)
+        (after,) = store.snapshot("docs").state.segments
+        assert after.file == seg.file and after.quantized is not None  # no merge
+        assert tenant_answers(store, unit_rows(6, 8)) == with_copy
+        assert store.check().ok
+        again = store.optimize_vectors("docs")
+        assert (again.int8_rows, again.graph_added) == (0, 0)
+
+
+def test_a_damaged_int8_copy_is_not_used_and_check_reports_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(semantic, "EXACT_MAX_ROWS", 500)
+    path = tmp_path / "db"
+    with open_store(path) as store:
+        fill(store)
+        store.optimize_vectors("docs", threads=1)
+        (seg,) = store.snapshot("docs").state.segments
+        want = tenant_answers(store, unit_rows(4, 8))
+    copy = path / "collections" / "docs" / "vectors" / seg.file.replace(".npy", ".i8")
+    data = bytearray(copy.read_bytes())
+    copy.write_bytes(bytes(data[:-10]))  # truncated
+    with open_store(path) as store:
+        assert [a[:2] for a in tenant_answers(store, unit_rows(4, 8))] == [
+            a[:2] for a in want]
+        problems = store.check().problems
+        assert [p.kind for p in problems] == ["int8-copy"] and "damaged" in problems[0].detail
+    data[-(DIM + 8) * 3] ^= 0x7F  # a code of row 397 changed
+    copy.write_bytes(bytes(data))
+    with open_store(path) as store:
+        problems = store.check().problems
+        assert [p.kind for p in problems] == ["int8-copy"]
+        assert "does not match" in problems[0].detail
 
 
 def test_cli_optimize_reports_the_merge(tmp_path):

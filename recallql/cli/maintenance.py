@@ -56,9 +56,10 @@ def optimize(db: DbOption = DEFAULT_DB, collection: CollectionOption = None) -> 
     index of each collection where that is the case (or whose analyser is out of date, or
     whose index lacks the filter terms of a declared str field: an index written before them,
     or a field added later), then merges each collection's vector segments into one with its
-    ANN (HNSW) graph, so a query searches one graph instead of one per segment (the largest
-    existing graph is reused). Answers do not change. Holds the writer lock meanwhile
-    (minutes for a million rows).
+    ANN (HNSW) graph and its int8 copy, so a query searches one graph instead of one per
+    segment (the largest existing graph is reused) and a filtered query pre-scans its rows in
+    int8 (a database written before int8 copies gets them this way). Answers do not change.
+    Holds the writer lock meanwhile (minutes for a million rows).
 
     \b
     Examples:
@@ -94,11 +95,15 @@ def _run(db: Path, collections: list[str] | None, only_needed: bool,
         out.print(f"{r.collection}: {r.rows:,} rows reindexed ({change}{counted}) "
                   f"in {r.seconds:.2f} s", markup=False)
     for m in merged:
-        if m.graph_added or m.graph_reused or m.segments_before > 1:
+        if m.segments_before == 1 and m.int8_rows and not m.graph_added:
+            out.print(f"{m.collection}: int8 copy of {m.int8_rows:,} vectors written (the "
+                      "exact pre-scan of filtered queries)", markup=False)
+        elif m.graph_added or m.graph_reused or m.segments_before > 1:
             out.print(f"{m.collection}: {m.segments_before} vector segments merged into one "
                       f"({m.rows:,} rows; ANN index: {m.graph_reused:,} rows reused, "
                       f"{m.graph_added:,} added)", markup=False)
-    if not reports and not any(m.segments_before > 1 or m.graph_added for m in merged):
+    if not reports and not any(m.segments_before > 1 or m.graph_added or m.int8_rows
+                               for m in merged):
         out.print("nothing to do: every text index is on the current analyser with exact "
                   "statistics" + (", and every collection has one vector segment" if vectors
                                   else ""), markup=False)

@@ -27,6 +27,7 @@ from recallql.index import graphs
 from recallql.index.ann import AnnGraph
 from recallql.index.errors import StoreError
 from recallql.index.metadata import CollectionRow, SegmentRow
+from recallql.index.quantized import copy_name, open_copy, pack, quantize
 from recallql.index.text import META_JSON, TextIndex
 from recallql.index.vectors import open_segment
 
@@ -207,6 +208,7 @@ def _check_vectors(base: Path | None, row: CollectionRow, segments: list, blobs:
                 problems.append(Problem(file, "error", "non-finite", f"{int(bad.sum())} vectors "
                                         f"hold NaN or infinity (first: row {first} of the "
                                         "file); the semantic leg skips them"))
+            _check_copy(base / "vectors" / seg.file, seg, vecs, problems)
         if base is not None:
             _check_graph(base / "vectors" / seg.file, seg, rowids, row.info.dim, problems)
         total += len(rowids)
@@ -245,12 +247,39 @@ def _check_graph(segment: Path, seg: SegmentRow, rowids: np.ndarray, dim: int,
                                 f"differ from its segment's ({len(keys)} against {len(rowids)})"))
 
 
+def _check_copy(segment: Path, seg: SegmentRow, vecs: np.ndarray,
+                problems: list[Problem]) -> None:
+    """The segment's int8 copy, when it has one, is the quantisation of its rows (the
+    pre-scan's bound holds only for the rows it was computed from)."""
+    path = segment.with_name(copy_name(seg.file))
+    if not path.exists():
+        if graphs.wants_graph(seg.n) and segment.with_name(graphs.graph_name(seg.file)).exists():
+            problems.append(Problem(str(segment), "warning", "no-int8-copy", f"{seg.n} rows "
+                                    "without an int8 copy (filtered queries scan them in "
+                                    "float32; `recallql optimize` writes it)"))
+        return
+    copy = open_copy(path, seg.n, vecs.shape[1])
+    if copy is None:
+        problems.append(Problem(str(path), "error", "int8-copy", "the int8 copy is damaged "
+                                "(unreadable, or not int8 of its segment's shape; it is not "
+                                "used, and `recallql optimize` rewrites it)"))
+        return
+    if not all(np.array_equal(pack(quantize(vecs[a:a + BLOCK])), pack(copy.take(np.arange(
+            a, min(seg.n, a + BLOCK))))) for a in range(0, seg.n, BLOCK)):
+        problems.append(Problem(str(path), "error", "int8-copy", "the int8 copy does not "
+                                "match its segment's vectors (filtered queries could miss "
+                                "rows): delete the file and run `recallql optimize`"))
+
+
+BLOCK = 65_536
+
+
 def _check_orphans(base: Path | None, segments: list, problems: list[Problem]) -> None:
     vectors = None if base is None else base / "vectors"
     if vectors is None or not vectors.is_dir():
         return
     known = {s.file for s in segments}
-    known |= {graphs.graph_name(name) for name in known}
+    known |= {graphs.graph_name(name) for name in known} | {copy_name(n) for n in known}
     for orphan in sorted(p.name for p in vectors.iterdir() if p.name not in known):
         problems.append(Problem(str(vectors / orphan), "warning", "orphan",
                                 "a file the manifest does not name (left by an unfinished "

@@ -7,6 +7,12 @@ rows are read: each segment's share of them is found by binary search over the a
 The arithmetic is that of `recallql.index.vectors.semantic_topn` — a float32 pass, the rows
 within `REFINE_MARGIN` of the n-th re-scored in float64 and rounded to float32, exact ties by
 item id — so the rows and cosines are the same as a scan of the same rows through a mask.
+
+A segment with an int8 copy (`recallql.index.quantized`) is pre-scanned through it first:
+gathering a row's 392 bytes instead of its 1,536, the bounded int8 scores keep only the rows
+that may be in the exact top-n (a superset of it, ties included), and only those are read
+in float32 and go through the same float32 pass and re-score — the same rows and cosines,
+at about a third of the memory traffic for a tenant's scattered rows.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from recallql.index.quantized import candidates
 from recallql.index.vectors import Segment, _candidates, matvec, refine
 
 
@@ -30,6 +37,10 @@ def segment_share(seg: Segment, rows: np.ndarray) -> tuple[np.ndarray, np.ndarra
     held[held] = seg.explicit[pos[held]] == inside[held]
     return pos[held], inside[held]
 
+
+#: A segment's share of the rows is pre-scanned through its int8 copy when it holds more
+#: than this many times the rows wanted (below, the candidates would be most of them).
+PRESCAN_FACTOR = 4
 
 #: Rows that lie in runs of consecutive rows at least this long on average (a session's rows,
 #: written in order) are scored run by run on views of the file; shorter runs are gathered
@@ -49,8 +60,8 @@ def _scores(vecs: np.ndarray, local: np.ndarray, q32: np.ndarray) -> np.ndarray:
 
 
 def gathered_topn(segments: Sequence[Segment], query: np.ndarray, n: int, rows: np.ndarray,
-                  ids: Sequence[str], skip: Callable[[str, np.ndarray], None] | None = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  ids: Sequence[str], skip: Callable[[str, np.ndarray], None] | None = None,
+                  prescan: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Exact cosine top-n over `rows`, ordered by (−cosine, item id).
 
     Args:
@@ -61,6 +72,8 @@ def gathered_topn(segments: Sequence[Segment], query: np.ndarray, n: int, rows: 
         ids: item id per rowid.
         skip: told ``(file, rowids)`` of rows whose stored vector is not finite (never
             returned).
+        prescan: when given, ``[rows pre-scanned in int8, of them read in float32]`` is
+            added to (for EXPLAIN).
 
     Returns:
         (rowids int64[k], cosine float32[k]), k = min(n, rows with a finite vector).
@@ -71,6 +84,12 @@ def gathered_topn(segments: Sequence[Segment], query: np.ndarray, n: int, rows: 
         local, rowids = segment_share(seg, rows)
         if not len(local) or n <= 0:
             continue
+        if seg.quantized is not None and len(local) > PRESCAN_FACTOR * n:
+            pick = candidates(seg.quantized.take(local), query, n)
+            if prescan is not None:
+                prescan[0] += len(local)
+                prescan[1] += len(pick)
+            local, rowids = local[pick], rowids[pick]
         score = _scores(seg.vecs, local, q32)
         finite = np.isfinite(score)
         if not finite.all():

@@ -160,7 +160,7 @@ class GraphBuilder:
                 if graph is None:
                     return done
                 publish = functools.partial(self._publish, state, seg)
-                if state.files.write_graph(seg.file, graph, publish):
+                if state.files.write_graph(seg.file, graph, publish, seg.vecs):
                     done += 1
                     with self._mutex:
                         state.attach_graph(seg.file)

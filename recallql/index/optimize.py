@@ -7,7 +7,11 @@ per segment: eight searches of a 160,000-row graph cost about six times one sear
 1,000,000-row graph at the same breadth (HNSW's cost grows with log n, not n). `optimize` merges
 every segment into one, whatever its tier (Lucene's ``forceMerge(1)``; Qdrant's optimizer
 does the same for its segments), dropping the rows no merge keeps, and builds that segment's
-graph before the manifest names it, so the new segment is never scanned exactly.
+graph and its int8 copy (`recallql.index.quantized`, the exact pre-scan of filtered queries)
+before the manifest names it, so the new segment is never scanned exactly in float32 alone.
+A single segment that has its graph but no int8 copy (a store written before int8 copies) is
+not merged: only its copy is written beside it (atomically: a temporary file renamed), which
+is how an existing database gets it — `recallql optimize`, never a rebuild on open.
 
 Graph reuse: the graph of the largest input that has one is copied (usearch restores a saved
 graph as a writable index), its tombstoned rows removed, and the other inputs' rows added;
@@ -53,6 +57,8 @@ class OptimizeReport:
         rows: rows of the merged segment.
         graph_reused: rows the merged graph took from an input's graph (not re-inserted).
         graph_added: rows inserted into the merged graph.
+        int8_rows: rows given an int8 copy (`recallql.index.quantized`: the exact pre-scan of
+            filtered queries); a store written before int8 copies gets them this way.
     """
 
     collection: str
@@ -60,15 +66,24 @@ class OptimizeReport:
     rows: int
     graph_reused: int
     graph_added: int
+    int8_rows: int = 0
 
 
 def needed(segments: Sequence[Segment], keep: np.ndarray) -> bool:
     """Whether a forced merge changes anything: more than one segment, a segment holding rows
-    no merge keeps, or a single large segment without its graph."""
+    no merge keeps, or a single large segment without its graph or its int8 copy."""
     if len(segments) > 1:
         return True
     return any(not s.eligible(keep).all() or (s.graph is None and graphs.wants_graph(
-        len(s.vecs))) for s in segments)
+        len(s.vecs))) for s in segments) or copy_only(segments, keep)
+
+
+def copy_only(segments: Sequence[Segment], keep: np.ndarray) -> bool:
+    """Whether the one thing to do is to give a single large segment, complete and with its
+    graph, its int8 copy (a store written before int8 copies)."""
+    return (len(segments) == 1 and segments[0].graph is not None
+            and segments[0].quantized is None and graphs.wants_graph(len(segments[0].vecs))
+            and bool(segments[0].eligible(keep).all()))
 
 
 def merged_graph(inputs: Sequence[Segment], keep: np.ndarray, dim: int, *, threads: int = 1,
@@ -114,6 +129,11 @@ def optimize_vectors(state: CollectionState, meta: MetadataStore, keep: np.ndarr
     if not needed(inputs, keep):
         rows = sum(len(s.vecs) for s in inputs)
         return OptimizeReport(state.info.name, len(inputs), rows, 0, 0)
+    if copy_only(inputs, keep):  # no merge: the segment stays, its copy is added beside it
+        seg = inputs[0]
+        state.files.put_copy(seg.file, seg.vecs)
+        state.attach_graph(seg.file)
+        return OptimizeReport(state.info.name, 1, len(seg.vecs), 0, 0, len(seg.vecs))
     parts, rowids = merged_parts(inputs, keep)
     name = new_segment_name(state, meta, "o")
     reused = added = 0
@@ -123,5 +143,7 @@ def optimize_vectors(state: CollectionState, meta: MetadataStore, keep: np.ndarr
             graph, reused, added = merged_graph(inputs, keep, state.info.dim, threads=threads,
                                                 progress=progress)
             state.files.put_graph(name, graph)
+            state.files.put_copy(name, state.files.open_vectors(name, len(rowids)))
     swap_segments(state, meta, [s.file for s in inputs], name, rowids)
-    return OptimizeReport(state.info.name, len(inputs), len(rowids), reused, added)
+    copied = len(rowids) if graphs.wants_graph(len(rowids)) else 0
+    return OptimizeReport(state.info.name, len(inputs), len(rowids), reused, added, copied)

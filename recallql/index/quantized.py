@@ -19,6 +19,7 @@ exact in float64.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -48,16 +49,61 @@ class Quantized:
         return Quantized(self.codes[rows], self.scale[rows], self.error[rows])
 
 
-def quantize(vectors: np.ndarray) -> Quantized:
-    """Quantise float32[m, d] rows (see the module docstring)."""
-    x = np.asarray(vectors, np.float32)
+def quantize(vectors: np.ndarray, block: int = 65_536) -> Quantized:
+    """Quantise float32[m, d] rows (see the module docstring), `block` rows at a time (the
+    float64 residual of a block is the working memory).
+
+    A row with a non-finite component (a damaged segment) gets codes 0, scale 0 and an
+    infinite error: it is then a candidate of every pre-scan, so the float32 re-score meets
+    it and reports it, as a plain scan would."""
+    x = np.asarray(vectors)
+    m, d = x.shape
+    out = Quantized(np.zeros((m, d), np.int8), np.zeros(m, np.float32), np.zeros(m, np.float32))
+    for start in range(0, m, block):
+        part = np.asarray(x[start:start + block], np.float32)
+        codes, scale, error = _quantize_block(part)
+        out.codes[start:start + block] = codes
+        out.scale[start:start + block] = scale
+        out.error[start:start + block] = error
+    return out
+
+
+def _quantize_block(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    finite = np.isfinite(x).all(axis=1)
+    if not finite.all():
+        x = np.where(finite[:, None], x, 0.0).astype(np.float32)
     peak = np.abs(x).max(axis=1) if x.size else np.zeros(len(x), np.float32)
     scale = (peak / 127.0).astype(np.float32)
     safe = np.where(scale > 0, scale, 1.0).astype(np.float32)
     codes = np.clip(np.rint(x / safe[:, None]), -127, 127).astype(np.int8)
     residual = x.astype(np.float64) - codes * scale.astype(np.float64)[:, None]
-    error = np.sqrt(np.einsum("ij,ij->i", residual, residual))
-    return Quantized(codes, scale, np.nextafter(error.astype(np.float32), np.inf))
+    error = np.nextafter(np.sqrt(np.einsum("ij,ij->i", residual, residual)).astype(np.float32),
+                         np.float32(np.inf))
+    error[~finite] = np.inf
+    return codes, scale, error
+
+
+#: Bytes after a row's codes in a packed copy: its scale and its error, float32 each.
+TAIL = 8
+
+
+def pack(q: Quantized) -> np.ndarray:
+    """int8[m, d + 8]: each row's codes, then its scale and error as little-endian float32
+    bytes — the layout of a segment's stored int8 copy (one ``.npy`` file, `unpack`)."""
+    m, d = q.codes.shape
+    out = np.empty((m, d + TAIL), np.int8)
+    out[:, :d] = q.codes
+    out[:, d:d + 4] = q.scale.astype("<f4").view(np.int8).reshape(m, 4)
+    out[:, d + 4:] = q.error.astype("<f4").view(np.int8).reshape(m, 4)
+    return out
+
+
+def unpack(packed: np.ndarray) -> Quantized:
+    """The `Quantized` rows of a packed int8[m, d + 8] array (views, no copy: a
+    memory-mapped file stays on disk until rows are taken)."""
+    d = packed.shape[1] - TAIL
+    return Quantized(packed[:, :d], packed[:, d:d + 4].view("<f4")[:, 0],
+                     packed[:, d + 4:].view("<f4")[:, 0])
 
 
 def _query(query: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -104,3 +150,29 @@ def candidates(q: Quantized, query: np.ndarray, n: int) -> np.ndarray:
     lower = scores - bounds
     tau = np.partition(lower, len(q) - n)[len(q) - n]
     return np.flatnonzero(scores + bounds >= tau).astype(np.int64)
+
+
+#: A segment's stored int8 copy: the file of the segment's stem with this suffix
+#: (``o7-0.npy`` → ``o7-0.i8``), a ``.npy`` of int8[m, d + 8] (`pack`).
+SUFFIX = ".i8"
+
+
+def copy_name(segment_file: str) -> str:
+    """The int8 copy file of a segment file (``b12.npy`` → ``b12.i8``)."""
+    stem = segment_file[:-4] if segment_file.endswith(".npy") else segment_file
+    return stem + SUFFIX
+
+
+def open_copy(path: Path, rows: int, dim: int) -> Quantized | None:
+    """Memory-map a stored int8 copy of `rows` rows of `dim` dimensions; None when the file
+    is missing or is not what it should be (wrong dtype, shape or size: the segment is then
+    scanned in float32, and `recallql check` reports the file)."""
+    try:
+        packed = np.load(path, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return None
+    if packed.dtype != np.int8 or packed.shape != (rows, dim + TAIL):
+        return None
+    return unpack(packed)

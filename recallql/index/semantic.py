@@ -191,7 +191,8 @@ def search(segments: Sequence[VectorPart | Segment], query: np.ndarray, n: int,
     Raises:
         ValueError: an unknown `method`.
     """
-    parts = [p if isinstance(p, VectorPart) else VectorPart(p, p.graph) for p in segments]
+    parts = [p if isinstance(p, VectorPart) else VectorPart(p, p.graph, p.quantized)
+             for p in segments]
     oks = [p.segment.eligible(eligible) for p in parts]
     counts = [int(np.count_nonzero(ok)) for ok in oks]
     graph_rows = sum(len(p.segment.vecs) for p in parts if p.graph is not None)

@@ -237,9 +237,9 @@ class CollectionState:
         return self.snapshot
 
     def attach_graph(self, file: str) -> None:
-        """Give segment `file` the ANN graph just published for it (`recallql.index.indexer`);
-        rows and batch are unchanged."""
-        self.segments = [self.files.with_graph(s) if s.file == file and s.graph is None else s
+        """Give segment `file` the ANN graph and int8 copy just published for it
+        (`recallql.index.indexer`, `recallql.index.optimize`); rows and batch are unchanged."""
+        self.segments = [self.files.with_graph(s) if s.file == file else s
                          for s in self.segments]
         if self.snapshot is not None:
             self.snapshot = CollectionSnapshot(self, self.snapshot.searcher)
@@ -537,9 +537,14 @@ class CollectionSnapshot:
         chosen, why = semantic.choose(rows.count, graph_rows, method)
         if chosen != "exact":
             return None
+        prescan = [0, 0]
         rowids, cos = gathered_topn(self._segments, query, n, rows.rows, self.ids,
-                                    self._state.note_skipped)
-        return rowids, cos, SemanticStats("exact", why, eligible=rows.count, scanned=rows.count)
+                                    self._state.note_skipped, prescan)
+        if prescan[0]:
+            why += (f"; int8 pre-scan of {prescan[0]:,} rows, {prescan[1]:,} re-scored in "
+                    "float32")
+        return rowids, cos, SemanticStats("exact", why, eligible=rows.count, scanned=rows.count,
+                                          rescored=prescan[1])
 
     def eligible_vectors(self, allowed: np.ndarray | RowSet | None = None) -> int:
         """Live, allowed rows that have a vector: the count the semantic leg's method is

@@ -17,7 +17,7 @@ import functools
 import math
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from recallql.index.ann import AnnGraph
 from recallql.index.connections import fsync_dir
 from recallql.index.errors import StoreError
 from recallql.index.metadata import SegmentRow
+from recallql.index.quantized import TAIL, Quantized, copy_name, open_copy, pack, quantize
 from recallql.index.ranking import top_by_score
 from recallql.index.storage import storage_errors
 
@@ -49,7 +50,8 @@ MIN_NORM = float(np.finfo(np.float32).tiny)
 @dataclass(frozen=True)
 class Segment:
     """A loaded segment: rowids int64[m] and vectors float32[m, dim] (memory-mapped on disk),
-    and its ANN graph when it has one (`recallql.index.graphs`; memory-mapped on disk)."""
+    and its ANN graph and int8 copy when it has them (`recallql.index.graphs`,
+    `recallql.index.quantized`; memory-mapped on disk)."""
 
     file: str
     lo: int
@@ -57,6 +59,7 @@ class Segment:
     vecs: np.ndarray
     explicit: np.ndarray | None = None
     graph: AnnGraph | None = None
+    quantized: Quantized | None = None
 
     @property
     def rowids(self) -> np.ndarray:
@@ -87,22 +90,26 @@ class Segment:
         return mask[self.lo:self.hi] if self.explicit is None else mask[self.explicit]
 
 
-def _write_rows(path: Path, dim: int, parts: Sequence[np.ndarray]) -> None:
-    """Write float32 rows (in parts) as one .npy file, atomically and durably.
+def _write_rows(path: Path, dim: int, parts: Iterable[np.ndarray], descr: str = "<f4",
+                rows: int | None = None) -> None:
+    """Write float32 rows (or rows of `descr`) in parts as one .npy file, atomically and
+    durably (`rows`: their count, when `parts` is an iterator).
 
     Raises:
         StoreError: the file cannot be written (disk full, permissions, I/O), naming it; the
             temporary file is removed.
     """
     tmp = path.with_name(path.name + ".tmp")
-    rows = sum(len(p) for p in parts)
-    header = {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)}
+    if rows is None:
+        parts = list(parts)
+        rows = sum(len(p) for p in parts)
+    header = {"descr": descr, "fortran_order": False, "shape": (rows, dim)}
     try:
         with storage_errors(tmp):
             with open(tmp, "wb") as out:
                 np.lib.format.write_array_header_1_0(out, header)
                 for part in parts:
-                    out.write(np.ascontiguousarray(part, dtype="<f4").data)
+                    out.write(np.ascontiguousarray(part, dtype=descr).data)
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, path)
@@ -125,6 +132,7 @@ class SegmentFiles:
         self.dim = dim
         self._memory: dict[str, np.ndarray] = {}
         self._graphs: dict[str, AnnGraph] = {}  # in memory: graph file -> graph
+        self._copies: dict[str, Quantized] = {}  # in memory: int8 copy file -> copy
         self._loaded: dict[str, Segment] = {}
 
     def write(self, name: str, parts: Sequence[np.ndarray]) -> None:
@@ -135,12 +143,14 @@ class SegmentFiles:
         self.directory.mkdir(parents=True, exist_ok=True)
         _write_rows(self.directory / name, self.dim, parts)
 
-    def write_graph(self, segment_file: str, graph: AnnGraph, publish: Callable[[], object]
-                    ) -> bool:
-        """Persist the graph of segment `segment_file`: saved and fsynced to a temporary file
-        outside the vector directory (recovery never sees it half-written), then, inside
-        ``publish()`` (a context manager: the caller's writer mutex), renamed into place if
-        the segment is still in the manifest (`publish` returns a true value).
+    def write_graph(self, segment_file: str, graph: AnnGraph, publish: Callable[[], object],
+                    vectors: np.ndarray | None = None) -> bool:
+        """Persist the graph of segment `segment_file` (and the int8 copy of its `vectors`,
+        when given): saved and fsynced to temporary files outside the vector directory
+        (recovery never sees them half-written), then, inside ``publish()`` (a context
+        manager: the caller's writer mutex), renamed into place if the segment is still in
+        the manifest (`publish` returns a true value), the copy first: a segment with a graph
+        and no copy is only ever one of an older store.
 
         Returns:
             Whether the graph was published.
@@ -150,23 +160,46 @@ class SegmentFiles:
         """
         name = graphs.graph_name(segment_file)
         if self.directory is None:
+            copy = None if vectors is None else quantize(vectors)
             with publish() as wanted:  # type: ignore[attr-defined]
                 if wanted:
                     self._graphs[name] = graph
+                    if copy is not None:
+                        self._copies[copy_name(segment_file)] = copy
                 return bool(wanted)
         building = self.directory.parent / "building"
-        tmp = building / f"{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"  # one per writer
+        tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"  # one per writer
+        tmp, tmp_copy = building / f"{name}.{tag}", building / f"{copy_name(segment_file)}.{tag}"
         try:
             with storage_errors(tmp):
                 building.mkdir(parents=True, exist_ok=True)
                 graph.save(tmp)
+                if vectors is not None:
+                    _write_copy(tmp_copy, vectors)
                 with publish() as wanted:  # type: ignore[attr-defined]
                     if wanted:
+                        if vectors is not None:
+                            os.replace(tmp_copy, self.directory / copy_name(segment_file))
                         os.replace(tmp, self.directory / name)
                         fsync_dir(self.directory)
                     return bool(wanted)
         finally:
             tmp.unlink(missing_ok=True)
+            tmp_copy.unlink(missing_ok=True)
+
+    def put_copy(self, segment_file: str, vectors: np.ndarray) -> None:
+        """Persist the int8 copy (`recallql.index.quantized`) of a segment's float32
+        `vectors`, atomically (a temporary file fsynced and renamed): for a segment the
+        manifest does not name yet (a forced merge) or one that lacks it (a store written
+        before int8 copies: `recallql optimize`).
+
+        Raises:
+            StoreError: the file cannot be written (disk full, permissions, I/O), naming it.
+        """
+        if self.directory is None:
+            self._copies[copy_name(segment_file)] = quantize(vectors)
+            return
+        _write_copy(self.directory / copy_name(segment_file), vectors)
 
     def put_graph(self, segment_file: str, graph: AnnGraph) -> None:
         """Persist the graph of a segment the manifest does not name yet (a forced merge,
@@ -205,15 +238,29 @@ class SegmentFiles:
             return None
         return AnnGraph.open(path, graphs.PARAMS, view=True)
 
+    def _load_copy(self, segment_file: str, rows: int) -> Quantized | None:
+        name = copy_name(segment_file)
+        if self.directory is None:
+            return self._copies.get(name)
+        return open_copy(self.directory / name, rows, self.dim)
+
     def with_graph(self, seg: Segment) -> Segment:
-        """`seg` with its graph, when its graph file exists now (the cache is updated)."""
-        graph = self._load_graph(seg.file)
-        if graph is None:
+        """`seg` with its graph and int8 copy, when their files exist now (the cache is
+        updated)."""
+        graph = seg.graph or self._load_graph(seg.file)
+        copy = seg.quantized or self._load_copy(seg.file, len(seg.vecs))
+        if graph is seg.graph and copy is seg.quantized:
             return seg
-        seg = dataclasses.replace(seg, graph=graph)
+        seg = dataclasses.replace(seg, graph=graph, quantized=copy)
         if seg.file in self._loaded:
             self._loaded[seg.file] = seg
         return seg
+
+    def open_vectors(self, name: str, rows: int) -> np.ndarray:
+        """The float32[rows, dim] vectors of a segment file just written (memory-mapped)."""
+        if self.directory is None:
+            return self._memory[name]
+        return open_segment(self.directory / name, rows, self.dim)
 
     def exists(self, name: str) -> bool:
         """Whether a segment file of that name exists."""
@@ -225,14 +272,17 @@ class SegmentFiles:
         """Delete segment files (missing ones are ignored)."""
         for name in names:
             self._loaded.pop(name, None)
-            graph = graphs.graph_name(name) if name.endswith(".npy") else None
+            extra = ([graphs.graph_name(name), copy_name(name)] if name.endswith(".npy")
+                     else [])
             if self.directory is None:
                 self._memory.pop(name, None)
-                self._graphs.pop(graph or "", None)
+                for other in extra:
+                    self._graphs.pop(other, None)
+                    self._copies.pop(other, None)
                 continue
             (self.directory / name).unlink(missing_ok=True)
-            if graph is not None:
-                (self.directory / graph).unlink(missing_ok=True)
+            for other in extra:
+                (self.directory / other).unlink(missing_ok=True)
         if self.directory is not None and names and self.directory.exists():
             fsync_dir(self.directory)
 
@@ -241,7 +291,8 @@ class SegmentFiles:
         graph file is named with it); return their names."""
         if self.directory is None or not self.directory.exists():
             return []
-        known = known | {graphs.graph_name(name) for name in known}
+        known = known | {graphs.graph_name(name) for name in known} | {
+            copy_name(name) for name in known}
         orphans = sorted(p.name for p in self.directory.iterdir() if p.name not in known)
         self.remove(orphans)
         return orphans
@@ -259,9 +310,18 @@ class SegmentFiles:
             vecs = open_segment(self.directory / row.file, row.n, self.dim)
         blob = rowids()
         explicit = None if blob is None else np.frombuffer(blob, dtype=np.int64)
-        seg = Segment(row.file, row.lo, row.hi, vecs, explicit, self._load_graph(row.file))
+        seg = Segment(row.file, row.lo, row.hi, vecs, explicit, self._load_graph(row.file),
+                      self._load_copy(row.file, row.n))
         self._loaded[row.file] = seg
         return seg
+
+
+def _write_copy(path: Path, vectors: np.ndarray, block: int = 65_536) -> None:
+    """Write the int8 copy of float32[m, d] `vectors` (`recallql.index.quantized.pack`),
+    quantised `block` rows at a time, atomically and durably."""
+    m, d = vectors.shape
+    parts = (pack(quantize(vectors[a:a + block])) for a in range(0, m, block))
+    _write_rows(path, d + TAIL, parts, descr="|i1", rows=m)
 
 
 def open_segment(path: Path, n: int, dim: int) -> np.ndarray:
