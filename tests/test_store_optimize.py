@@ -248,6 +248,20 @@ def test_cli_optimize_reports_the_merge(tmp_path):
     assert "docs: 2 vector segments merged into one (60 rows;" in run.stdout
 
 
+def test_cli_optimize_writes_a_missing_int8_copy(tmp_path):
+    path = tmp_path / "db"
+    with open_store(path) as store:
+        fill(store, sizes=(4100,))  # the subprocess has the real GRAPH_MIN_ROWS (4,096)
+        assert store.build_graphs() == 1
+        (seg,) = store.snapshot("docs").state.segments
+    copy = path / "collections" / "docs" / "vectors" / seg.file.replace(".npy", ".i8")
+    copy.unlink()
+    run = subprocess.run([sys.executable, "-m", "recallql.cli", "optimize", "--db", str(path)],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert copy.exists() and "docs: int8 copy of 4,100 vectors written" in run.stdout
+
+
 def test_graph_share_arithmetic():
     assert graph_share(100, 160_000, 1_000_000) == 27  # ⌈16 + 3·√13.44⌉ = ⌈26.998⌉
     assert graph_share(100, 20_000, 1_000_000) == 7  # ⌈2 + 3·√1.96⌉ = ⌈6.2⌉

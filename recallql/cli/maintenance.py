@@ -101,7 +101,8 @@ def _run(db: Path, collections: list[str] | None, only_needed: bool,
         elif m.graph_added or m.graph_reused or m.segments_before > 1:
             out.print(f"{m.collection}: {m.segments_before} vector segments merged into one "
                       f"({m.rows:,} rows; ANN index: {m.graph_reused:,} rows reused, "
-                      f"{m.graph_added:,} added)", markup=False)
+                      f"{m.graph_added:,} added{'; int8 copy written' if m.int8_rows else ''})",
+                      markup=False)
     if not reports and not any(m.segments_before > 1 or m.graph_added or m.int8_rows
                                for m in merged):
         out.print("nothing to do: every text index is on the current analyser with exact "

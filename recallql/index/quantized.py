@@ -35,17 +35,22 @@ class Quantized:
         codes: int8[m, d].
         scale: float32[m], ``max|x| / 127`` per row (0 for a zero row).
         error: float32[m], ``‖x − scale·codes‖`` per row, rounded up.
+        packed: the int8[m, d + 8] array the three are views of (`unpack`), if any: `take`
+            then gathers each row once (392 bytes a 384-d row) instead of three times.
     """
 
     codes: np.ndarray
     scale: np.ndarray
     error: np.ndarray
+    packed: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.codes)
 
     def take(self, rows: np.ndarray) -> Quantized:
         """The rows at `rows` (int64[k] positions)."""
+        if self.packed is not None:
+            return unpack(np.take(self.packed, rows, axis=0))
         return Quantized(self.codes[rows], self.scale[rows], self.error[rows])
 
 
@@ -103,7 +108,7 @@ def unpack(packed: np.ndarray) -> Quantized:
     memory-mapped file stays on disk until rows are taken)."""
     d = packed.shape[1] - TAIL
     return Quantized(packed[:, :d], packed[:, d:d + 4].view("<f4")[:, 0],
-                     packed[:, d + 4:].view("<f4")[:, 0])
+                     packed[:, d + 4:].view("<f4")[:, 0], packed)
 
 
 def _query(query: np.ndarray) -> tuple[np.ndarray, float, float]:
