@@ -43,6 +43,10 @@ NEW_ROWS_SQL = (
 )
 
 
+#: The `state` key counting committed schema changes (`MetadataStore.committed_head`).
+SCHEMA_KEY = "schema_version"
+
+
 @dataclass(frozen=True)
 class CollectionRow:
     """A collection as stored: its schema, SQLite id, next rowid, tantivy purge mark (rows
@@ -231,6 +235,19 @@ class MetadataStore:
         with self.reading(conn) as c:
             return int(c.execute(sql).fetchone()[0])
 
+    def committed_head(self, conn: sqlite3.Connection | None = None) -> tuple[int, int]:
+        """(last committed batch, schema version) in one read: the schema version counts
+        committed schema changes that start no batch (`add_fields`; 0 before the first), so
+        a process holding a collection's state can tell that its field schema is stale."""
+        sql = f"SELECT key, value FROM state WHERE key IN ('committed_batch', '{SCHEMA_KEY}')"
+        with self.reading(conn) as c:
+            found = dict(c.execute(sql).fetchall())
+        return int(found["committed_batch"]), int(found.get(SCHEMA_KEY, 0))
+
+    def schema_version(self, conn: sqlite3.Connection | None = None) -> int:
+        """The schema version (`committed_head`)."""
+        return self.committed_head(conn)[1]
+
     def collections(self, conn: sqlite3.Connection | None = None) -> list[CollectionRow]:
         """All collections, by name."""
         with self.reading(conn) as c:
@@ -268,6 +285,8 @@ class MetadataStore:
         with self.transaction() as conn:
             conn.execute("UPDATE collections SET fields = ? WHERE id = ?",
                          (json.dumps(fields), collection.id))
+            conn.execute(f"INSERT INTO state(key, value) VALUES ('{SCHEMA_KEY}', 1) "
+                         "ON CONFLICT(key) DO UPDATE SET value = value + 1")
             if fill is None:
                 return
             rows = conn.execute("SELECT row, fields FROM items WHERE collection_id = ?",

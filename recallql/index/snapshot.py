@@ -126,6 +126,7 @@ class CollectionState:
         self.snapshot: CollectionSnapshot | None = None
         self._id_rows: dict[str, int] | None = None  # writer only, built on first use
         self.broken = False
+        self.schema = 0  # the schema version it was built at (`MetadataStore.committed_head`)
         self.skipped: dict[str, set[int]] = {}  # segment file -> rows with non-finite vectors
 
     def current(self, seq: int) -> CollectionSnapshot:

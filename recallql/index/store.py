@@ -195,8 +195,10 @@ class Store:
                    fill: Callable[[dict], dict] | None = None) -> CollectionInfo:
         """Declare more filterable fields on an existing collection, as SQL's ``ALTER TABLE ADD
         COLUMN``: stored rows get what `fill(row_fields)` returns for them (a dict of new field
-        values; missing or None: absent). One transaction; the collection's cached state is
-        rebuilt on its next use. Text fields, vectors and the tantivy index are unchanged.
+        values; missing or None: absent). One transaction, which also increments the schema
+        version (`MetadataStore.committed_head`): the collection's cached state is rebuilt on
+        its next use, in this process and in every other one that has the database open.
+        Text fields, vectors and the tantivy index are unchanged.
 
         Returns:
             The collection's new `CollectionInfo`.
@@ -587,10 +589,11 @@ class Store:
             StoreError: unknown collection.
         """
         self.check_open()
-        committed = self.meta.committed_batch()
+        committed, schema = self.meta.committed_head()
         state = self._states.get(name)
         snap = None if state is None else state.snapshot
-        if snap is None or snap.seq != committed or state.broken:  # type: ignore[union-attr]
+        if state is None or snap is None or snap.seq != committed or state.broken \
+                or state.schema != schema:
             with self._mutex:
                 self.check_open()
                 snap = self._state(name).current(self.meta.committed_batch())
@@ -624,9 +627,13 @@ class Store:
         return None if base is None else base / "text"
 
     def _state(self, name: str) -> CollectionState:
+        """The collection's state, rebuilt when a refresh failed or when its field schema
+        changed since it was built (`add_fields`, in this process or another: a committed
+        schema change starts no batch, so the schema version is compared)."""
         state = self._states.get(name)
-        if state is not None and state.broken:  # a failed refresh: rebuild from SQLite
-            state.text.close()
+        schema = self.meta.schema_version()  # read before the row: never older than it
+        if state is not None and (state.broken or state.schema != schema):
+            state.text.close()  # a failed refresh or a new schema: rebuild from SQLite
             state = None
         if state is None:
             row = self._row(name)
@@ -635,6 +642,7 @@ class Store:
                              keywords=keyword_fields(row.info.fields))
             files = SegmentFiles(None if base is None else base / "vectors", row.info.dim)
             state = self._states[name] = CollectionState(row, self.meta, text, files)
+            state.schema = schema
         return state
 
     def close(self) -> None:
