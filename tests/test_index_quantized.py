@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recallql.index.quantized import approximate_scores, candidates, quantize
+from recallql.index.quantized import approximate_scores, candidates, pack, quantize, unpack
 
 
 def unit_rows(n: int, dim: int, seed: int) -> np.ndarray:
@@ -127,3 +127,13 @@ def test_a_damaged_row_meets_the_gathered_pre_scan_and_is_reported():
         assert bad not in got[0].tolist() and len(got[0]) == 5
         assert [r.tolist() for r in told] == [[bad]]
         assert np.isinf(quantize(bad_at_build).error[20])
+
+
+def test_candidates_of_some_rows_in_blocks_equal_those_of_the_gathered_rows():
+    x = unit_rows(3000, 32, 12)
+    q = unpack(pack(quantize(x)))  # as stored: views of one packed array
+    rows = np.arange(1, 3000, 3, dtype=np.int64)
+    query = unit(x[100] + 0.2 * unit_rows(1, 32, 13)[0])
+    want = candidates(quantize(x[rows]), query, 20)
+    assert candidates(q, query, 20, rows, block=64).tolist() == want.tolist()
+    assert candidates(q, query, 2000, rows).tolist() == list(range(len(rows)))

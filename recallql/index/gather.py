@@ -85,7 +85,7 @@ def gathered_topn(segments: Sequence[Segment], query: np.ndarray, n: int, rows: 
         if not len(local) or n <= 0:
             continue
         if seg.quantized is not None and len(local) > PRESCAN_FACTOR * n:
-            pick = candidates(seg.quantized.take(local), query, n)
+            pick = candidates(seg.quantized, query, n, local)
             if prescan is not None:
                 prescan[0] += len(local)
                 prescan[1] += len(pick)

@@ -138,7 +138,8 @@ def approximate_scores(q: Quantized, query: np.ndarray) -> tuple[np.ndarray, np.
     return scores, error + rho * (1.0 + error) + SLACK
 
 
-def candidates(q: Quantized, query: np.ndarray, n: int) -> np.ndarray:
+def candidates(q: Quantized, query: np.ndarray, n: int, rows: np.ndarray | None = None,
+               block: int = 65_536) -> np.ndarray:
     """Positions (int64, ascending) of the rows that may be in the exact cosine top-n: a
     superset of it, ties at the n-th score included.
 
@@ -146,14 +147,24 @@ def candidates(q: Quantized, query: np.ndarray, n: int) -> np.ndarray:
         q: the quantised rows.
         query: float64[d], L2-normalised.
         n: rows wanted.
+        rows: when given, only the rows at these ascending positions of `q` take part (the
+            result is then positions into `rows`); they are gathered `block` at a time, so a
+            scan of a million eligible rows never copies all their codes at once.
     """
-    if n <= 0 or len(q) == 0:
+    m = len(q) if rows is None else len(rows)
+    if n <= 0 or m == 0:
         return np.zeros(0, np.int64)
-    if n >= len(q):
-        return np.arange(len(q), dtype=np.int64)
-    scores, bounds = approximate_scores(q, query)
+    if n >= m:
+        return np.arange(m, dtype=np.int64)
+    if rows is None:
+        scores, bounds = approximate_scores(q, query)
+    else:
+        parts = [approximate_scores(q.take(rows[a:a + block]), query)
+                 for a in range(0, m, block)]
+        scores = np.concatenate([s for s, _ in parts])
+        bounds = np.concatenate([b for _, b in parts])
     lower = scores - bounds
-    tau = np.partition(lower, len(q) - n)[len(q) - n]
+    tau = np.partition(lower, m - n)[m - n]
     return np.flatnonzero(scores + bounds >= tau).astype(np.int64)
 
 

@@ -113,7 +113,8 @@ def _exact_part(part: VectorPart, query: np.ndarray, n: int, eligible: np.ndarra
     if part.quantized is None:
         return semantic_topn([seg], query, n, eligible, ids, skip)
     local = np.flatnonzero(ok)
-    pick = local[candidates(part.quantized.take(local), query, n)]
+    pick = (candidates(part.quantized, query, n) if len(local) == len(ok)
+            else local[candidates(part.quantized, query, n, local)])
     stats.rescored += len(pick)
     return _finite(seg, seg.rowids_at(pick), exact_cosines(query, seg.vecs[pick]), skip)
 
