@@ -214,6 +214,24 @@ def test_a_store_without_int8_copies_gets_them_from_optimize_only(tmp_path, monk
         assert (again.int8_rows, again.graph_added) == (0, 0)
 
 
+def test_a_reader_open_before_the_copy_was_written_uses_it_after_the_next_batch(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(semantic, "EXACT_MAX_ROWS", 500)
+    path = tmp_path / "db"
+    with open_store(path) as store:
+        fill(store)
+        store.optimize_vectors("docs", threads=1)
+        (seg,) = store.snapshot("docs").state.segments
+    (path / "collections" / "docs" / "vectors" / seg.file.replace(".npy", ".i8")).unlink()
+    with open_store(path) as writer, Store.open(path, readonly=True) as reader:
+        assert reader.snapshot("docs").state.segments[0].quantized is None
+        writer.optimize_vectors("docs", threads=1)  # the copy only: no batch
+        writer.ingest("docs", [{"id": "late", "body": "late", "tenant": "t1",
+                                "vector": unit_rows(1, 30)[0]}])
+        assert reader.snapshot("docs").state.segments[0].quantized is not None
+        assert "int8 pre-scan" in tenant_answers(reader, unit_rows(2, 8))[0][2]
+
+
 def test_a_damaged_int8_copy_is_not_used_and_check_reports_it(tmp_path, monkeypatch):
     monkeypatch.setattr(semantic, "EXACT_MAX_ROWS", 500)
     path = tmp_path / "db"

@@ -301,8 +301,8 @@ class SegmentFiles:
         """Open a manifest entry (cached per file; files are immutable)."""
         seg = self._loaded.get(row.file)
         if seg is not None:
-            if seg.graph is None and graphs.wants_graph(row.n):  # built since it was loaded?
-                seg = self.with_graph(seg)
+            if (seg.graph is None or seg.quantized is None) and graphs.wants_graph(row.n):
+                seg = self.with_graph(seg)  # built (or given its copy) since it was loaded?
             return seg
         if self.directory is None:
             vecs = self._memory[row.file]
