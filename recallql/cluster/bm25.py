@@ -19,7 +19,9 @@ the query's terms in plan order, as tantivy's union scorer adds them.
 
 A shard's unreturned rows are bounded with `Bm25Stats.bound`: a row's global score is at most
 `max_t(idf_g(t) / idf_s(t)) · max(1, avgdl_g / avgdl_s)` times its shard-local score, which is at
-most the last local score the shard returned (`ShardLexical.cut_score`).
+most the last local score the shard returned (`LexicalPart.cut_score`). The maximum runs over
+the terms an unreturned row may hold: a term whose every document on the shard (n_s(t), which
+counts deleted ones too) is among the returned rows is held by none of the others.
 """
 
 from __future__ import annotations
@@ -177,11 +179,17 @@ class Bm25Stats:
             total = np.where(f > 0, total + part, total).astype(np.float32)
         return total
 
-    def bound(self, local: Bm25Stats, terms: Sequence[str], counts: Sequence[int]) -> float:
+    def bound(self, local: Bm25Stats, terms: Sequence[str], counts: Sequence[int],
+              held: np.ndarray | None = None) -> float:
         """How many times its shard-local BM25 a row of the shard with statistics `local` can
-        score with these (global) statistics, at most (with `BOUND_SLACK` for rounding)."""
+        score with these (global) statistics, at most (with `BOUND_SLACK` for rounding).
+
+        Args:
+            held: bool[t] the query terms the rows in question may hold (None: all). A row
+                scores only on terms it holds, so the ratio is the largest over those.
+        """
         mine, theirs = self.weights(terms, counts), local.weights(terms, counts)
-        held = theirs > 0
+        held = theirs > 0 if held is None else (theirs > 0) & held
         if not held.any():
             return 0.0
         ratio = float(np.max(mine[held].astype(np.float64) / theirs[held].astype(np.float64)))
