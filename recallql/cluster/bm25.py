@@ -171,13 +171,12 @@ class Bm25Stats:
         """
         weights, norms = self.weights(terms, counts), self.norms()
         m = tf.shape[0]
-        total = np.zeros(m, np.float32)
-        norm = norms[np.asarray(codes, np.int64)] if m else np.zeros(0, np.float32)
-        for j in range(len(terms)):
-            f = tf[:, j].astype(np.float32)
-            part = weights[j] * (f / (f + norm))
-            total = np.where(f > 0, total + part, total).astype(np.float32)
-        return total
+        if not m or not len(terms):
+            return np.zeros(m, np.float32)
+        f = np.asarray(tf, np.float32).reshape(m, len(terms))
+        norm = norms[np.asarray(codes, np.int64)][:, None]
+        parts = weights[None, :] * (f / (f + norm))  # 0 where tf = 0: adding it changes nothing
+        return np.add.accumulate(parts, axis=1)[:, -1]  # float32, term by term, in plan order
 
     def bound(self, local: Bm25Stats, terms: Sequence[str], counts: Sequence[int],
               held: np.ndarray | None = None) -> float:

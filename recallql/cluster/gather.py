@@ -319,12 +319,16 @@ def _context_leg(spec: LegSpec, parts: list[LegBatch]) -> LegBatch:
 
 def _cut(spec: LegSpec, rowids: np.ndarray, scores: np.ndarray, ids: list[str],
          elapsed: int) -> LegBatch:
-    """A leg's global list: ordered by (−score, item id), cut at the window."""
-    keys = np.asarray(ids, dtype=str) if ids else np.zeros(0, dtype=str)
-    pick = np.lexsort((keys, -scores))[: spec.window].astype(np.int64)
+    """A leg's global list: ordered by (−score, item id), cut at the window (the item ids
+    are compared only when scores tie within the window's first N + 1)."""
+    order = np.argsort(-scores, kind="stable")
+    head = scores[order[: spec.window + 1]]
+    if head.shape[0] > 1 and (head[1:] == head[:-1]).any():
+        order = np.lexsort((np.asarray(ids, dtype=str), -scores))
+    pick = order[: spec.window].astype(np.int64)
     top = scores[pick]
     return LegBatch(spec.name, spec.kind, rowids[pick], top, competition_ranks(top),
-                    Strings.of(keys[pick].tolist()), spec.window, elapsed)
+                    Strings.of([ids[i] for i in pick.tolist()]), spec.window, elapsed)
 
 
 def _rekeyed(shard: int, features: Features, keep: np.ndarray | None) -> Features:
