@@ -182,6 +182,19 @@ def test_terms_every_returned_row_accounts_for_leave_the_bound(systems):
     assert checked > 500
 
 
+def test_top_order_is_score_then_item_id():
+    """`top_order` (a sort by score, then ids within tied groups) equals the lexicographic
+    order by (−score, item id), on random lists with many ties and without."""
+    rng = np.random.default_rng(7)
+    for trial in range(3000):
+        m, n = int(rng.integers(0, 40)), int(rng.integers(0, 45))
+        scores = rng.integers(0, 5, m).astype(np.float64) if trial % 2 else rng.random(m)
+        ids = [f"doc-{k}" for k in rng.permutation(500)[:m]]
+        keys = np.asarray(ids, dtype=str) if ids else np.zeros(0, dtype=str)
+        assert gather.top_order(scores, ids, n).tolist() \
+            == np.lexsort((keys, -scores))[:n].tolist()
+
+
 def test_fieldnorm_codes_are_tantivys():
     assert FIELD_NORMS[:41].tolist() == list(range(41))
     assert FIELD_NORMS[41:45].tolist() == [42, 44, 46, 48]

@@ -319,16 +319,31 @@ def _context_leg(spec: LegSpec, parts: list[LegBatch]) -> LegBatch:
 
 def _cut(spec: LegSpec, rowids: np.ndarray, scores: np.ndarray, ids: list[str],
          elapsed: int) -> LegBatch:
-    """A leg's global list: ordered by (−score, item id), cut at the window (the item ids
-    are compared only when scores tie within the window's first N + 1)."""
-    order = np.argsort(-scores, kind="stable")
-    head = scores[order[: spec.window + 1]]
-    if head.shape[0] > 1 and (head[1:] == head[:-1]).any():
-        order = np.lexsort((np.asarray(ids, dtype=str), -scores))
-    pick = order[: spec.window].astype(np.int64)
+    """A leg's global list: ordered by (−score, item id), cut at the window."""
+    pick = top_order(scores, ids, spec.window)
     top = scores[pick]
     return LegBatch(spec.name, spec.kind, rowids[pick], top, competition_ranks(top),
                     Strings.of([ids[i] for i in pick.tolist()]), spec.window, elapsed)
+
+
+def top_order(scores: np.ndarray, ids: Sequence[str], n: int) -> np.ndarray:
+    """int64[≤ n] the positions of the first n by (−score, id): a sort by score, then the
+    item ids of each group of tied scores that reaches into the first n (usually a few)."""
+    order = np.argsort(-scores, kind="stable")
+    if order.shape[0] <= 1 or n <= 0:
+        return order[:n].astype(np.int64)
+    ranked = scores[order]
+    end = int(np.searchsorted(-ranked, -ranked[min(n, ranked.shape[0]) - 1], side="right"))
+    tied = np.flatnonzero(ranked[1:end] == ranked[: end - 1])  # j: ranked[j] == ranked[j + 1]
+    if not tied.shape[0]:
+        return order[:n].astype(np.int64)
+    breaks = np.flatnonzero(np.diff(tied) > 1)
+    starts = tied[np.r_[0, breaks + 1]].tolist()
+    stops = (tied[np.r_[breaks, tied.shape[0] - 1]] + 2).tolist()
+    out = order[:end].tolist()
+    for a, b in zip(starts, stops, strict=True):
+        out[a:b] = sorted(out[a:b], key=ids.__getitem__)
+    return np.asarray(out[:n], np.int64)
 
 
 def _rekeyed(shard: int, features: Features, keep: np.ndarray | None) -> Features:
