@@ -43,7 +43,7 @@ def systems(index_shared_data, tmp_path_factory):
 
 def shard_legs(c, shard, plan):
     """A shard's own `legs` answer for `plan`: (packed batches, lexical parts, rows)."""
-    return loads(c.actor(shard).legs(dumps((plan.model_dump_json(), None, 0, None))))
+    return loads(c.actor(shard).legs(dumps((plan.model_dump_json(), None, None, 0, None))))
 
 
 def test_items_are_spread_over_every_shard(systems):
@@ -167,7 +167,7 @@ def test_terms_every_returned_row_accounts_for_leave_the_bound(systems):
         plan = c.plan("SEARCH cacm MATCHING :q USING LEXICAL LIMIT 10", q=q)
         leg = plan.legs[0]
         counts = leg.term_counts or (1,) * len(leg.terms)
-        short = [loads(c.actor(i).legs(dumps((plan.model_dump_json(), {"lexical": 20}, 0,
+        short = [loads(c.actor(i).legs(dumps((plan.model_dump_json(), None, {"lexical": 20}, 0,
                                               None)))) for i in range(4)]
         full = [shard_legs(c, i, plan) for i in range(4)]
         total = Bm25Stats.total([parts["lexical"].stats for _, parts, _ in full])

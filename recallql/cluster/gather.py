@@ -111,13 +111,13 @@ def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
          windows: dict[int, dict[str, int]], rows: dict[int, PendingRow | dict[str, Any]] | None,
          key: str | None) -> dict[int, _ShardRun]:
     ahead = 0 if rows is None else prefetch_rows(plan.need, len(shards))
-    text = plan.model_dump_json()
+    text, vectors = _bare(plan)
     requests: dict[tuple[tuple[str, int], ...], bytes] = {}  # one request per distinct windows
     sent = []
     for s in shards:
         wkey = tuple(sorted(windows[s].items()))
         if wkey not in requests:
-            requests[wkey] = dumps((text, windows[s], ahead, key))
+            requests[wkey] = dumps((text, vectors, windows[s], ahead, key))
         sent.append(requests[wkey])
     out = scatter("legs", shards, [(r,) for r in sent])
     runs = {}
@@ -129,6 +129,17 @@ def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
         if rows is not None:
             rows.update({(s << SHIFT) | record[0]: (names, record) for record in records})
     return runs
+
+
+def _bare(plan: QueryPlan) -> tuple[str, dict[str, np.ndarray]]:
+    """The plan's JSON without its query vectors, and the vectors by leg name (a shard puts
+    them back: `Shard.legs`)."""
+    vectors = {leg.name: leg.vector for leg in plan.legs if leg.vector is not None}
+    if vectors:
+        plan = plan.model_copy(update={"legs": tuple(
+            leg.model_copy(update={"vector": None}) if leg.vector is not None else leg
+            for leg in plan.legs)})
+    return plan.model_dump_json(), vectors
 
 
 def prefetch_rows(need: int, shards: int) -> int:

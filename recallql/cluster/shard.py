@@ -227,8 +227,10 @@ class Shard:
         """Run a plan's legs on this shard's share, on one snapshot.
 
         Args:
-            request: `wire.dumps` of (plan JSON, this shard's window per direct leg or None:
-                the plan's, rows to send ahead per leg, the plan's context key or None). A
+            request: `wire.dumps` of (plan JSON, the semantic legs' query vectors by leg name
+                (float32[d], sent apart from the JSON: parsed as floats they cost the most of
+                it; None: in the JSON), this shard's window per direct leg or None: the
+                plan's, rows to send ahead per leg, the plan's context key or None). A
                 window below the plan's is raised to the plan's when the plan has a context
                 leg and this share holds documents of several items (the context leg's
                 neighbours are looked up around the direct legs' rows, so it would see fewer);
@@ -243,14 +245,14 @@ class Shard:
         Raises:
             StalePlan: the plan was made with another context than this shard's (its key).
         """
-        plan_json, windows, prefetch, key = loads(request)
+        plan_json, vectors, windows, prefetch, key = loads(request)
         plan = self._parsed(plan_json)
         db = self.shared()
         snap = db.snapshot(plan.collection, as_of=plan.now if plan.as_of is not None else None)
         if key is not None and (mine := self._key(db, snap)) != key:
             raise StalePlan(self.index, mine)
-        if windows:
-            plan = _windowed(plan, windows, snap)
+        if windows or vectors:
+            plan = _adjusted(plan, vectors or {}, windows or {}, snap)
         batches = run_plan_legs(plan, snap, None)  # one thread: the shards run in parallel
         parts = {}
         for spec, batch in zip(plan.legs, batches.legs, strict=True):
@@ -345,19 +347,25 @@ class Shard:
         self._placement.close()
 
 
-def _windowed(plan: QueryPlan, windows: Mapping[str, int], snap: CollectionSnapshot
-              ) -> QueryPlan:
-    """`plan` with the direct legs' windows set to `windows` (never below the plan's when a
-    context leg would look for neighbours around fewer rows: see `Shard.legs`)."""
+def _adjusted(plan: QueryPlan, vectors: Mapping[str, np.ndarray], windows: Mapping[str, int],
+              snap: CollectionSnapshot) -> QueryPlan:
+    """`plan` with the legs' query vectors put back and the direct legs' windows set to
+    `windows` (never below the plan's when a context leg would look for neighbours around
+    fewer rows: see `Shard.legs`)."""
     floor = any(leg.kind is LegKind.CONTEXT for leg in plan.legs) and len(snap.neighbours) > 0
-    legs = tuple(leg if leg.name not in windows or leg.kind is LegKind.CONTEXT
-                 or windows[leg.name] == leg.window
-                 or (floor and windows[leg.name] < leg.window)
-                 else leg.model_copy(update={"window": windows[leg.name]})
-                 for leg in plan.legs)
+    legs = []
+    for leg in plan.legs:
+        update: dict[str, Any] = {}
+        if leg.name in vectors:
+            update["vector"] = vectors[leg.name]
+        window = windows.get(leg.name, leg.window)
+        if leg.kind is not LegKind.CONTEXT and window != leg.window \
+                and not (floor and window < leg.window):
+            update["window"] = window
+        legs.append(leg.model_copy(update=update) if update else leg)
     if all(a is b for a, b in zip(legs, plan.legs, strict=True)):
         return plan
-    return plan.model_copy(update={"legs": legs})
+    return plan.model_copy(update={"legs": tuple(legs)})
 
 
 def _ahead(batches: LegBatches, count: int) -> np.ndarray:
