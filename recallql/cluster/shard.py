@@ -30,7 +30,7 @@ from recallql.cluster.bm25 import ShardStats, fieldnorm_code
 from recallql.cluster.placement import CollectionDef, Placement
 from recallql.cluster.planner import PlanContext, StalePlan
 from recallql.cluster.terms import TERM_CACHE_ROWS, RowTerms
-from recallql.cluster.wire import dumps, loads, pack
+from recallql.cluster.wire import WireArray, array_from_wire, array_wire, dumps, loads, pack
 from recallql.engine.legs import LegBatches
 from recallql.engine.legs import run_legs as run_plan_legs
 from recallql.engine.plan import LegKind, QueryPlan
@@ -73,6 +73,16 @@ class LexicalPart:
     codes: np.ndarray
     cut_score: float
     exhausted: bool
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its arrays as bytes (`wire.array_wire`)."""
+        return (_lexical_part, (self.stats, array_wire(self.tf), array_wire(self.codes),
+                                self.cut_score, self.exhausted))
+
+
+def _lexical_part(stats: ShardStats, tf: WireArray, codes: WireArray, cut_score: float,
+                  exhausted: bool) -> LexicalPart:
+    return LexicalPart(stats, array_from_wire(tf), array_from_wire(codes), cut_score, exhausted)
 
 
 def tenant_dir(tenant: str) -> str:
