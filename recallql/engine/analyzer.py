@@ -94,6 +94,8 @@ class QuerySpec:
     #: How the semantic leg searches: ``auto`` (by eligible rows), ``exact`` or ``ann``
     #: (``USING SEMANTIC (exact)``).
     semantic_method: str = "auto"
+    #: The HNSW search breadth of ``USING SEMANTIC (ann, ef = N)``; None: the graphs' default.
+    semantic_ef: int | None = None
 
 
 _fail = fail
@@ -173,7 +175,13 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
         limit=DEFAULT_LIMIT if limit is None else limit,
         offset=stmt.offset_value,
         semantic_method=(stmt.using.method or "auto") if stmt.using else "auto",
+        semantic_ef=stmt.using.ef if stmt.using else None,
     )
+    if stmt.using is not None and spec.semantic_ef is not None \
+            and spec.semantic_ef < spec.window:
+        _fail(stmt, stmt.using, f"ef = {spec.semantic_ef} is below the semantic leg's window "
+              f"of {spec.window} rows", f"use ef ≥ {spec.window} (a graph search returns at "
+              "most ef rows; the leg raises ef to the candidates it asks for anyway)")
     _check_total(stmt, spec)
     return spec
 

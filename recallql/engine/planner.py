@@ -157,7 +157,8 @@ def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool,
                 name="semantic", kind=LegKind.SEMANTIC, operator="SemanticScan", window=n,
                 filter=spec.filter, fields=(), terms=(), term_counts=(), text=text,
                 vector=spec.vector, options={"dim": info.dim, **(
-                    {} if spec.semantic_method == "auto" else {"method": spec.semantic_method})}))
+                    {} if spec.semantic_method == "auto" else {"method": spec.semantic_method}),
+                    **({} if spec.semantic_ef is None else {"ef": spec.semantic_ef})}))
         else:
             notices.append(Notice(code=Reason.SEMANTIC_LEG_UNAVAILABLE, message=(
                 f"collection '{info.name}' has no embedder and no NEAR vector was given; ran "

@@ -32,6 +32,10 @@ from recallql.grammar.suggest import did_you_mean
 
 #: The methods ``USING SEMANTIC (...)`` may force (default: chosen per statement).
 SEMANTIC_METHODS = ("exact", "ann")
+#: ``USING SEMANTIC (ann, ef = N)``: the accepted HNSW search breadths (usearch walks a
+#: candidate list of ef rows; past 100,000 a graph search costs more than an exact scan of a
+#: million rows).
+EF_RANGE = (1, 100_000)
 
 if TYPE_CHECKING:
     from recallql.grammar.transform import AstBuilder
@@ -160,9 +164,9 @@ class ClauseCollector:
         return self.builder.value(tree.children[1])
 
     def using(self, tree: Tree) -> Any:
-        """``USING HYBRID | LEXICAL | SEMANTIC [(exact | ann)]``."""
+        """``USING HYBRID | LEXICAL | SEMANTIC [(exact | ann [, ef = N])]``."""
         mode = token_at(tree, 1).type.lower()
-        method = None
+        method, ef = None, None
         if len(tree.children) > 2:  # LPAR ident RPAR
             name = self.builder.ident(tree.children[3])
             method = name.name.lower()
@@ -175,7 +179,31 @@ class ClauseCollector:
                 raise self.builder.error(
                     f"USING LEXICAL has no semantic leg for ({method})", span_of(tree),
                     hint="the method applies to USING SEMANTIC or USING HYBRID")
-        return Using.model_construct(mode=mode, method=method, span=span_of(tree))
+        if len(tree.children) > 5:  # LPAR ident COMMA ident EQ INT RPAR
+            ef = self._ef(tree, method)
+        return Using.model_construct(mode=mode, method=method, ef=ef, span=span_of(tree))
+
+    def _ef(self, tree: Tree, method: str | None) -> int:
+        """The ``ef = N`` of ``USING SEMANTIC (ann, ef = N)``, checked."""
+        name = self.builder.ident(tree.children[5])
+        value = token_at(tree, 7)
+        if name.name.lower() != "ef":
+            raise self.builder.error(
+                f"unknown semantic search option {name.name!r}", name.span,
+                hint=did_you_mean(name.name, ("ef",)) or "the option is ef, the HNSW search "
+                "breadth: USING SEMANTIC (ann, ef = 400)")
+        if method != "ann":
+            raise self.builder.error(
+                f"ef applies to (ann), not ({method})", name.span,
+                hint="an exact scan has no search breadth: USING SEMANTIC (ann, ef = 400)")
+        ef = int(str(value))
+        low, high = EF_RANGE
+        if not low <= ef <= high:
+            raise self.builder.error(
+                f"ef = {ef} is out of range", span_of(value),
+                hint=f"ef is the HNSW candidate list: {low:,} … {high:,} (default 128; it is "
+                "raised to the candidates the leg asks for)")
+        return ef
 
     def near(self, tree: Tree) -> Any:
         """``NEAR <param>``."""

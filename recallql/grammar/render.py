@@ -200,7 +200,8 @@ _RENDERERS: dict[type, Callable[[Any], str]] = {
     Option: lambda n: f"{render(n.name)} = {render(n.value)}",
     NamedValue: lambda n: f"{render(n.name)} = {render(n.value)}",
     OptionList: lambda n: "(" + ", ".join(render(item) for item in n.items) + ")",
-    Using: lambda n: f"USING {n.mode.upper()}" + (f" ({n.method})" if n.method else ""),
+    Using: lambda n: f"USING {n.mode.upper()}" + (
+        f" ({n.method}{'' if n.ef is None else f', ef = {n.ef}'})" if n.method else ""),
     RecencyBoost: lambda n: "WITH RECENCY" + _options(n.options),
     NoRecency: lambda n: "WITHOUT RECENCY",
     SessionBoost: lambda n: "WITH SESSION BOOST" + _options(n.options),

@@ -84,14 +84,17 @@ class _WithOptions(Node):
 
 
 class Using(Node):
-    """``USING HYBRID | LEXICAL | SEMANTIC [(exact | ann)]``: which retrieval legs run, and
-    optionally how the semantic leg searches (`method`; None: chosen per statement from the
-    eligible row count)."""
+    """``USING HYBRID | LEXICAL | SEMANTIC [(exact | ann [, ef = N])]``: which retrieval legs
+    run, and optionally how the semantic leg searches (`method`; None: chosen per statement
+    from the eligible row count) and, for ``ann``, the HNSW search breadth `ef` (the peers'
+    knob: Qdrant ``hnsw_ef``, LanceDB ``.ef()``, Elasticsearch ``num_candidates``; None: the
+    graph's default)."""
 
     kind: Literal["using"] = Field(default="using", repr=False)
 
     mode: Literal["hybrid", "lexical", "semantic"]
     method: Literal["exact", "ann"] | None = None
+    ef: int | None = None
 
 
 class RecencyBoost(_WithOptions):

@@ -151,7 +151,7 @@ def graph_share(n: int, count: int, total: int) -> int:
 
 
 def _ann_part(part: VectorPart, query: np.ndarray, n: int, eligible: np.ndarray,
-              count: int, stats: SemanticStats, skip: Skip
+              count: int, stats: SemanticStats, skip: Skip, ef: int | None = None
               ) -> tuple[np.ndarray, np.ndarray] | None:
     seg = part.segment
     assert part.graph is not None
@@ -159,7 +159,7 @@ def _ann_part(part: VectorPart, query: np.ndarray, n: int, eligible: np.ndarray,
     def gather(rowids: np.ndarray) -> np.ndarray:
         return seg.vecs[seg.positions(rowids)]
 
-    got = ann_candidates(part.graph, query, n, eligible, gather, count)
+    got = ann_candidates(part.graph, query, n, eligible, gather, count, ef=ef)
     if got is None:
         return None
     rowids, cos, ann = got
@@ -172,7 +172,8 @@ def _ann_part(part: VectorPart, query: np.ndarray, n: int, eligible: np.ndarray,
 
 def search(segments: Sequence[VectorPart | Segment], query: np.ndarray, n: int,
            eligible: np.ndarray, ids: Sequence[str], method: str = "auto",
-           skip: Skip = None) -> tuple[np.ndarray, np.ndarray, SemanticStats]:
+           skip: Skip = None, ef: int | None = None
+           ) -> tuple[np.ndarray, np.ndarray, SemanticStats]:
     """Cosine top-n over eligible rows, ordered by (−cosine, item id).
 
     Args:
@@ -185,6 +186,8 @@ def search(segments: Sequence[VectorPart | Segment], query: np.ndarray, n: int,
         method: ``"auto"`` (`choose`), ``"exact"`` or ``"ann"``.
         skip: told ``(file, rowids)`` of rows an exact scan found with a non-finite stored
             vector (never returned).
+        ef: the HNSW search breadth of each graph search (``USING SEMANTIC (ann, ef = N)``;
+            raised to the candidates asked, k, when lower); None: the graph's default, 128.
 
     Returns:
         (rowids int64[m], cosine float32[m], stats).
@@ -204,12 +207,12 @@ def search(segments: Sequence[VectorPart | Segment], query: np.ndarray, n: int,
         stats.scanned = sum(counts)
         rowids, cos = semantic_topn([p.segment for p in parts], query, n, eligible, ids, skip)
         return rowids, cos, stats
-    found = _Parts(parts, oks, counts, query, n, eligible, ids, stats, skip).run(
+    found = _Parts(parts, oks, counts, query, n, eligible, ids, stats, skip, ef).run(
         chosen == "ann")
     if chosen == "ann" and (stats.fallbacks or graph_rows < all_rows):
         stats.method = "ann+exact"
     if stats.graphs:
-        stats.why += "; " + describe_graphs(n, stats.graphs)
+        stats.why += "; " + describe_graphs(n, stats.graphs, ef)
     return _merge(found, n, ids, stats)
 
 
@@ -227,6 +230,7 @@ class _Parts:
     ids: Sequence[str]
     stats: SemanticStats
     skip: Skip
+    ef: int | None = None
 
     def run(self, ann: bool) -> list[tuple[np.ndarray, np.ndarray]]:
         found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -250,7 +254,7 @@ class _Parts:
         part, stats = self.parts[i], self.stats
         if i in asked:
             got = _ann_part(part, self.query, asked[i], self.eligible, self.counts[i], stats,
-                            self.skip)
+                            self.skip, self.ef)
             if got is not None:
                 return got
             stats.fallbacks += 1
@@ -275,9 +279,13 @@ def _reask(found: dict[int, tuple[np.ndarray, np.ndarray]], asked: dict[int, int
             and len(found[i][1]) and float(found[i][1].min()) >= nth]
 
 
-def describe_graphs(n: int, per_graph: dict[str, tuple[int, int, int]]) -> str:
+def describe_graphs(n: int, per_graph: dict[str, tuple[int, int, int]],
+                    ef: int | None = None) -> str:
     """EXPLAIN's account of the graph searches: n, and per distinct (n_g, k, ef) how many
-    graphs searched with it (the last round's values), with the formulas."""
+    graphs searched with it (the last round's values), with the formulas (`ef`: the
+    statement's ``USING SEMANTIC (ann, ef = N)``, if any)."""
+    base = (f"{PARAMS.expansion_search}" if ef is None
+            else f"{ef} (USING SEMANTIC (ann, ef = {ef}))")
     groups = Counter(per_graph.values())
     parts = ", ".join(f"{c} × (n_g {g}, k {k}, ef {ef})"
                       for (g, k, ef), c in sorted(groups.items(), reverse=True))
@@ -285,7 +293,7 @@ def describe_graphs(n: int, per_graph: dict[str, tuple[int, int, int]]) -> str:
             f"[n_g = min(n, ⌈n·s + {SHARE_Z:g}·√(n·s·(1 − s))⌉), s = the graph's share of "
             f"the eligible rows; k = ⌈{OVERSAMPLE:g}·(n_g + {PAD}) / f⌉, f = the eligible "
             f"fraction of the graph, at most its rows and max(n_g, min({MAX_CANDIDATES}, "
-            f"{MAX_SHARE:g} of its rows)); ef = max({PARAMS.expansion_search}, k)]")
+            f"{MAX_SHARE:g} of its rows)); ef = max({base}, k)]")
 
 
 def _merge(found: list[tuple[np.ndarray, np.ndarray]], n: int, ids: Sequence[str],

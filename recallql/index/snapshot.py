@@ -499,7 +499,8 @@ class CollectionSnapshot:
 
     def semantic_search(self, vec: np.ndarray, n: int,
                         allowed: np.ndarray | RowSet | None = None,
-                        method: str = "auto") -> tuple[np.ndarray, np.ndarray, SemanticStats]:
+                        method: str = "auto", ef: int | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, SemanticStats]:
         """`semantic_topn` with the method chosen or forced, and how it ran.
 
         Args:
@@ -509,6 +510,8 @@ class CollectionSnapshot:
             method: ``"auto"`` (exact for at most `recallql.index.semantic.EXACT_MAX_ROWS`
                 eligible rows, ANN with oversampling above, exact for a segment whose
                 filtered ANN search under-fills), ``"exact"`` or ``"ann"``.
+            ef: HNSW search breadth of the graph searches (``USING SEMANTIC (ann, ef = N)``;
+                raised to the candidates asked when lower); None: the graphs' default.
 
         Returns:
             (rowids int64[m], cosine float32[m], `SemanticStats`: method, why, eligible
@@ -528,7 +531,7 @@ class CollectionSnapshot:
         if self._span > self.size:  # AS OF: the segments also hold later rows
             eligible = np.concatenate([eligible, np.zeros(self._span - self.size, bool)])
         return semantic.search(self._segments, query, n, eligible, self.ids, method,
-                               self._state.note_skipped)
+                               self._state.note_skipped, ef)
 
     def _gathered(self, query: np.ndarray, n: int, rows: RowSet, method: str
                   ) -> tuple[np.ndarray, np.ndarray, SemanticStats] | None:

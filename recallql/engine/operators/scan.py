@@ -140,6 +140,8 @@ class SemanticScan(LegScan):
             props["filter"] = "pushed"
         if "method" in spec.options:
             props["method"] = spec.options["method"]
+        if "ef" in spec.options:
+            props["ef"] = spec.options["ef"]
         return self.named(props)
 
     def search(self, ctx: LegContext) -> tuple[np.ndarray, np.ndarray]:
@@ -148,13 +150,19 @@ class SemanticScan(LegScan):
         allowed = ctx.rows(self.spec.filter)
         rowids, scores, stats = ctx.snapshot.semantic_search(
             self.spec.vector, ctx.fetch_size(self.spec.window), allowed,
-            method=str(self.spec.options.get("method", "auto")))
+            method=str(self.spec.options.get("method", "auto")), ef=_ef(self.spec.options))
         ctx.notes[self.spec.name] = (stats.method, stats.why)
         if allowed is not None:  # a sparse set is gathered row by row when scanned exactly
             ctx.filters[self.spec.name] = (
                 f"posting rows={stats.eligible}" if allowed.sparse and stats.method == "exact"
                 else f"mask rows={stats.eligible}")
         return np.asarray(rowids, np.int64), np.asarray(scores, np.float64)
+
+
+def _ef(options: dict[str, Any]) -> int | None:
+    """The ``ef`` of ``USING SEMANTIC (ann, ef = N)`` in a semantic leg's options."""
+    ef = options.get("ef")
+    return None if ef is None else int(ef)
 
 
 @register_leg
