@@ -313,3 +313,22 @@ def test_a_message_with_undecodable_text_is_skipped_and_the_rest_imports(db, sto
     assert (report.sessions, report.messages) == (17, 20)
     assert "hermes:conv-root:1" not in db.execute(LEX, q="kubernetes migration plan").ids()
     assert "hermes:conv-root:2" in db.execute(LEX, q="staging cluster").ids()
+
+
+def test_a_message_appended_while_importing_keeps_its_own_message_id(db, store):
+    """Message ids are assigned inside each batch's write, not when the import is planned: a
+    write committed in between (another thread or process; here the progress hook, called
+    after planning) does not share its id with an imported message (found by trials: the
+    appended message and the first imported one both got message_id 1)."""
+    db.sessions.create("mine", "agent")
+    appended: list[int] = []
+
+    def progress(done: int, total: int) -> None:
+        if done == 0:
+            appended.append(db.messages.append("mine", "user", "written while importing"))
+
+    db.import_hermes(store, progress=progress)
+    snap = db.snapshot("messages")
+    ids = snap.values("message_id", np.flatnonzero(snap.live).tolist())
+    assert appended == [1]
+    assert len(ids) == 22 and sorted(ids) == list(range(1, 23))

@@ -135,6 +135,7 @@ class _SessionWork:
     added: bool
     items: list[dict[str, Any]] = field(default_factory=list)
     updated_items: int = 0
+    new_items: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -319,6 +320,8 @@ def _plan_messages(work: _SessionWork, msgs: list[dict[str, Any]], source: str,
                             m["timestamp"], m["active"], m["compacted"], source=source,
                             agent_id=AGENT_ID)
         work.items.append({**item, "id": item_id})
+        if old is None:
+            work.new_items.append(work.items[-1])
     return next_id
 
 
@@ -337,12 +340,22 @@ def _write(db: Any, plan: _Plan, progress: Progress | None, batch_size: int) -> 
     for group in _batches(plan.work, batch_size):
         items = [item for w in group for item in w.items]
         rows = [w.row for w in group if w.row is not None]
-        db.store.ingest(COLLECTION, items, embedder, extra_sql=_upsert(rows, updates))
+        with db.store.writing():  # ids after the committed ones, as `db.messages` assigns them
+            _number([item for w in group for item in w.new_items], db.snapshot(COLLECTION))
+            db.store.ingest(COLLECTION, items, embedder, extra_sql=_upsert(rows, updates))
         batches += 1
         done += len(items)
         if progress is not None:
             progress(done, total)
     return batches, sum(u.changed for u in updates)
+
+
+def _number(new_items: list[dict[str, Any]], snap: Any) -> None:
+    """Give a batch's new message items fresh database-unique ``message_id`` values after the
+    committed ones (call it holding the writer): a write committed since the import was
+    planned (another thread or process) may have taken the planned ones."""
+    for message_id, item in enumerate(new_items, start=next_message_id(snap)):
+        item["message_id"] = message_id
 
 
 def _upsert(rows: list[tuple], updates: list[roots.RootUpdate]) -> Callable[[Any], None]:
