@@ -12,8 +12,10 @@ byte-identical). Mapping:
 - **Message** → an item of ``messages``: item id ``hermes:<session_id>:<hermes message id>``,
   text ``content`` (``"\\x00json:"`` structured content decoded to its text parts), ``role``,
   ``created_at`` = the message time, ``active`` / ``compacted`` kept, ``seq`` = 1-based position
-  among the session's messages in the file, a fresh database-unique ``message_id``; embedded with
-  the collection's embedder at ingest. Messages without text are skipped (nothing to find).
+  among the session's messages in the file (or just after the session's last stored message,
+  when a message appended through recallql holds that seq), a fresh database-unique
+  ``message_id`` (both assigned inside the batch's write); embedded with the collection's
+  embedder at ingest. Messages without text are skipped (nothing to find).
 
 Re-importing: sessions and messages already imported are matched by id. A session row that
 changed (e.g. it has ended since) is updated; a message whose flags, role or time changed (e.g.
@@ -40,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from recallql.importers.hermes_store import HermesStore, read_hermes_store
 from recallql.sessions import roots
-from recallql.sessions.messages import COLLECTION, message_item, next_message_id
+from recallql.sessions.messages import COLLECTION, message_item, next_message_id, next_seq
 from recallql.sessions.signals import validate_id
 from recallql.sessions.state import MAX_TIME, MIN_TIME
 
@@ -352,10 +354,18 @@ def _write(db: Any, plan: _Plan, progress: Progress | None, batch_size: int) -> 
 
 def _number(new_items: list[dict[str, Any]], snap: Any) -> None:
     """Give a batch's new message items fresh database-unique ``message_id`` values after the
-    committed ones (call it holding the writer): a write committed since the import was
-    planned (another thread or process) may have taken the planned ones."""
+    committed ones, and seqs after their session's committed messages (call it holding the
+    writer): a write committed since the import was planned (another thread or process) may
+    have taken the planned ids, and a message appended through recallql to an imported open
+    session holds the seq that the file's next message would take. A seq stays the file
+    position when that is free."""
+    last: dict[str, int] = {}
     for message_id, item in enumerate(new_items, start=next_message_id(snap)):
         item["message_id"] = message_id
+        sid = item["session_id"]
+        if sid not in last:
+            last[sid] = next_seq(snap, sid) - 1
+        item["seq"] = item["position"] = last[sid] = max(item["seq"], last[sid] + 1)
 
 
 def _upsert(rows: list[tuple], updates: list[roots.RootUpdate]) -> Callable[[Any], None]:
