@@ -24,7 +24,7 @@ from recallql.sessions.lineage import (
     SessionRow,
     verify,
 )
-from recallql.sessions.stored import StoredRoots
+from recallql.sessions.stored import AsOfRoots, StoredRoots
 
 
 def _as_at(fetch: Callable[[str], SessionRow | None], at: float
@@ -88,11 +88,14 @@ class LineageAccess:
 
         `as_of` (epoch seconds UTC, a statement's ``AS OF``): lineage as it was then. The
         stored roots are today's; when a session ended after `as_of` (it was open then, so an
-        edge to it was no continuation and its hits were live), the roots are walked instead
-        (budget B) over the rows as they were at `as_of`: such a session's end is undone.
+        edge to it was no continuation and its hits were live), `AsOfRoots` walks the rows as
+        they were at `as_of` (such a session's end undone; budget B) where the stored roots
+        no longer hold, and reads them where they do.
         """
         if as_of is not None and conn.execute(
                 "SELECT 1 FROM sessions WHERE ended_at > ? LIMIT 1", (as_of,)).fetchone():
+            if self._has_roots(conn):
+                return AsOfRoots(conn, as_of, budget)
             return LineageResolver(_as_at(self.fetcher(conn), as_of), budget)
         if self._has_roots(conn):
             return StoredRoots(conn, budget)
