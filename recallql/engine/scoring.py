@@ -151,17 +151,29 @@ def context_credit(weight: float, doc: np.ndarray, place: np.ndarray, relevance:
     order = order[doc[order] >= 0]
     if not order.shape[0]:
         return credit, source, distance
-    a, b = _same_document_pairs(doc[order])
-    a, b = order[a], order[b]
-    keep = (a != b) & giver[b]
-    a, b = a[keep], b[keep]
-    if not a.shape[0]:
+    i, j = _same_document_pairs(doc[order])  # pairs of positions in `order`
+    keep = (i != j) & giver[order][j]
+    i, j = i[keep], j[keep]
+    if not i.shape[0]:
         return credit, source, distance
-    d = np.abs(place[a] - place[b])
-    value = np.power(float(weight), d) * relevance[b]
-    first = _best_pairs(a, value, d, place[b] > place[a])
-    credit[a[first]], source[a[first]], distance[a[first]] = value[first], b[first], d[first]
+    at = place[order]
+    pi, pj = at[i], at[j]
+    d = np.abs(pi - pj)
+    value = _powers(float(weight), d) * relevance[order][j]
+    first = _best_pairs(i, value, d, pj > pi)
+    a, b = order[i[first]], order[j[first]]
+    credit[a], source[a], distance[a] = value[first], b, d[first]
     return credit, source, distance
+
+
+def _powers(base: float, exponent: np.ndarray) -> np.ndarray:
+    """`np.power(base, exponent)` for int64 exponents ≥ 0, read from a table of the powers up to
+    the largest exponent when that is shorter (the same ufunc call on an array, so the same
+    values bit for bit; pow is the costly part of many pairs at few distances)."""
+    top = int(exponent.max())
+    if top + 1 >= exponent.shape[0]:
+        return np.power(base, exponent)
+    return np.power(base, np.arange(top + 1, dtype=np.int64))[exponent]
 
 
 def _starts(keys: np.ndarray) -> np.ndarray:

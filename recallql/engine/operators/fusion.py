@@ -210,16 +210,17 @@ def _credit(cands: Candidates, batch: LegBatch, relevance: np.ndarray, weight: f
     for leg in cands.legs:
         if leg.kind is not LegKind.CONTEXT:
             giver |= leg.rank[rows] > 0
-    credit, source, distance = context_credit(weight, places[:, 0], places[:, 1],
-                                              relevance[rows], giver)
-    has = source >= 0
+    doc, place = places[:, 0], places[:, 1]
+    credit, source, distance = context_credit(weight, doc, place, relevance[rows], giver)
+    has = np.flatnonzero(source >= 0)
+    given, giving = rows[has], rows[source[has]]
     part = np.zeros(m, dtype=np.float64)
     part[rows] = credit
     at = np.arange(m, dtype=np.int64)  # rows without credit point at themselves (unread)
-    at[rows[has]] = rows[source[has]]
+    at[given] = giving
     full_side, rel = np.zeros(m, np.int8), np.full(m, np.nan)
-    full_side[rows[has]] = np.where(places[source[has], 1] < places[has, 1], -1, 1)
-    rel[rows[has]] = relevance[rows[source[has]]]
+    full_side[given] = np.where(place[source[has]] < place[has], -1, 1)
+    rel[given] = relevance[giving]
     steps = np.zeros(m, np.int64)
     steps[rows] = distance
     return cands.with_parts({batch.name: part}, (batch.name, ContextDetail(
