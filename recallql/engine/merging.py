@@ -23,7 +23,7 @@ from recallql.engine.executor import Execution, Gathered, run
 from recallql.engine.explain import plan_node, rows_reasons
 from recallql.engine.legs import LegBatches
 from recallql.engine.metrics import LegMetrics, Output
-from recallql.engine.models import ContextItem, Explain, Notice, Result, Row
+from recallql.engine.models import ContextItem, Explain, Notice, Result, Row, trusted
 from recallql.engine.operators.base import ExecutionContext, Operator
 from recallql.engine.operators.fusion import Fusion, LegHits
 from recallql.engine.operators.scan import EligibleScan, LegScan
@@ -197,13 +197,16 @@ def _rows(cands: Candidates, source: MergeSource, plan: QueryPlan, batch: int) -
     rows = []
     for i, stored in enumerate(fetched):
         fields = {k: v for k, v in stored.items() if k not in _HIDDEN_FIELDS}
-        extra: dict[str, Any] = {}
-        if plan.messages:
-            extra = {"session_id": fields.get("session_id"),
-                     "message_id": fields.get("message_id"),
-                     "conversation_root": str(roots[i]) if roots is not None else None}
-        rows.append(Row(id=stored["id"], collection=plan.collection, score=score[i],
-                        fields=fields, reasons=reasons[i], **extra))
+        if plan.messages:  # stored values: validated
+            rows.append(Row(id=stored["id"], collection=plan.collection, score=score[i],
+                            fields=fields, reasons=reasons[i],
+                            session_id=fields.get("session_id"),
+                            message_id=fields.get("message_id"),
+                            conversation_root=str(roots[i]) if roots is not None else None))
+        else:  # a str id, a float score, a fresh dict and list
+            rows.append(trusted(Row, {"id": stored["id"], "collection": plan.collection,
+                                      "score": score[i], "fields": fields,
+                                      "reasons": reasons[i]}))
     return rows
 
 
