@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, PrivateAttr
 
-from recallql.engine.models import ReasonEntry, Row, trusted
+from recallql.engine.models import Notice, ReasonEntry, Result, Row, trusted
 from recallql.engine.reasons import Reason
 
 CASES = [
@@ -19,6 +19,10 @@ CASES = [
     (Row, {"id": "c-1", "collection": "chunks", "score": 0.75, "fields": {"tenant": "t1"},
            "reasons": [ReasonEntry(code=Reason.RECENCY, contribution=0.1, age_days=3.5)]}),
     (Row, {"id": "c-2", "collection": "chunks", "score": 0.5}),
+    (Result, {"statement": "SEARCH chunks MATCHING 'x' LIMIT 1", "collection": "chunks",
+              "rows": [Row(id="c-1", collection="chunks", score=0.5)], "session_snapshot": None,
+              "warnings": [Notice(code=Reason.LEXICAL_LEG_EMPTY, message="m")],
+              "truncated": False, "stats": {"window": 100}, "timestamp_fields": ["due"]}),
 ]
 
 

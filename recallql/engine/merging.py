@@ -13,7 +13,6 @@ import contextlib
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -136,10 +135,11 @@ def merge_outcome(plan: QueryPlan, batches: LegBatches, source: MergeSource) -> 
         rows = _with_context(plan, cands, rows, source, batches.batch)
     notices += [Notice(code=code, message=message)
                 for code, message in (*batches.notices, *ex.notices)]
-    result = Result(statement=plan.statement, collection=plan.collection, rows=rows,
-                    session_snapshot=state[1] if state else None, warnings=dedupe(notices),
-                    truncated=ex.truncated, stats=_stats(ex, plan),
-                    timestamp_fields=list(plan.timestamp_fields))
+    result = trusted(Result, {  # fresh lists of models, a fresh dict, str and bool
+        "statement": plan.statement, "collection": plan.collection, "rows": rows,
+        "session_snapshot": state[1] if state else None, "warnings": dedupe(notices),
+        "truncated": bool(ex.truncated), "stats": _stats(ex, plan),
+        "timestamp_fields": list(plan.timestamp_fields)})
     out: Result | Explain = result if plan.explain is None else _explain(
         plan, tree, ex, result, _verbose(plan, cands, rows, source, batches.batch))
     return MergeOutcome(out, ex.underfilled, batches.cut, ex.truncated)
@@ -245,8 +245,7 @@ def _stats(ex: Execution, plan: QueryPlan) -> dict[str, Any]:
     if plan.embed_ms is not None:
         stats["embed_ms"] = plan.embed_ms
     stats["window"] = plan.window
-    now = plan.as_of if plan.as_of is not None else datetime.fromtimestamp(plan.now, tz=UTC)
-    stats["now"] = format_timestamp(now)
+    stats["now"] = format_timestamp(plan.as_of if plan.as_of is not None else plan.now)
     return stats
 
 

@@ -167,7 +167,7 @@ class ConvexFusion(Fusion):
             floor = THEORETICAL_MIN.get(leg.kind.value) if self.normalization == "tmm" \
                 else NO_MATCH_SCORE.get(leg.kind.value) if leg.name in complete else None
             lo, hi = score_bounds(present, floor)
-            norm = normalised(np.where(leg.rank > 0, leg.raw, np.nan), lo, hi)
+            norm = normalised(leg.raw, lo, hi)  # raw is NaN where the row is absent
             columns.append(LegColumn(leg.name, leg.kind, leg.rank, leg.raw, norm))
             parts[leg.name] = convex_share(norm, total, self.weight(leg.name))
             bounds.append((leg.name, lo, hi))
@@ -235,7 +235,7 @@ def _positions(rowid: np.ndarray, wanted: np.ndarray) -> np.ndarray:
         ValueError: some wanted rowid has no features.
     """
     pos = np.searchsorted(rowid, wanted)
-    if pos.shape[0] and (pos.max() >= rowid.shape[0] or (rowid[pos] != wanted).any()):
+    if pos.shape[0] and (not rowid.shape[0] or (rowid.take(pos, mode="clip") != wanted).any()):
         raise ValueError("the features do not cover every leg's candidates")
     return pos
 
