@@ -215,8 +215,9 @@ def _merge_targets(text: str) -> str:
     def name(row: str) -> str:
         return row.split("|")[1].strip()
 
-    names = {name(r) for r in new}
-    rows = [*head, *[r for r in body if r.startswith("|---") or name(r) not in names], *new]
+    fresh = {name(r): r for r in new}
+    kept = [r if r.startswith("|---") else fresh.pop(name(r), r) for r in body]
+    rows = [*head, *kept, *fresh.values()]  # a re-measured row stays where it was
     return text[:start] + "\n".join(rows) + text[end:]
 
 

@@ -196,3 +196,22 @@ def test_derived_rows_are_deterministic_unit_vectors():
     again = scale_data._derive(base, nn, rows, 0.03, 1)
     assert np.array_equal(block, again)
     assert np.allclose(np.linalg.norm(block[:100], axis=1), 1.0, atol=1e-6)
+
+
+def test_merge_targets_replaces_a_row_in_place_and_appends_new_ones():
+    from benchmarks.__main__ import _merge_targets
+
+    old = ("# Results\n\n## Targets in this run\n\n"
+           "| target | this run | verdict | note |\n|---|---|---|---|\n"
+           "| a | 1 | met |  |\n| b | 2 | met |  |\n| c | 3 | met |  |\n\n## Next\n")
+    targets.clear()
+    try:
+        targets.record("b", "9", False)
+        targets.record("d", "4", True)
+        merged = _merge_targets(old)
+    finally:
+        targets.clear()
+    rows = merged.split("## Targets in this run\n\n")[1].split("\n\n")[0].splitlines()
+    assert [r.split("|")[1].strip() for r in rows[2:]] == ["a", "b", "c", "d"]
+    assert rows[3].split("|")[2].strip() == "9"
+    assert merged.endswith("\n\n## Next\n")

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -68,6 +67,7 @@ SLOW_SHELL = textwrap.dedent("""
             return getattr(db, name)
         def execute(self, stmt, *args, **params):
             if "slow" in getattr(stmt, "source", str(stmt)):
+                print("[slow statement started]", file=sys.stderr, flush=True)
                 time.sleep(60)
             return db.execute(stmt, *args, **params)
 
@@ -84,7 +84,7 @@ def test_ctrl_c_cancels_a_running_statement_and_keeps_the_shell(db_path, tmp_pat
     try:
         child.expect("recallql>")
         child.send("SEARCH docs MATCHING 'slow backup' LIMIT 1;\r")
-        time.sleep(1.5)  # the statement is running (it would take a minute)
+        child.expect(r"\[slow statement started\]")  # running (it would take a minute)
         child.sendintr()
         child.expect("cancelled: the statement was interrupted")
         child.expect("recallql>")

@@ -128,9 +128,9 @@ class MemoryServer(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Any = None) -> Any:
-        tool = self._tool_manager.get_tool(name)
-        if tool is not None:
-            known = list(tool.parameters.get("properties", {}))
+        schema = next((t.input_schema for t in await self.list_tools() if t.name == name), None)
+        if schema is not None:
+            known = list(schema.get("properties", {}))
             unknown = sorted(set(arguments) - set(known))
             if unknown:
                 return unknown_arguments(name, unknown, known)
