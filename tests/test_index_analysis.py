@@ -1,7 +1,7 @@
-"""The analyser shared by indexing and query terms (`recallql.index.analysis`, analyser 2):
-Unicode normalisation, the stopword list, long tokens and CJK runs, each through a real tantivy
-index; the analyser version, BM25 statistics after deletes, reindex and optimize are in
-`test_index_reindex.py`."""
+"""The analyser shared by indexing and query terms (`recallql.index.analysis`, analyser 3):
+Unicode normalisation, the stopword list, long tokens, CJK and Thai runs, emoji, each through
+a real tantivy index; the analyser version, BM25 statistics after deletes, reindex and
+optimize are in `test_index_reindex.py`."""
 
 from __future__ import annotations
 
@@ -156,3 +156,69 @@ def test_cjk_runs_become_bigrams_so_words_inside_are_findable():
         assert db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=run).ids()[0] == "hit"
         assert db.execute("SEARCH docs MATCHING '数据库' USING LEXICAL").ids() == ["hit"]
         assert db.execute("SEARCH docs MATCHING '索引' USING LEXICAL").ids() == ["hit"]
+
+
+# -- analyser 3: Turkish i, emoji, scripts written without spaces ---------------------------------
+
+@pytest.mark.parametrize(
+    ("stored", "query"),
+    [("İstanbul office", "istanbul"),        # dotted capital İ case-folds to i + U+0307
+     ("İstanbul office", "ISTANBUL"),
+     ("istanbul office", "İSTANBUL"),
+     ("KIRMIZI kalem", "kırmızı"),           # dotless ı
+     ("ıstakoz", "ISTAKOZ")],
+    ids=["dotted-capital", "dotted-vs-upper", "upper-dotted-query", "dotless-query",
+         "dotless-text"])
+def test_turkish_dotted_and_dotless_i_match_plain_i(stored, query):
+    assert analyze(stored)[0] == analyze(query)[0]
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "hit", "title": stored}, {"id": "miss", "title": "other"}])
+        assert db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=query).ids() == ["hit"]
+
+
+def test_turkish_i_in_annotation_keywords_matches_metadata():
+    with recallql.connect(embedder=HashEmbedder(8), clock=lambda: 1.7e9) as db:
+        db.ingest("docs", [{"id": "tr", "title": "ofis", "tags": ["İZMİR"]},
+                           {"id": "plain", "title": "ofis"}])
+        db.sessions.create("s", agent_id="a")
+        db.sessions.annotate("s", "izmir")
+        rows = db.execute("SEARCH docs MATCHING 'ofis' FOR SESSION 's'").rows
+    reasons = {r.id: {e.code: e.detail for e in r.reasons} for r in rows}
+    assert reasons["tr"]["SESSION_KEYWORDS"] == "1/1"
+
+
+@pytest.mark.parametrize(
+    ("stored", "query"),
+    [("release party 🎉 tonight", "🎉"),
+     ("on call 👩\u200d💻 rota", "👩\u200d💻"),       # a ZWJ sequence
+     ("looks good 👍🏽", "👍"),                      # a skin-tone modifier is not a term
+     ("trip to 🇯🇵 in May", "🇯🇵")],                 # a flag: two regional indicators
+    ids=["emoji", "zwj-sequence", "skin-tone", "flag"])
+def test_emoji_are_terms(stored, query):
+    assert analyze(query)
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "hit", "title": stored}, {"id": "miss", "title": "party 🎈"}])
+        assert db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=query).ids() == ["hit"]
+
+
+@pytest.mark.parametrize(
+    ("stored", "query"),
+    [("ฐานข้อมูลสำรองข้อมูลทุกวัน", "ข้อมูล"),          # Thai: "data" inside a run
+     ("ພາສາລາວງ່າຍ", "ລາວ"),                          # Lao
+     ("ភាសាខ្មែរស្រួល", "ខ្មែរ"),                      # Khmer
+     ("မြန်မာစာအုပ်", "စာအုပ်")],                       # Myanmar
+    ids=["thai", "lao", "khmer", "myanmar"])
+def test_words_inside_runs_of_scripts_without_spaces_are_findable(stored, query):
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "hit", "title": stored}, {"id": "miss", "title": "other"}])
+        assert db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=query).ids() == ["hit"]
+
+
+def test_thai_runs_become_bigrams_of_characters_with_their_marks():
+    # ข้ อ มู ล: a vowel or tone mark stays with its consonant
+    assert analyze("ข้อมูล") == ["ข้อ", "อมู", "มูล"]
+    assert analyze("ก") == ["ก"]
+
+
+def test_analyser_2_collections_keep_analyser_2():
+    assert analyze("İstanbul 🎉 ข้อมูล", version=2) == ["i\u0307stanbul", "ข้อมูล"]
