@@ -11,7 +11,14 @@ import uuid
 import pytest
 
 import recallql
-from recallql.index.analysis import MAX_TOKEN_CHARS, STOPWORDS, analyze, normalize, prepare
+from recallql.index.analysis import (
+    MAX_TOKEN_CHARS,
+    STOPWORDS,
+    analyze,
+    normalize,
+    prepare,
+    shown,
+)
 from recallql.index.embedders import HashEmbedder
 
 
@@ -222,3 +229,40 @@ def test_thai_runs_become_bigrams_of_characters_with_their_marks():
 
 def test_analyser_2_collections_keep_analyser_2():
     assert analyze("İstanbul 🎉 ข้อมูล", version=2) == ["i\u0307stanbul", "ข้อมูล"]
+
+
+# -- versions, addresses, e-mail: the whole token and its parts (preserve_original) ---------------
+
+@pytest.mark.parametrize(
+    ("text", "terms"),
+    [("v1.2.3", ["v1.2.3", "v1", "2", "3"]),
+     ("10.0.0.1", ["10.0.0.1", "10", "0", "0", "1"]),
+     ("pi is 3.14159.", ["pi", "3.14159", "3", "14159"]),
+     ("bob.smith@example.com", ["bob.smith@example.com", "bob", "smith", "exampl", "com"])],
+    ids=["version", "ipv4", "decimal", "email"])
+def test_dotted_numbers_and_emails_are_a_term_besides_their_parts(text, terms):
+    assert [shown(term) for term in analyze(text)] == terms
+    assert [t for t in analyze(text) if t != shown(t)]  # the whole term's separators are marks
+
+
+@pytest.mark.parametrize(
+    ("exact", "other", "query"),
+    [("fixed in v1.2.3", "fixed in v1.3.2", "v1.2.3"),
+     ("pi is 3.14159", "pi is 14159.3", "3.14159"),
+     ("write to bob.smith@example.com", "bob smith wrote about example.com",
+      "bob.smith@example.com")],
+    ids=["version", "decimal", "email"])
+def test_the_exact_version_or_address_ranks_above_the_same_parts_in_another_order(exact, other,
+                                                                                  query):
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "exact", "title": exact}, {"id": "other", "title": other}])
+        rows = db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=query).rows
+    assert [r.id for r in rows] == ["exact", "other"]  # the parts still match
+    assert rows[0].score > rows[1].score
+
+
+def test_explain_shows_a_version_term_with_its_dots():
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "a", "title": "fixed in v1.2.3"}])
+        plan = db.explain("SEARCH docs MATCHING 'v1.2.3' USING LEXICAL").to_text()
+    assert "terms=[v1.2.3, v1, 2, 3]" in plan

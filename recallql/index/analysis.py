@@ -21,7 +21,14 @@ Analyser 3 (current), in order:
    Elasticsearch's standard tokenizer) is cut into pieces of 255 characters. Git SHAs (40 hex),
    SHA-256 (64 hex), dash-less UUIDs (32 hex) and long words of any script stay whole terms.
    (tantivy itself drops a term above 65,530 bytes; a 255-character piece is at most 1,020.)
-4. tantivy: a regex tokenizer, tokens = runs of letters, digits and combining marks
+4. **Versions, addresses and e-mail stay whole besides their parts** (Elasticsearch's
+   ``preserve_original``): an e-mail address and a dotted number (``v1.2.3``, ``10.0.0.1``,
+   ``3.14159``; UAX #29 keeps digits joined by a full stop together) are a term of their own
+   followed by their parts, ``v1.2.3`` → ``v1.2.3 v1 2 3``, so the exact version ranks above
+   the same parts in another order (``v1.3.2``) and ``v1`` alone still finds it. In the whole
+   term the separators are default-ignorable marks (``.`` → U+034F, ``@`` → U+FE00, ...):
+   they keep it one token and cannot come from normalised text; `shown` puts them back.
+5. tantivy: a regex tokenizer, tokens = runs of letters, digits and combining marks
    (``[\\p{L}\\p{N}\\p{M}]+``; every other character splits, as in tantivy's simple tokenizer,
    but a vowel sign or virama does not cut a Devanagari, Thai or Arabic word in two), and each
    emoji (``Extended_Pictographic``; the zero-width joiner of a sequence is default-ignorable,
@@ -30,7 +37,7 @@ Analyser 3 (current), in order:
    the `STOPWORDS` list → the English Snowball stemmer.
 
 Analyser 2: as analyser 3 without the Turkish i folding, the bigrams of scripts without
-spaces and the emoji tokens (emoji were separators).
+spaces, step 4 and the emoji tokens (emoji were separators).
 
 Analyser 1 (databases written before this version): simple tokenizer → ``remove_long(40)``
 (tokens of 40 bytes or more silently dropped) → lowercase → Lucene's 33 English stopwords →
@@ -90,6 +97,17 @@ _CJK = re.compile(
 _NO_SPACES = re.compile("[\u0e01-\u0e3a\u0e40-\u0e4e\u0e81-\u0ecf\u1000-\u103f\u1050-\u108f"
                         "\u1780-\u17d3]+")
 _TURKISH_I = str.maketrans({"\u0131": "i"})  # dotless ı; İ folds to i + U+0307, removed below
+#: E-mail addresses and dotted numbers (versions, IPv4 addresses, decimals). Each starts only
+#: where a run starts, so that a long word is scanned once, not once per character.
+_EMAIL = re.compile(r"(?<![\w.%+-])[\w.%+-]*[^\W_]@(?:[^\W_]|-)+(?:\.(?:[^\W_]|-)+)+")
+_DOTTED = re.compile(r"(?<![^\W_])[^\W_]*\d(?:\.\d+)+[^\W_]*")
+_RUN_EXTRA = frozenset(".@_%+-")
+_SEPARATORS = re.compile(r"[.@_%+-]")
+#: The whole term keeps its separators as default-ignorable combining marks: inside a token
+#: (`TOKEN_PATTERN` keeps marks), and never in normalised text, so no other text gives it.
+_JOINERS = str.maketrans({".": "\u034f", "@": "\ufe00", "_": "\ufe01", "%": "\ufe02",
+                          "+": "\ufe03", "-": "\ufe04"})
+_SHOWN = str.maketrans({v: k for k, v in _JOINERS.items()})
 _LONG_ASCII = re.compile(f"[A-Za-z0-9]{{{MAX_TOKEN_CHARS + 1},}}")
 
 
@@ -143,28 +161,76 @@ def _cluster_bigrams(match: re.Match[str]) -> str:
     return " " + " ".join(a + b for a, b in zip(clusters, clusters[1:], strict=False)) + " "
 
 
+def _with_parts(match: re.Match[str]) -> str:
+    whole = match.group(0)
+    parts = _SEPARATORS.sub(" ", whole)
+    return f"{whole.translate(_JOINERS)} {parts}" if len(whole) <= MAX_TOKEN_CHARS else parts
+
+
+def _anchors(text: str) -> list[int]:
+    """Where an e-mail address or a dotted number may be: each ``@``, each ``.`` between two
+    digits (str.find: a regex over every character costs ~10x more)."""
+    found = []
+    for char in "@.":
+        i = text.find(char)
+        while i != -1:
+            if char == "@" or (0 < i < len(text) - 1 and text[i - 1].isdigit()
+                               and text[i + 1].isdigit()):
+                found.append(i)
+            i = text.find(char, i + 1)
+    return sorted(found)
+
+
+def _compounds(text: str) -> str:
+    """Step 4: each e-mail address and dotted number as its whole term and its parts, found in
+    the runs of letters, digits and ``.@_%+-`` around `_anchors`."""
+    out, last = [], 0
+    for i in _anchors(text):
+        if i < last:
+            continue
+        start, end = i, i + 1
+        while start > last and (text[start - 1].isalnum() or text[start - 1] in _RUN_EXTRA):
+            start -= 1
+        while end < len(text) and (text[end].isalnum() or text[end] in _RUN_EXTRA):
+            end += 1
+        run = text[start:end]
+        if "@" in run:
+            run = _EMAIL.sub(_with_parts, run)
+        out += [text[last:start], _DOTTED.sub(_with_parts, run)]
+        last = end
+    return "".join(out) + text[last:] if out else text
+
+
+def shown(term: str) -> str:
+    """A term as EXPLAIN prints it: a version's or address's whole term with its ``.`` and
+    ``@`` back (``v1.2.3``)."""
+    return term.translate(_SHOWN)
+
+
 def _split(match: re.Match[str]) -> str:
     run = match.group(0)
     return " ".join(run[i:i + MAX_TOKEN_CHARS] for i in range(0, len(run), MAX_TOKEN_CHARS))
 
 
 def prepare(text: str, version: int = CURRENT_VERSION) -> str:
-    """The text handed to tantivy for `version`: steps 1–3 of the module docstring (analyser
+    """The text handed to tantivy for `version`: steps 1–4 of the module docstring (analyser
     1: the text unchanged)."""
     if version == 1:
         return text
     text = normalize(text, version)
     if text.isascii():
-        return _LONG_ASCII.sub(_split, text)
-    text = _CJK.sub(_bigrams, text)
-    if version >= 3:
-        text = _NO_SPACES.sub(_cluster_bigrams, text)
-    return _long_run().sub(_split, text)
+        text = _LONG_ASCII.sub(_split, text)
+    else:
+        text = _CJK.sub(_bigrams, text)
+        if version >= 3:
+            text = _NO_SPACES.sub(_cluster_bigrams, text)
+        text = _long_run().sub(_split, text)
+    return _compounds(text) if version >= 3 else text
 
 
 @functools.cache
 def analyzer(version: int = CURRENT_VERSION) -> tantivy.TextAnalyzer:
-    """The tantivy part of analyser `version` (step 4), built once per process.
+    """The tantivy part of analyser `version` (step 5), built once per process.
 
     Raises:
         ValueError: an unknown version.
@@ -212,5 +278,6 @@ def describe(version: int) -> str:
         return (f"analyser 2: NFKC case folding, CJK bigrams, tokens over {MAX_TOKEN_CHARS} "
                 "characters split, Snowball English stopwords, English stemmer")
     return (f"analyser {version}: NFKC case folding with Turkish i folded, CJK and Thai/Lao/"
-            f"Khmer/Myanmar bigrams, emoji as terms, tokens over {MAX_TOKEN_CHARS} characters "
-            "split, Snowball English stopwords, English stemmer")
+            f"Khmer/Myanmar bigrams, emoji as terms, versions and e-mail addresses whole besides "
+            f"their parts, tokens over {MAX_TOKEN_CHARS} characters split, Snowball English "
+            "stopwords, English stemmer")
