@@ -155,6 +155,25 @@ def test_deleted_rows_count_in_bm25_statistics_until_optimize(tmp_path):
         assert db.reindex(only_needed=True) == []  # nothing left to do
 
 
+@pytest.mark.parametrize("deleted", [[], ["d0", "d3"]], ids=["no-deletes", "deletes"])
+def test_a_rebuilt_index_passes_check(tmp_path, deleted):
+    """Every rebuilt document carried the committed batch instead of its row's, so after any
+    `reindex` / `recallql optimize` `recallql check` said DAMAGED ("documents carry another
+    batch than their SQLite row")."""
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", DOCS[:10])
+        db.ingest("docs", DOCS[10:])  # rows of two batches
+        db.delete("docs", deleted)
+        db.reindex(["docs"])
+        assert db.check().problems == []
+        db.ingest("docs", [{"id": "after", "title": "gamma"}])
+        assert db.check().problems == []
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(8)) as db:
+        assert db.check().problems == []
+        gamma = [d for d in DOCS if "gamma" in d["title"] and d["id"] not in deleted]
+        assert len(_bm25(db, "gamma")) == len(gamma) + 1
+
+
 def test_an_index_without_removed_rows_is_exact(tmp_path):
     with recallql.connect(tmp_path / "db", embedder=HashEmbedder(8)) as db:
         db.ingest("docs", DOCS)
@@ -229,3 +248,21 @@ def test_cli_warns_then_reindex_and_optimize(old_db):
     assert "nothing to do" in again.stdout
     missing = _cli("optimize", "--db", str(old_db.parent / "none"))
     assert missing.returncode == 1 and "no recallql database" in missing.stderr
+
+
+def test_check_names_the_cause_of_documents_an_earlier_rebuild_stamped(tmp_path):
+    """Indexes rebuilt before the fix carry the committed batch on every document: `check`
+    names that cause and the cure, and `reindex` cures it."""
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", DOCS[:10])
+        db.ingest("docs", DOCS[10:])
+        with db.store.writing():
+            text = db.store._state("docs").text
+            text.delete_rows(range(10))
+            text.add(list(range(10)), 2, [d["title"] for d in DOCS[:10]])  # rows of batch 1
+            text.commit()
+        (problem,) = db.check().problems
+        assert problem.detail.endswith("(each a later one: what a reindex or optimize of an "
+                                       "earlier recallql wrote; `recallql reindex` rewrites them)")
+        db.reindex(["docs"])
+        assert db.check().problems == []
