@@ -412,3 +412,24 @@ def test_a_misspelt_key_inside_an_item_or_message_is_refused_by_name():
         "ArgumentError: append_messages was called with invalid arguments:\n"
         "  messages.0.time: not a key of a message (keys: role, content, at)")
     assert data(found)["rows"] == []  # nothing of the refused call was stored
+
+
+def test_an_unknown_collection_resource_names_the_collection():
+    """`recallql://collections/nope` came back as 'Error creating resource from template' (the
+    cause hidden) and the server logged a traceback."""
+    from recallql.mcp.server import MemoryTools, build_server
+
+    worker = _worker()
+    server = build_server(MemoryTools(worker))
+
+    async def go():
+        async with Client(server) as client:
+            with pytest.raises(mcp.MCPError) as info:
+                await client.read_resource("recallql://collections/nope")
+            return str(info.value)
+
+    try:
+        message = run(go)
+    finally:
+        worker.close()
+    assert message == "no collection 'nope' (collections: docs, messages)"

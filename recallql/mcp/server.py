@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -460,6 +460,10 @@ def _add_resources(server: MCPServer, tools: MemoryTools) -> None:
                                  "(built-in and declared fields with types and roles).")
     def collection(name: str) -> str:
         def read(db: Any) -> str:
+            names = [c.name for c in db.collections()]
+            if name not in names:  # not a traceback under "Error creating resource"
+                raise ResourceNotFoundError(f"no collection {name!r} (collections: "
+                                            f"{', '.join(names)})")
             described = db.execute(f"DESCRIBE {shapes.quote_identifier(name)}")
             return shapes.dumps({**_collection_json(db.store.collection(name)),
                                  "describe": described.records})
