@@ -20,6 +20,7 @@ from cluster_helpers import (
 
 import recallql
 from recallql import cluster
+from recallql.cluster import gather
 from recallql.cluster.bm25 import FIELD_NORMS, Bm25Stats, fieldnorm_code
 from recallql.cluster.gather import SHIFT
 from recallql.cluster.wire import dumps, loads, unpack
@@ -42,7 +43,7 @@ def systems(index_shared_data, tmp_path_factory):
 
 def shard_legs(c, shard, plan):
     """A shard's own `legs` answer for `plan`: (packed batches, lexical parts, rows)."""
-    return loads(c.actor(shard).legs(dumps((plan.model_dump_json(), 0, None))))
+    return loads(c.actor(shard).legs(dumps((plan.model_dump_json(), None, None, 0, None))))
 
 
 def test_items_are_spread_over_every_shard(systems):
@@ -114,10 +115,12 @@ def test_bound_holds_for_every_returned_row(systems):
     assert checked > 1000
 
 
-def test_a_shard_is_asked_again_when_its_rows_could_enter_the_top_n(systems):
-    """Some CACM statements need a second, deeper round on some shard (counted), and their
-    answers are still one database's."""
+def test_a_shard_is_asked_again_when_its_rows_could_enter_the_top_n(systems, monkeypatch):
+    """With first windows of 3 rows per leg, shards are asked again (counted) until none of
+    their unreturned rows can enter a leg's global top N, lexical and semantic legs alike;
+    the answers are still one database's."""
     single, c, _, queries = systems
+    monkeypatch.setattr(gather, "_first", lambda spec, shards: 3)
     calls = []
     scatter = c.transport.scatter
 
@@ -126,17 +129,70 @@ def test_a_shard_is_asked_again_when_its_rows_could_enter_the_top_n(systems):
             calls.append(len(shards))
         return scatter(method, shards, args, write=write)
 
-    c.transport.scatter = counting
-    try:
-        deeper = 0
-        for q in queries.values():
+    monkeypatch.setattr(c.transport, "scatter", counting)
+    deeper = 0
+    some = list(queries.values())[:12]
+    for text in ("SEARCH cacm MATCHING :q USING LEXICAL LIMIT 3",
+                 "SEARCH cacm MATCHING :q USING SEMANTIC LIMIT 3",
+                 "SEARCH cacm MATCHING :q LIMIT 10"):
+        for q in some:
             calls.clear()
-            text = "SEARCH cacm MATCHING :q USING LEXICAL LIMIT 3"
             assert answer(c.execute(text, q=q)) == answer(single.execute(text, q=q))
             deeper += len(calls) > 1
-    finally:
-        c.transport.scatter = scatter
-    assert deeper > 0
+    assert deeper >= 3 * len(some)  # every statement needed more than 3 rows of some shard
+
+
+def test_first_windows_are_the_binomial_tail():
+    """A shard's first window k is the smallest with P(X > k) <= SPILL, X ~ Binomial(N, 1/S)
+    (computed here from the binomial sum); one shard gets the whole window."""
+    from math import comb
+
+    def tail(n, p, k):
+        return sum(comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1, n + 1))
+
+    for n, shards in [(100, 4), (100, 2), (10, 4), (250, 8)]:
+        k = gather.first_window(n, shards)
+        assert tail(n, 1 / shards, k) <= gather.SPILL < tail(n, 1 / shards, k - 1)
+    assert gather.first_window(100, 4) == 47
+    assert gather.first_window(100, 1) == 100
+
+
+def test_terms_every_returned_row_accounts_for_leave_the_bound(systems):
+    """Unreturned rows hold no term whose every document the shard returned, so the bound over
+    the other terms holds for every row past a shard's first 20: checked against the same
+    shard's deeper list, with the global statistics."""
+    _, c, _, queries = systems
+    checked = 0
+    for q in list(queries.values())[:20]:
+        plan = c.plan("SEARCH cacm MATCHING :q USING LEXICAL LIMIT 10", q=q)
+        leg = plan.legs[0]
+        counts = leg.term_counts or (1,) * len(leg.terms)
+        short = [loads(c.actor(i).legs(dumps((plan.model_dump_json(), None, {"lexical": 20}, 0,
+                                              None)))) for i in range(4)]
+        full = [shard_legs(c, i, plan) for i in range(4)]
+        total = Bm25Stats.total([parts["lexical"].stats for _, parts, _ in full])
+        for (_, first, _), (_, parts, _) in zip(short, full, strict=True):
+            part, deep = first["lexical"], parts["lexical"]
+            local = Bm25Stats(part.stats.docs, part.stats.tokens, part.stats.doc_freq)
+            held = gather.unreturned_terms(part, leg.terms)
+            bound = total.bound(local, leg.terms, counts, held) * part.cut_score
+            rest = total.score(leg.terms, counts, deep.tf, deep.codes)[part.tf.shape[0]:]
+            assert (rest <= bound).all()
+            checked += rest.shape[0]
+    assert checked > 500
+
+
+def test_top_order_is_score_then_item_id():
+    """`top_order` (a sort by score, then ids within tied groups) equals the lexicographic
+    order by (−score, item id), on random lists with many ties and without."""
+    rng = np.random.default_rng(7)
+    for trial in range(3000):
+        m, n = int(rng.integers(0, 40)), int(rng.integers(0, 45))
+        scores = rng.integers(0, 5, m).astype(np.float64) if trial % 2 else rng.random(m)
+        ids = [f"doc-{k}" for k in rng.permutation(500)[:m]]
+        keys = np.asarray(ids, dtype=str) if ids else np.zeros(0, dtype=str)
+        assert gather.top_order(scores, ids, n).tolist() \
+            == np.lexsort((keys, -scores))[:n].tolist()
 
 
 def test_fieldnorm_codes_are_tantivys():

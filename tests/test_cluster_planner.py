@@ -97,7 +97,7 @@ def test_a_shard_refuses_a_plan_made_with_another_context(systems):
     c, _, queries = systems
     plan = c.plan("SEARCH cacm MATCHING :q LIMIT 10", q=queries[0])
     with pytest.raises(StalePlan) as caught:
-        c.actor(1).legs(dumps((plan.model_dump_json(), 0, "0" * 16)))
+        c.actor(1).legs(dumps((plan.model_dump_json(), None, None, 0, "0" * 16)))
     assert caught.value.shard == 1
     assert caught.value.key == c.planner.context("cacm").key
 
@@ -141,7 +141,7 @@ def test_a_plan_without_a_key_is_not_checked(systems):
     """Plans made on shard 0 (AS OF, caller-defined embedders) carry no key."""
     c, _, queries = systems
     plan = c._shard_plan("SEARCH cacm MATCHING :q LIMIT 10", (), {"q": queries[0]})
-    packed, _, _ = loads(c.actor(0).legs(dumps((plan.model_dump_json(), 0, None))))
+    packed, _, _ = loads(c.actor(0).legs(dumps((plan.model_dump_json(), None, None, 0, None))))
     assert packed[0] == "cacm"  # (collection, ...): answered
 
 

@@ -19,7 +19,9 @@ the query's terms in plan order, as tantivy's union scorer adds them.
 
 A shard's unreturned rows are bounded with `Bm25Stats.bound`: a row's global score is at most
 `max_t(idf_g(t) / idf_s(t)) · max(1, avgdl_g / avgdl_s)` times its shard-local score, which is at
-most the last local score the shard returned (`ShardLexical.cut_score`).
+most the last local score the shard returned (`LexicalPart.cut_score`). The maximum runs over
+the terms an unreturned row may hold: a term whose every document on the shard (n_s(t), which
+counts deleted ones too) is among the returned rows is held by none of the others.
 """
 
 from __future__ import annotations
@@ -169,19 +171,24 @@ class Bm25Stats:
         """
         weights, norms = self.weights(terms, counts), self.norms()
         m = tf.shape[0]
-        total = np.zeros(m, np.float32)
-        norm = norms[np.asarray(codes, np.int64)] if m else np.zeros(0, np.float32)
-        for j in range(len(terms)):
-            f = tf[:, j].astype(np.float32)
-            part = weights[j] * (f / (f + norm))
-            total = np.where(f > 0, total + part, total).astype(np.float32)
-        return total
+        if not m or not len(terms):
+            return np.zeros(m, np.float32)
+        f = np.asarray(tf, np.float32).reshape(m, len(terms))
+        norm = norms[np.asarray(codes, np.int64)][:, None]
+        parts = weights[None, :] * (f / (f + norm))  # 0 where tf = 0: adding it changes nothing
+        return np.add.accumulate(parts, axis=1)[:, -1]  # float32, term by term, in plan order
 
-    def bound(self, local: Bm25Stats, terms: Sequence[str], counts: Sequence[int]) -> float:
+    def bound(self, local: Bm25Stats, terms: Sequence[str], counts: Sequence[int],
+              held: np.ndarray | None = None) -> float:
         """How many times its shard-local BM25 a row of the shard with statistics `local` can
-        score with these (global) statistics, at most (with `BOUND_SLACK` for rounding)."""
+        score with these (global) statistics, at most (with `BOUND_SLACK` for rounding).
+
+        Args:
+            held: bool[t] the query terms the rows in question may hold (None: all). A row
+                scores only on terms it holds, so the ratio is the largest over those.
+        """
         mine, theirs = self.weights(terms, counts), local.weights(terms, counts)
-        held = theirs > 0
+        held = theirs > 0 if held is None else (theirs > 0) & held
         if not held.any():
             return 0.0
         ratio = float(np.max(mine[held].astype(np.float64) / theirs[held].astype(np.float64)))

@@ -14,6 +14,8 @@ table (`concat_features`); `fetch_rows` sends each rowid back to its shard.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -36,6 +38,17 @@ from recallql.sessions.stored import RootResolver
 SHIFT = 40
 #: Deeper lexical fetches stop at this window per shard (past it the leg is cut there).
 MAX_DEPTH = 1 << 20
+#: The chance, per shard and leg, that a shard's first window holds fewer rows than it has among
+#: the leg's global top N (`first_window`: that shard is then asked again, `_deeper`).
+SPILL = 1e-6
+#: A lexical leg's first window covers a shard's share of this many times the leg's window.
+#: Cosine is global, so a shard's first rows are exactly its share of the global list; BM25 is
+#: re-scored, and `_deeper` must bound an unreturned row's global score by its last local score
+#: times the statistics' ratios (1.1–1.2 on CACM at 4 shards), so a window of exactly its share
+#: leaves the bound above the N-th score for long queries (measured on the 64 CACM queries at 4
+#: shards, LIMIT 10: a second round for 12.5% of statements with its share of N, 1.6% with its
+#: share of 1.5·N, none with N). Answers are exact whatever the value; it sets only cost.
+LEXICAL_DEPTH = 1.5
 #: Rows per leg a shard sends ahead with its candidates, at most (`prefetch_rows`).
 PREFETCH_MAX = 50
 
@@ -79,8 +92,9 @@ def gather_legs(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
         whatever a shard's `run_legs` raises (QueryError, ExecutionError), re-raised by Ray.
     """
     start = time.perf_counter_ns()
-    runs = _run(plan, scatter, shards, {s: {leg.name: leg.window for leg in plan.legs}
-                                        for s in shards}, rows, key)
+    first = {leg.name: _first(leg, len(shards)) for leg in plan.legs
+             if leg.kind is not LegKind.CONTEXT}
+    runs = _run(plan, scatter, shards, dict.fromkeys(shards, first), rows, key)
     while True:
         stats = {spec.name: _global_stats(spec, runs) for spec in plan.legs
                  if spec.kind is LegKind.LEXICAL}
@@ -97,21 +111,35 @@ def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
          windows: dict[int, dict[str, int]], rows: dict[int, PendingRow | dict[str, Any]] | None,
          key: str | None) -> dict[int, _ShardRun]:
     ahead = 0 if rows is None else prefetch_rows(plan.need, len(shards))
+    text, vectors = _bare(plan)
     requests: dict[tuple[tuple[str, int], ...], bytes] = {}  # one request per distinct windows
     sent = []
     for s in shards:
         wkey = tuple(sorted(windows[s].items()))
         if wkey not in requests:
-            requests[wkey] = dumps((_windowed(plan, windows[s]).model_dump_json(), ahead, key))
+            requests[wkey] = dumps((text, vectors, windows[s], ahead, key))
         sent.append(requests[wkey])
     out = scatter("legs", shards, [(r,) for r in sent])
     runs = {}
     for s, reply in zip(shards, out, strict=True):
         packed, parts, (names, records) = loads(reply)
-        runs[s] = _ShardRun(unpack(packed), parts, windows[s])
+        batches = unpack(packed)  # each leg's window: the one the shard ran it with
+        runs[s] = _ShardRun(batches, parts, {b.name: b.window for b in batches.legs
+                                             if b.kind is not LegKind.CONTEXT})
         if rows is not None:
             rows.update({(s << SHIFT) | record[0]: (names, record) for record in records})
     return runs
+
+
+def _bare(plan: QueryPlan) -> tuple[str, dict[str, np.ndarray]]:
+    """The plan's JSON without its query vectors, and the vectors by leg name (a shard puts
+    them back: `Shard.legs`)."""
+    vectors = {leg.name: leg.vector for leg in plan.legs if leg.vector is not None}
+    if vectors:
+        plan = plan.model_copy(update={"legs": tuple(
+            leg.model_copy(update={"vector": None}) if leg.vector is not None else leg
+            for leg in plan.legs)})
+    return plan.model_dump_json(), vectors
 
 
 def prefetch_rows(need: int, shards: int) -> int:
@@ -125,11 +153,37 @@ def prefetch_rows(need: int, shards: int) -> int:
     return min(2 * need, -(-4 * need // max(shards, 1)), PREFETCH_MAX)
 
 
-def _windowed(plan: QueryPlan, windows: dict[str, int]) -> QueryPlan:
-    if all(windows[leg.name] == leg.window for leg in plan.legs):
-        return plan
-    legs = tuple(leg.model_copy(update={"window": windows[leg.name]}) for leg in plan.legs)
-    return plan.model_copy(update={"legs": legs})
+def _first(spec: LegSpec, shards: int) -> int:
+    """A shard's first window for a leg: its share of the global window (`first_window`); for
+    a lexical leg, its share of `LEXICAL_DEPTH` times the window, at most the window."""
+    if spec.kind is LegKind.LEXICAL:
+        return min(spec.window, first_window(math.ceil(spec.window * LEXICAL_DEPTH), shards))
+    return first_window(spec.window, shards)
+
+
+@functools.lru_cache(maxsize=1024)
+def first_window(window: int, shards: int) -> int:
+    """A shard's first window for a leg whose global window is `window`: the smallest k with
+    P(X > k) ≤ `SPILL` for X ~ Binomial(window, 1/shards).
+
+    Items are spread over the shards by a hash of their id, so the number of a leg's global
+    top N a shard holds is binomial with p = 1/S (p, not its own size: a shard holding more
+    than its share is asked again, never answered wrongly). When a shard may hold more than
+    its first window, `_deeper` asks it again; k makes that a one-in-`1/SPILL` event per
+    shard and leg (N = 100: 47 rows at 4 shards, 73 at 2, 100 at 1).
+    """
+    if shards <= 1 or window <= 1:
+        return window
+    p = 1.0 / shards
+    log_p, log_q = math.log(p), math.log1p(-p)
+    head = math.lgamma(window + 1)
+    tail = 0.0  # P(X > i), summed from the top
+    for i in range(window, 0, -1):
+        tail += math.exp(head - math.lgamma(i + 1) - math.lgamma(window - i + 1)
+                         + i * log_p + (window - i) * log_q)
+        if tail > SPILL:  # P(X > i - 1) > SPILL: k = i
+            return i
+    return 1
 
 
 def _counts(spec: LegSpec) -> tuple[int, ...]:
@@ -156,28 +210,58 @@ def _rescored(spec: LegSpec, stats: Bm25Stats, runs: dict[int, _ShardRun]
 
 def _deeper(plan: QueryPlan, runs: dict[int, _ShardRun], stats: dict[str, Bm25Stats],
             rescored: dict[tuple[int, str], np.ndarray]) -> dict[int, dict[str, int]]:
-    """Shards whose unreturned rows could enter a lexical leg's global top N, with the deeper
-    windows to ask them for: those whose bound on an unreturned row's global BM25 exceeds the
-    N-th global score (the bound carries `BOUND_SLACK`, so an unreturned row under it scores
-    strictly less than the N-th and cannot tie its way in either)."""
+    """Shards whose unreturned rows could enter a leg's global top N, with the deeper windows
+    (twice the last) to ask them for.
+
+    A shard that returned fewer rows than its window holds no others. Cosine is global: a
+    shard that ran a leg with the whole window N, or whose last row scores below the N-th
+    global score, has no unreturned row that can enter. BM25 is not: a shard is asked again
+    while its bound on an unreturned row's global BM25 (`Bm25Stats.bound` × its last local
+    score, with `BOUND_SLACK`, so a row under it scores strictly less than the N-th and
+    cannot tie its way in either) exceeds the N-th global score.
+    """
     deeper: dict[int, dict[str, int]] = {}
-    for spec in plan.legs:
-        if spec.name not in stats:
+    for i, spec in enumerate(plan.legs):
+        if spec.kind is LegKind.CONTEXT:
             continue
-        glob = stats[spec.name]
-        scores = np.sort(np.concatenate([rescored[(s, spec.name)] for s in runs]))[::-1]
-        nth = scores[spec.window - 1] if scores.shape[0] >= spec.window else -np.inf
+        lexical = spec.name in stats
+        scores = np.concatenate([rescored[(s, spec.name)] if lexical
+                                 else runs[s].batches.legs[i].scores for s in runs])
+        nth = -np.partition(-scores, spec.window - 1)[spec.window - 1] \
+            if scores.shape[0] >= spec.window else -np.inf
         for s, run in runs.items():
-            part = run.lexical[spec.name]
-            if part.exhausted or run.windows[spec.name] >= MAX_DEPTH:
-                continue
-            local = run.local_stats(spec.name)
-            if _same(local, glob):  # its own order is the global one: nothing can jump it
-                continue
-            if glob.bound(local, spec.terms, _counts(spec)) * part.cut_score > nth:
-                deeper.setdefault(s, dict(run.windows))[spec.name] = min(
-                    run.windows[spec.name] * 2, MAX_DEPTH)
+            window = run.windows[spec.name]
+            if lexical:
+                ask = _lexical_deeper(spec, run, stats[spec.name], window, nth)
+            else:
+                batch = run.batches.legs[i]
+                ask = window < spec.window and len(batch) >= window \
+                    and float(batch.scores[-1]) >= nth
+            if ask:
+                limit = MAX_DEPTH if lexical else spec.window
+                deeper.setdefault(s, dict(run.windows))[spec.name] = min(window * 2, limit)
     return deeper
+
+
+def _lexical_deeper(spec: LegSpec, run: _ShardRun, glob: Bm25Stats, window: int,
+                    nth: float) -> bool:
+    part = run.lexical[spec.name]
+    if part.exhausted or window >= MAX_DEPTH:
+        return False
+    local = run.local_stats(spec.name)
+    if window >= spec.window and _same(local, glob):  # its order is the global one
+        return False
+    return glob.bound(local, spec.terms, _counts(spec), unreturned_terms(part, spec.terms)) \
+        * part.cut_score > nth
+
+
+def unreturned_terms(part: LexicalPart, terms: tuple[str, ...]) -> np.ndarray:
+    """bool[t] the query terms a shard's unreturned rows may hold: those of which fewer of its
+    returned rows hold the term than its statistics count documents (n_s(t))."""
+    returned = np.count_nonzero(part.tf > 0, axis=0) if part.tf.shape[0] \
+        else np.zeros(len(terms), np.int64)
+    counted = np.fromiter((part.stats.doc_freq.get(t, 0) for t in terms), np.int64, len(terms))
+    return returned < counted
 
 
 def _same(local: Bm25Stats, glob: Bm25Stats) -> bool:
@@ -247,11 +331,30 @@ def _context_leg(spec: LegSpec, parts: list[LegBatch]) -> LegBatch:
 def _cut(spec: LegSpec, rowids: np.ndarray, scores: np.ndarray, ids: list[str],
          elapsed: int) -> LegBatch:
     """A leg's global list: ordered by (−score, item id), cut at the window."""
-    keys = np.asarray(ids, dtype=str) if ids else np.zeros(0, dtype=str)
-    pick = np.lexsort((keys, -scores))[: spec.window].astype(np.int64)
+    pick = top_order(scores, ids, spec.window)
     top = scores[pick]
     return LegBatch(spec.name, spec.kind, rowids[pick], top, competition_ranks(top),
-                    Strings.of(keys[pick].tolist()), spec.window, elapsed)
+                    Strings.of([ids[i] for i in pick.tolist()]), spec.window, elapsed)
+
+
+def top_order(scores: np.ndarray, ids: Sequence[str], n: int) -> np.ndarray:
+    """int64[≤ n] the positions of the first n by (−score, id): a sort by score, then the
+    item ids of each group of tied scores that reaches into the first n (usually a few)."""
+    order = np.argsort(-scores, kind="stable")
+    if order.shape[0] <= 1 or n <= 0:
+        return order[:n].astype(np.int64)
+    ranked = scores[order]
+    end = int(np.searchsorted(-ranked, -ranked[min(n, ranked.shape[0]) - 1], side="right"))
+    tied = np.flatnonzero(ranked[1:end] == ranked[: end - 1])  # j: ranked[j] == ranked[j + 1]
+    if not tied.shape[0]:
+        return order[:n].astype(np.int64)
+    breaks = np.flatnonzero(np.diff(tied) > 1)
+    starts = tied[np.r_[0, breaks + 1]].tolist()
+    stops = (tied[np.r_[breaks, tied.shape[0] - 1]] + 2).tolist()
+    out = order[:end].tolist()
+    for a, b in zip(starts, stops, strict=True):
+        out[a:b] = sorted(out[a:b], key=ids.__getitem__)
+    return np.asarray(out[:n], np.int64)
 
 
 def _rekeyed(shard: int, features: Features, keep: np.ndarray | None) -> Features:

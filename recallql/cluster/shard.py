@@ -29,7 +29,8 @@ from recallql.api import connect as connect_database
 from recallql.cluster.bm25 import ShardStats, fieldnorm_code
 from recallql.cluster.placement import CollectionDef, Placement
 from recallql.cluster.planner import PlanContext, StalePlan
-from recallql.cluster.wire import dumps, loads, pack
+from recallql.cluster.terms import TERM_CACHE_ROWS, RowTerms
+from recallql.cluster.wire import WireArray, array_from_wire, array_wire, dumps, loads, pack
 from recallql.engine.legs import LegBatches
 from recallql.engine.legs import run_legs as run_plan_legs
 from recallql.engine.plan import LegKind, QueryPlan
@@ -38,8 +39,6 @@ from recallql.index.errors import StoreError
 from recallql.index.schema import CollectionInfo
 from recallql.index.snapshot import CollectionSnapshot
 
-#: Rows whose term frequencies a shard keeps (rows never change once written).
-TERM_CACHE_ROWS = 200_000
 #: Parsed plans a shard keeps, by their JSON text.
 PLAN_CACHE = 64
 
@@ -75,6 +74,16 @@ class LexicalPart:
     cut_score: float
     exhausted: bool
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its arrays as bytes (`wire.array_wire`)."""
+        return (_lexical_part, (self.stats, array_wire(self.tf), array_wire(self.codes),
+                                self.cut_score, self.exhausted))
+
+
+def _lexical_part(stats: ShardStats, tf: WireArray, codes: WireArray, cut_score: float,
+                  exhausted: bool) -> LexicalPart:
+    return LexicalPart(stats, array_from_wire(tf), array_from_wire(codes), cut_score, exhausted)
+
 
 def tenant_dir(tenant: str) -> str:
     """A tenant's directory name: ``t_`` and its percent-encoded name (any text is a tenant)."""
@@ -102,8 +111,7 @@ class Shard:
         self._placement = Placement(self.root)
         self._tenants: dict[str, Database] = {}
         self._shared: Database | None = None
-        self._terms: dict[tuple[str, int], tuple[int, np.ndarray, np.ndarray]] = {}
-        self._vocab: dict[str, int] = {}
+        self._terms: dict[str, RowTerms] = {}
         self._plans: OrderedDict[str, QueryPlan] = OrderedDict()
         self._keys: dict[str, tuple[CollectionInfo, int, object, str]] = {}
 
@@ -227,8 +235,14 @@ class Shard:
         """Run a plan's legs on this shard's share, on one snapshot.
 
         Args:
-            request: `wire.dumps` of (plan JSON, rows to send ahead per leg, the plan's
-                context key or None).
+            request: `wire.dumps` of (plan JSON, the semantic legs' query vectors by leg name
+                (float32[d], sent apart from the JSON: parsed as floats they cost the most of
+                it; None: in the JSON), this shard's window per direct leg or None: the
+                plan's, rows to send ahead per leg, the plan's context key or None). A
+                window below the plan's is raised to the plan's when the plan has a context
+                leg and this share holds documents of several items (the context leg's
+                neighbours are looked up around the direct legs' rows, so it would see fewer);
+                each returned leg batch's ``window`` is the window it ran with.
 
         Returns:
             `wire.dumps` of: the `LegBatches` (`wire.pack`); for each lexical leg what exact
@@ -239,12 +253,14 @@ class Shard:
         Raises:
             StalePlan: the plan was made with another context than this shard's (its key).
         """
-        plan_json, prefetch, key = loads(request)
+        plan_json, vectors, windows, prefetch, key = loads(request)
         plan = self._parsed(plan_json)
         db = self.shared()
         snap = db.snapshot(plan.collection, as_of=plan.now if plan.as_of is not None else None)
         if key is not None and (mine := self._key(db, snap)) != key:
             raise StalePlan(self.index, mine)
+        if windows or vectors:
+            plan = _adjusted(plan, vectors or {}, windows or {}, snap)
         batches = run_plan_legs(plan, snap, None)  # one thread: the shards run in parallel
         parts = {}
         for spec, batch in zip(plan.legs, batches.legs, strict=True):
@@ -271,45 +287,27 @@ class Shard:
                  window: int) -> LexicalPart:
         docs, tokens, freq = snap.bm25_statistics(terms)
         stats = ShardStats(int(docs or 0), tokens, dict(zip(terms, freq, strict=True)))
-        entries = self._row_terms(snap, rowids)
-        m = len(entries)
-        codes = np.fromiter((code for code, _, _ in entries), np.int64, m)
-        tf = np.zeros((m, len(terms)), np.int64)
-        wanted = np.asarray([self._vocab.get(t, -1) for t in terms], np.int64)
-        if m and (wanted >= 0).any():  # scatter every row's counts of the query's terms
-            held = np.concatenate([ids for _, ids, _ in entries])
-            held_counts = np.concatenate([n for _, _, n in entries])
-            row = np.repeat(np.arange(m), [ids.shape[0] for _, ids, _ in entries])
-            column = np.full(len(self._vocab), -1, np.int64)  # term id -> query term
-            known = np.flatnonzero(wanted >= 0)
-            column[wanted[known]] = known
-            at = column[held]
-            hit = at >= 0
-            tf[row[hit], at[hit]] = held_counts[hit]
+        tf, codes = self._row_terms(snap, rowids).frequencies(rowids, terms)
         cut = float(scores[-1]) if scores.shape[0] else 0.0
         return LexicalPart(stats, tf, codes, cut, exhausted=rowids.shape[0] < window)
 
-    def _row_terms(self, snap: CollectionSnapshot, rowids: np.ndarray
-                   ) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        """(field-length code, term ids, their counts) of rows: the stored texts re-analysed
-        with the index's analyser, as tantivy indexed them (term ids in `_vocab`; cached: rows
-        never change)."""
+    def _row_terms(self, snap: CollectionSnapshot, rowids: np.ndarray) -> RowTerms:
+        """The collection's `RowTerms`, knowing `rowids`: the stored texts of rows not seen
+        before re-analysed with the index's analyser, as tantivy indexed them (kept: rows never
+        change; past `TERM_CACHE_ROWS` rows the cache starts again)."""
         name = snap.info.name
-        missing = [r for r in rowids.tolist() if (name, r) not in self._terms]
+        known = self._terms.get(name)
+        missing = known.missing(rowids) if known is not None else rowids.tolist()
+        if known is None or len(known) + len(missing) > TERM_CACHE_ROWS:
+            known = self._terms[name] = RowTerms()
+            missing = rowids.tolist()
         if missing:
-            if len(self._terms) + len(missing) > TERM_CACHE_ROWS:
-                self._terms.clear()
-                self._vocab.clear()
             fields = snap.info.text_fields
-            for row in snap.fetch(missing):
+            for row in snap.fetch(np.asarray(missing, np.int64)):
                 text = "\n".join(row[f] for f in fields if row[f])
                 tokens = Counter(snap.analyze(text) if text else [])
-                ids = np.fromiter((self._vocab.setdefault(t, len(self._vocab)) for t in tokens),
-                                  np.int64, len(tokens))
-                self._terms[(name, row["rowid"])] = (
-                    fieldnorm_code(sum(tokens.values())), ids,
-                    np.fromiter(tokens.values(), np.int64, len(tokens)))
-        return [self._terms[(name, r)] for r in rowids.tolist()]
+                known.add(row["rowid"], fieldnorm_code(sum(tokens.values())), tokens.items())
+        return known
 
     def fetch(self, collection: str, rowids: Sequence[int]) -> list[dict[str, Any]]:
         """Stored fields of rows of a shared collection (`CollectionSnapshot.fetch`)."""
@@ -325,7 +323,6 @@ class Shard:
             raise ValueError(f"{method} is not a shared-collection operation")
         if method == "reindex":
             self._terms.clear()
-            self._vocab.clear()
         return getattr(self.shared(), method)(*args, **kwargs)
 
     def close(self) -> None:
@@ -337,6 +334,27 @@ class Shard:
             self._shared.close()
             self._shared = None
         self._placement.close()
+
+
+def _adjusted(plan: QueryPlan, vectors: Mapping[str, np.ndarray], windows: Mapping[str, int],
+              snap: CollectionSnapshot) -> QueryPlan:
+    """`plan` with the legs' query vectors put back and the direct legs' windows set to
+    `windows` (never below the plan's when a context leg would look for neighbours around
+    fewer rows: see `Shard.legs`)."""
+    floor = any(leg.kind is LegKind.CONTEXT for leg in plan.legs) and len(snap.neighbours) > 0
+    legs = []
+    for leg in plan.legs:
+        update: dict[str, Any] = {}
+        if leg.name in vectors:
+            update["vector"] = vectors[leg.name]
+        window = windows.get(leg.name, leg.window)
+        if leg.kind is not LegKind.CONTEXT and window != leg.window \
+                and not (floor and window < leg.window):
+            update["window"] = window
+        legs.append(leg.model_copy(update=update) if update else leg)
+    if all(a is b for a, b in zip(legs, plan.legs, strict=True)):
+        return plan
+    return plan.model_copy(update={"legs": tuple(legs)})
 
 
 def _ahead(batches: LegBatches, count: int) -> np.ndarray:
