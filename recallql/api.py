@@ -682,11 +682,13 @@ class Database:
         return self.sessions.entity_sums(entities, names, now_ts)
 
     @contextlib.contextmanager
-    def lineage_resolver(self, budget: int) -> Iterator[RootResolver]:
+    def lineage_resolver(self, budget: int, as_of: float | None = None
+                         ) -> Iterator[RootResolver]:
         """One statement's conversation-root resolver (stored roots, or a lineage walk of at
-        most `budget` session rows on an older store), in one read transaction."""
+        most `budget` session rows on an older store or `as_of` a past time: see
+        `Sessions.resolver`), in one read transaction."""
         with self.read_transaction() as conn:
-            yield self.sessions.resolver(conn, budget)
+            yield self.sessions.resolver(conn, budget, as_of)
 
     def fetch_rows(self, collection: str, rowids: np.ndarray, batch: int
                    ) -> list[dict[str, Any]]:

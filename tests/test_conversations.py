@@ -323,3 +323,72 @@ def test_the_walk_orders_deeper_heads_as_it_goes(db):
     best = db.execute("SEARCH messages MATCHING 'alpha' USING LEXICAL WITHOUT RECENCY "
                       "FUSE RRF (k = 60, window = 400) LIMIT 1").rows[0]
     assert result.rows[0].id == best.id
+
+
+# -- AS OF ---------------------------------------------------------------------------------------
+
+
+def test_as_of_groups_by_the_lineage_of_its_time():
+    """`AS OF t` answers from the database as committed at `t` (SPEC §3.2), lineage included:
+    a parent that ended by compression only after `t` was open at `t`, so its child was then
+    a conversation of its own, and (FOR SESSION the child) the open parent's hits were still
+    live. Found by trials: the stored roots of today merged the two conversations `AS OF t`."""
+    from engine_helpers import Clock
+
+    from recallql import connect as open_db
+    from recallql.index.embedders import HashEmbedder
+
+    clock = Clock(T0)
+    db = open_db(embedder=HashEmbedder(16), clock=clock)
+    db.sessions.create("p", "agent")
+    db.messages.append("p", "user", text(2))
+    clock.now += 60
+    db.sessions.create("c", "agent", parent="p")
+    db.messages.append("c", "user", text(1))
+    t = "2025-10-09T08:55:20Z"  # T0 + 120 s: after both commits, before the close
+    clock.now = T0 + 3600
+    db.sessions.close("p", end_reason="compression")
+    grouped = ("SEARCH messages MATCHING 'alpha' USING LEXICAL {s}GROUP BY CONVERSATION"
+               " AS OF TIMESTAMP '{t}'")
+    assert rows(run(db)) == [("p", "p")]  # now: one conversation
+    assert sorted(rows(db.execute(grouped.format(s="", t=t)))) == [("c", "c"), ("p", "p")]
+    live = db.execute(grouped.format(s="FOR SESSION 'c' ", t=t))
+    assert rows(live) == [] and Reason.LIVE_CONTEXT_HIDDEN in codes(live)
+    later = db.execute(grouped.format(s="FOR SESSION 'c' ", t="2025-10-09T09:55:20Z"))
+    assert rows(later) == [("p", "p")]  # T0 + 3720 s: after the close
+    db.close()
+
+
+def test_as_of_resolves_deep_chains_without_truncation_and_splits_where_an_end_came_later():
+    """AS OF walks only where a stored root no longer holds: a 2,500-deep chain (more than
+    the default budget of 2,000) whose tip's parent ended after `t` still groups as one
+    conversation, untruncated; a chain whose middle session ended after `t` was two
+    conversations at `t`."""
+    from engine_helpers import Clock
+
+    from recallql import connect as open_db
+    from recallql.index.embedders import HashEmbedder
+
+    clock = Clock(T0)
+    db = open_db(embedder=HashEmbedder(16), clock=clock)
+    depth = 2500
+    hits = {"d0", f"d{depth - 100}", f"d{depth}", "m0", "m5", "m6", "m9"}
+    for prefix, n, open_at_t in (("d", depth + 1, depth - 1), ("m", 10, 5)):
+        for i in range(n):
+            sid = f"{prefix}{i}"
+            db.sessions.create(sid, "agent", parent=f"{prefix}{i - 1}" if i else None)
+            if sid in hits:
+                db.messages.append(sid, "user", text(1))
+            if i not in (open_at_t, n - 1):
+                db.sessions.close(sid, end_reason="compression")
+    clock.now = T0 + 3600  # t = T0 + 120 s (below): the closes that follow came later
+    db.sessions.close(f"d{depth - 1}", end_reason="compression")
+    db.sessions.close("m5", end_reason="compression")
+    grouped = ("SEARCH messages MATCHING 'alpha' USING LEXICAL GROUP BY CONVERSATION "
+               "AS OF TIMESTAMP '{t}' LIMIT 10")
+    now = db.execute(grouped.format(t="2025-10-09T09:55:20Z"))  # T0 + 3720 s
+    assert sorted(r.conversation_root for r in now.rows) == ["d0", "m0"]
+    then = db.execute(grouped.format(t="2025-10-09T08:55:20Z"))
+    assert then.truncated is False
+    assert sorted(r.conversation_root for r in then.rows) == ["d0", f"d{depth}", "m0", "m6"]
+    db.close()

@@ -313,3 +313,49 @@ def test_a_message_with_undecodable_text_is_skipped_and_the_rest_imports(db, sto
     assert (report.sessions, report.messages) == (17, 20)
     assert "hermes:conv-root:1" not in db.execute(LEX, q="kubernetes migration plan").ids()
     assert "hermes:conv-root:2" in db.execute(LEX, q="staging cluster").ids()
+
+
+def test_a_message_appended_while_importing_keeps_its_own_message_id(db, store):
+    """Message ids are assigned inside each batch's write, not when the import is planned: a
+    write committed in between (another thread or process; here the progress hook, called
+    after planning) does not share its id with an imported message (found by trials: the
+    appended message and the first imported one both got message_id 1)."""
+    db.sessions.create("mine", "agent")
+    appended: list[int] = []
+
+    def progress(done: int, total: int) -> None:
+        if done == 0:
+            appended.append(db.messages.append("mine", "user", "written while importing"))
+
+    db.import_hermes(store, progress=progress)
+    snap = db.snapshot("messages")
+    ids = snap.values("message_id", np.flatnonzero(snap.live).tolist())
+    assert appended == [1]
+    assert len(ids) == 22 and sorted(ids) == list(range(1, 23))
+
+
+def test_a_reimport_numbers_new_messages_after_ones_appended_since(db, tmp_path):
+    """A message appended to an imported open session through recallql takes the next seq; a
+    later Hermes message imported into that session comes after it, never with the same seq
+    (found by trials: both got seq 3, so their order in the session was lost)."""
+    path = tmp_path / "state.db"
+    conn = sqlite3.connect(path)
+    builder.create_schema(conn)
+    builder.add_session(conn, "h")
+    builder.add_message(conn, "h", "user", "one", 1)
+    builder.add_message(conn, "h", "user", "two", 2)
+    conn.commit()
+    db.import_hermes(path)
+    db.messages.append("h", "user", "three, appended to recallql", at=T0 + 3)
+    builder.add_message(conn, "h", "assistant", "three, written by hermes", 4)
+    builder.add_message(conn, "h", "assistant", "four, written by hermes", 5)
+    conn.commit()
+    conn.close()
+    db.import_hermes(path)
+    snap = db.snapshot("messages")
+    by_seq = sorted((r["seq"], r["content"]) for r in snap.fetch(np.flatnonzero(snap.live)))
+    assert by_seq == [(1, "one"), (2, "two"), (3, "three, appended to recallql"),
+                      (4, "three, written by hermes"), (5, "four, written by hermes")]
+    assert db.import_hermes(path).messages_added == 0  # and a re-import keeps them
+    snap = db.snapshot("messages")
+    assert sorted(r["seq"] for r in snap.fetch(np.flatnonzero(snap.live))) == [1, 2, 3, 4, 5]

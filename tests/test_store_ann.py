@@ -209,3 +209,37 @@ def test_a_non_finite_vector_in_a_graph_segment_is_never_scored(tmp_path, monkey
         report = db.check()
     assert not report.ok and any("b1.npy" in p.file and p.kind == "non-finite"
                                  for p in report.problems)
+
+
+_EXIT_WHILE_BUILDING = """
+import sys, time
+import numpy as np
+from recallql.index.store import Store
+store = Store.open(sys.argv[1])
+store.create_collection("docs", ("body",), {}, dim=16)
+vecs = np.random.default_rng(1).normal(size=(40000, 16)).astype(np.float32)
+store.ingest("docs", [{"id": f"i{j}", "body": f"row {j}", "vector": vecs[j]}
+                      for j in range(40000)])
+while not store.graph_builder._busy:  # the background build has started
+    time.sleep(0.005)
+print("exiting while the graph is built", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_process_exiting_without_close_while_a_graph_is_built_exits_cleanly(tmp_path):
+    """Found by trials: a program that ended without closing its database while the
+    background builder was inside usearch aborted ("terminate called without an active
+    exception", status 134) in about one exit of three. The builders are now stopped at
+    interpreter exit. Several exits, as the abort depended on where the thread was."""
+    import subprocess
+    import sys
+
+    for run in range(4):
+        done = subprocess.run([sys.executable, "-c", _EXIT_WHILE_BUILDING,
+                               str(tmp_path / f"db{run}")], capture_output=True, text=True,
+                              timeout=300)
+        assert "exiting" in done.stdout
+        assert (done.returncode, "terminate" in done.stderr) == (0, False), done.stderr
+        with Store.open(tmp_path / f"db{run}") as store:
+            assert store.check().ok

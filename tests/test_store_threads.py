@@ -152,3 +152,50 @@ def test_32_threads_x_800_mixed_reads_raise_nothing(tmp_path):
     assert written and len(set(written)) == len(written)
     reader.close()
     db.close()
+
+
+class _HookedClock:
+    """A clock that advances one second a call and tells when the close reads it."""
+
+    def __init__(self) -> None:
+        self.now = 1_760_000_000.0
+        self.closing = threading.Event()
+        self.watch_close = False
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        if self.watch_close and threading.current_thread().name == "closer":
+            self.closing.set()
+        return self.now
+
+
+def test_close_takes_its_time_when_it_writes_not_before_waiting_for_the_writer():
+    """A close waiting for the writer while another thread's write records a signal (or
+    appends a message) must end the session after that write: found by trials, close read
+    "now" before waiting, so it failed with "its last signal or annotation is at ..." (and a
+    message appended meanwhile was dated after the session's end)."""
+    clock = _HookedClock()
+    db = recallql.connect(embedder=HashEmbedder(16), clock=clock)
+    db.sessions.create("s", "agent")
+    errors: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            db.sessions.close("s")
+        except BaseException as exc:  # noqa: BLE001 - asserted on below
+            errors.append(exc)
+
+    closer = threading.Thread(target=close, name="closer")
+    with db.store.writing():  # another thread's write holds the writer
+        clock.watch_close = True
+        closer.start()
+        clock.closing.wait(timeout=1.0)  # the close read the clock (before the fix: waiting)
+        db.sessions.signal("s", "reward", 1.0)
+        message = db.messages.append("s", "user", "written while the close waits")
+    closer.join(timeout=60)
+    assert errors == []
+    ended = db.sessions.get("s").ended_at
+    snap = db.snapshot("messages")
+    (row,) = snap.fetch(np.flatnonzero(snap.live))
+    assert row["message_id"] == message and row["created_at"] <= ended
+    db.close()

@@ -402,7 +402,8 @@ class GatherSource:
             "", "entity_sums", (entities, names, now_ts))
         return sums
 
-    def lineage_resolver(self, budget: int) -> AbstractContextManager[RootResolver]:
+    def lineage_resolver(self, budget: int, as_of: float | None = None
+                         ) -> AbstractContextManager[RootResolver]:
         raise ClusterError("conversation lineage reads the messages collection, which is "
                            "per tenant: run the statement on its tenant (tenant=...)")
 

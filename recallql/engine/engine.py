@@ -252,8 +252,9 @@ class PinnedSource:
                     ) -> dict[str, dict[str, float]]:
         return self._backend.entity_sums(entities, names, now_ts)
 
-    def lineage_resolver(self, budget: int) -> AbstractContextManager[RootResolver]:
-        return self._backend.lineage_resolver(budget)
+    def lineage_resolver(self, budget: int, as_of: float | None = None
+                         ) -> AbstractContextManager[RootResolver]:
+        return self._backend.lineage_resolver(budget, as_of)
 
     def _pinned(self, collection: str, batch: int) -> bool:
         return collection == self._snapshot.info.name and batch == self._snapshot.seq

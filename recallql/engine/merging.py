@@ -54,10 +54,12 @@ class MergeSource(Protocol):
         """Cross-session decayed signal sums `{name: {entity: sum}}` at `now_ts`."""
         ...
 
-    def lineage_resolver(self, budget: int) -> AbstractContextManager[RootResolver]:
+    def lineage_resolver(self, budget: int, as_of: float | None = None
+                         ) -> AbstractContextManager[RootResolver]:
         """One statement's conversation-root resolver over a consistent read of the sessions:
         the stored roots, or a lineage walk of at most `budget` session rows on a store whose
-        roots are not stored (`Sessions.resolver`)."""
+        roots are not stored or `as_of` (epoch seconds UTC) a time before a session ended
+        (`Sessions.resolver`)."""
         ...
 
     def fetch_rows(self, collection: str, rowids: np.ndarray, batch: int) -> list[dict[str, Any]]:
@@ -153,7 +155,8 @@ def _lineage(plan: QueryPlan, source: MergeSource
     if not plan.walks_lineage:
         yield None, None
         return
-    with source.lineage_resolver(plan.budget) as resolver:
+    as_of = plan.now if plan.as_of is not None else None
+    with source.lineage_resolver(plan.budget, as_of) as resolver:
         live = None if plan.session_id is None else LiveContext.build(plan.session_id, resolver)
         yield resolver, live
 

@@ -12,8 +12,10 @@ byte-identical). Mapping:
 - **Message** → an item of ``messages``: item id ``hermes:<session_id>:<hermes message id>``,
   text ``content`` (``"\\x00json:"`` structured content decoded to its text parts), ``role``,
   ``created_at`` = the message time, ``active`` / ``compacted`` kept, ``seq`` = 1-based position
-  among the session's messages in the file, a fresh database-unique ``message_id``; embedded with
-  the collection's embedder at ingest. Messages without text are skipped (nothing to find).
+  among the session's messages in the file (or just after the session's last stored message,
+  when a message appended through recallql holds that seq), a fresh database-unique
+  ``message_id`` (both assigned inside the batch's write); embedded with the collection's
+  embedder at ingest. Messages without text are skipped (nothing to find).
 
 Re-importing: sessions and messages already imported are matched by id. A session row that
 changed (e.g. it has ended since) is updated; a message whose flags, role or time changed (e.g.
@@ -40,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from recallql.importers.hermes_store import HermesStore, read_hermes_store
 from recallql.sessions import roots
-from recallql.sessions.messages import COLLECTION, message_item, next_message_id
+from recallql.sessions.messages import COLLECTION, message_item, next_message_id, next_seq
 from recallql.sessions.signals import validate_id
 from recallql.sessions.state import MAX_TIME, MIN_TIME
 
@@ -135,6 +137,7 @@ class _SessionWork:
     added: bool
     items: list[dict[str, Any]] = field(default_factory=list)
     updated_items: int = 0
+    new_items: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -319,6 +322,8 @@ def _plan_messages(work: _SessionWork, msgs: list[dict[str, Any]], source: str,
                             m["timestamp"], m["active"], m["compacted"], source=source,
                             agent_id=AGENT_ID)
         work.items.append({**item, "id": item_id})
+        if old is None:
+            work.new_items.append(work.items[-1])
     return next_id
 
 
@@ -337,12 +342,30 @@ def _write(db: Any, plan: _Plan, progress: Progress | None, batch_size: int) -> 
     for group in _batches(plan.work, batch_size):
         items = [item for w in group for item in w.items]
         rows = [w.row for w in group if w.row is not None]
-        db.store.ingest(COLLECTION, items, embedder, extra_sql=_upsert(rows, updates))
+        with db.store.writing():  # ids after the committed ones, as `db.messages` assigns them
+            _number([item for w in group for item in w.new_items], db.snapshot(COLLECTION))
+            db.store.ingest(COLLECTION, items, embedder, extra_sql=_upsert(rows, updates))
         batches += 1
         done += len(items)
         if progress is not None:
             progress(done, total)
     return batches, sum(u.changed for u in updates)
+
+
+def _number(new_items: list[dict[str, Any]], snap: Any) -> None:
+    """Give a batch's new message items fresh database-unique ``message_id`` values after the
+    committed ones, and seqs after their session's committed messages (call it holding the
+    writer): a write committed since the import was planned (another thread or process) may
+    have taken the planned ids, and a message appended through recallql to an imported open
+    session holds the seq that the file's next message would take. A seq stays the file
+    position when that is free."""
+    last: dict[str, int] = {}
+    for message_id, item in enumerate(new_items, start=next_message_id(snap)):
+        item["message_id"] = message_id
+        sid = item["session_id"]
+        if sid not in last:
+            last[sid] = next_seq(snap, sid) - 1
+        item["seq"] = item["position"] = last[sid] = max(item["seq"], last[sid] + 1)
 
 
 def _upsert(rows: list[tuple], updates: list[roots.RootUpdate]) -> Callable[[Any], None]:

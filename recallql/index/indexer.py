@@ -18,6 +18,7 @@ benchmarks).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
@@ -25,6 +26,7 @@ import re
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,6 +85,20 @@ def _alive(pid: int) -> bool:
     return True
 
 
+#: Builders whose thread was started; stopped when the interpreter exits (`_stop_builders`).
+_STARTED: weakref.WeakSet[GraphBuilder] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_builders() -> None:
+    """Stop every builder's thread before the interpreter finalises: a daemon thread still
+    inside usearch then is torn down mid-insertion and the process aborts ("terminate called
+    without an active exception", exit status 134) when a program exits without closing its
+    database while a graph is being built."""
+    for builder in list(_STARTED):
+        builder.close()
+
+
 class GraphBuilder:
     """The background graph builder of one writing `Store`.
 
@@ -109,6 +125,7 @@ class GraphBuilder:
                 self._thread = threading.Thread(target=self._run, name="recallql-ann-builder",
                                                 daemon=True)
                 self._thread.start()
+                _STARTED.add(self)
 
     def _run(self) -> None:
         with self._mutex:

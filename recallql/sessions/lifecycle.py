@@ -289,8 +289,10 @@ class Sessions(LineageAccess):
         if not isinstance(end_reason, str) or not end_reason:
             raise SessionError(f"end_reason must be a non-empty string, got {end_reason!r}")
         check_text(end_reason, "end_reason")
-        when = to_epoch(at, self._clock(), "at")
+        when = None if at is None else to_epoch(at, self._clock(), "at")
         with self._write(f"close session {id!r}") as conn:
+            if when is None:  # "now" once the writer is ours: after any write it waited for
+                when = self._clock()
             self._close(conn, self._require_open(conn, id), end_reason, when)
         return self.snapshot(id, as_of=when)
 

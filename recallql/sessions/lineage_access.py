@@ -24,7 +24,19 @@ from recallql.sessions.lineage import (
     SessionRow,
     verify,
 )
-from recallql.sessions.stored import StoredRoots
+from recallql.sessions.stored import AsOfRoots, StoredRoots
+
+
+def _as_at(fetch: Callable[[str], SessionRow | None], at: float
+           ) -> Callable[[str], SessionRow | None]:
+    """`fetch` returning each row as it was at `at` (epoch seconds UTC): a session that ended
+    after `at` was still open then."""
+    def fetch_at(session_id: str) -> SessionRow | None:
+        row = fetch(session_id)
+        if row is not None and row.ended_at is not None and row.ended_at > at:
+            return row._replace(status="open", end_reason=None, ended_at=None)
+        return row
+    return fetch_at
 
 
 class LineageAccess:
@@ -68,11 +80,23 @@ class LineageAccess:
         statement; this is the per-session cost of every lineage walk)."""
         return state.row_fetcher(conn, self._columns(conn))
 
-    def resolver(self, conn: Any, budget: int = DEFAULT_BUDGET) -> StoredRoots | LineageResolver:
+    def resolver(self, conn: Any, budget: int = DEFAULT_BUDGET, as_of: float | None = None
+                 ) -> StoredRoots | LineageResolver:
         """A statement's conversation roots, reading through `conn` (its read transaction): the
         stored roots (`StoredRoots`: no walk, no budget), or the query-time walk with budget B
         on a store whose roots are not stored (an older version's database opened read-only).
+
+        `as_of` (epoch seconds UTC, a statement's ``AS OF``): lineage as it was then. The
+        stored roots are today's; when a session ended after `as_of` (it was open then, so an
+        edge to it was no continuation and its hits were live), `AsOfRoots` walks the rows as
+        they were at `as_of` (such a session's end undone; budget B) where the stored roots
+        no longer hold, and reads them where they do.
         """
+        if as_of is not None and conn.execute(
+                "SELECT 1 FROM sessions WHERE ended_at > ? LIMIT 1", (as_of,)).fetchone():
+            if self._has_roots(conn):
+                return AsOfRoots(conn, as_of, budget)
+            return LineageResolver(_as_at(self.fetcher(conn), as_of), budget)
         if self._has_roots(conn):
             return StoredRoots(conn, budget)
         return LineageResolver(self.fetcher(conn), budget)

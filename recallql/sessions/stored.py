@@ -158,3 +158,63 @@ class StoredRoots:
             return self._conn.execute(_LOOKUP_SQL, (session_id,)).fetchone()
         except UnicodeEncodeError:
             return None
+
+
+#: Per conversation root, the smallest depth of its sessions that ended after a time.
+_ENDED_AFTER_SQL: Final = ("SELECT conversation_root, min(lineage_depth) FROM sessions "
+                           "WHERE ended_at > ?1 AND lineage_status = 'resolved' "
+                           "GROUP BY conversation_root")
+
+
+class AsOfRoots(LineageResolver):
+    """A statement's conversation roots as they were at `at` (``AS OF``): the walk over the
+    session rows as they were then (a session that ended after `at` was open, so an edge to it
+    was no continuation and its hits were live), shortened by the stored roots that still hold.
+
+    A stored root r holds at `at` for a session whose path to r passes no session that ended
+    after `at`: every session of a conversation none of whose sessions ended later, and in a
+    conversation where some did, every session no deeper than the shallowest of them (its
+    ancestors are shallower still). Those sessions are answered from their stored root (no
+    budget); the walk (budget B) covers the rest and stops at them.
+
+    Args:
+        conn: The statement's read connection (inside its read transaction).
+        at: The statement's ``AS OF`` time, epoch seconds UTC.
+        budget: The lineage budget B of the walk.
+    """
+
+    def __init__(self, conn: Any, at: float, budget: int = DEFAULT_BUDGET) -> None:
+        super().__init__(self._fetch_at, budget)
+        self._conn = conn
+        self._at = at
+        self._floor = dict(conn.execute(_ENDED_AFTER_SQL, (at,)).fetchall())
+
+    def resolve(self, session_id: str) -> Resolution:
+        """The session's root at `at` (see the class docstring)."""
+        if session_id not in self._memo and session_id not in self._rows:
+            row = self._fetch_at(session_id)  # read outside the budget, as a stored lookup
+            self._rows[session_id] = row
+            hit = self._memo.get(session_id)
+            if hit is not None:
+                self.stats.stored += 1
+                return record(self.stats, hit)
+        return super().resolve(session_id)
+
+    def _fetch_at(self, session_id: str) -> SessionRow | None:
+        """The row as it was at `at`; memoises its stored root when that still holds."""
+        if not isinstance(session_id, str):
+            return None
+        try:
+            values = self._conn.execute(_LOOKUP_SQL, (session_id,)).fetchone()
+        except UnicodeEncodeError:
+            return None
+        if values is None:
+            return None
+        row = SessionRow._make(values[:_N_ROW])
+        res = stored(values[_N_ROW:])
+        if res is not None and res.resolved and res.root is not None \
+                and res.depth <= self._floor.get(res.root, res.depth):
+            self._memo.setdefault(session_id, res)
+        if row.ended_at is not None and row.ended_at > self._at:
+            return row._replace(status="open", end_reason=None, ended_at=None)
+        return row
