@@ -76,3 +76,25 @@ def test_total_order_with_local_id_ranks_matches_global_ranks(size, levels, rnd)
     expected = np.lexsort(keys)
     got = total_order(cands, score)
     assert got.tolist() == expected.tolist()
+
+
+def test_total_order_reads_strings_only_for_ties():
+    read = []
+
+    def gather(index):
+        read.append(len(index))
+        return [f"i{i}" for i in index.tolist()]
+
+    m = 6
+    features = Features(rowid=np.arange(m), ids=Strings(gather, np.arange(m)),
+                        doc_ids=Strings(gather, np.arange(m)), positions=np.zeros(m, np.int64))
+    cosine = np.array([0.1, 0.5, 0.3, 0.9, 0.7, 0.2])
+    cands = Candidates(features=features, legs=(
+        LegColumn("semantic", LegKind.SEMANTIC, np.ones(m, np.int64), cosine),))
+    assert total_order(cands, cosine).tolist() == [3, 4, 1, 2, 5, 0]
+    assert read == []  # no tie: the numeric keys give the order
+    tied = np.array([0.5, 0.5, 0.3, 0.9, 0.3, 0.2])
+    cands = Candidates(features=features, legs=(
+        LegColumn("semantic", LegKind.SEMANTIC, np.ones(m, np.int64), tied),))
+    assert total_order(cands, tied).tolist() == [3, 0, 1, 2, 4, 5]
+    assert read  # ties: broken by doc id, position and item id

@@ -46,3 +46,37 @@ def test_weight_zero_and_empty_input():
     assert got.tolist() == [0.0, 0.0]
     got, source, distance = credit([], [], [], [])
     assert got.shape == source.shape == distance.shape == (0,)
+
+
+def _by_hand(weight, doc, place, relevance, giver):
+    """The rule row by row: the best `weight^d · relevance` of another direct candidate of the
+    row's document, ties to the nearer item, then to the item before."""
+    m = len(doc)
+    out = np.zeros(m), np.full(m, -1, np.int64), np.zeros(m, np.int64)
+    for a in range(m):
+        best = None
+        for b in range(m):
+            if b == a or doc[b] < 0 or doc[b] != doc[a] or not giver[b]:
+                continue
+            d = abs(int(place[a]) - int(place[b]))
+            key = (-(float(np.power(weight, np.int64(d))) * relevance[b]), d, place[b] > place[a])
+            if best is None or key < best[0]:
+                best = key, b, d
+        if best is not None:
+            out[0][a], out[1][a], out[2][a] = -best[0][0], best[1], best[2]
+    return out
+
+
+def test_random_documents_match_the_rule_by_hand():
+    rng = np.random.default_rng(7)
+    for _ in range(400):
+        m = int(rng.integers(1, 25))
+        doc = rng.integers(-1, 3, m)
+        place = rng.permutation(m + 5)[:m]  # distinct places
+        relevance = rng.choice([0.0, 0.125, 0.25, 0.5, 1.0, 0.3], m)  # many exact ties
+        giver = rng.random(m) < 0.6
+        weight = float(rng.choice([0.5, 0.25, 1.0, 0.0, 0.7]))
+        got = context_credit(weight, doc, place, relevance, giver)
+        want = _by_hand(weight, doc, place, relevance, giver)
+        for g, w in zip(got, want, strict=True):
+            assert g.tolist() == w.tolist()

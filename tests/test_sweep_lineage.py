@@ -200,10 +200,6 @@ class _SweepWhileEmbedding(HashEmbedder):
         return super().__call__(texts)
 
 
-@pytest.mark.xfail(strict=True, reason="the lineage read of a statement is a separate SQLite "
-                   "read transaction, not pinned to the batch its legs' snapshot shows: a "
-                   "sweep committed in between drops the swept messages as unresolved "
-                   "(found by a reader/sweeper race: 45 of 6,838 statements); not fixed")
 def test_a_sweep_committed_during_a_statement_is_not_half_seen(db, clock, tmp_path):
     """A reader's statement answers from one committed batch on every leg (SPEC §7): the
     conversation a sweep removes while the statement runs is either all there or all gone,

@@ -59,6 +59,9 @@ class RecencyDetail(Detail):
     future: np.ndarray
     missing: np.ndarray
 
+    def take(self, index: np.ndarray) -> RecencyDetail:
+        return RecencyDetail(self.age[index], self.future[index], self.missing[index])
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class SessionDetail(Detail):

@@ -105,18 +105,36 @@ class QueryEngine:
         """
         bound = self._bound(text, args, params)
         if isinstance(bound, s.Explain | s.Search | s.Retrieve):
-            return self.run(*self._plan(bound))
+            return self._run_consistent(bound)
         return info_statements.run(self._db, bound, self._clock())
 
     def explain(self, stmt: s.Explain | s.Search | s.Retrieve, *, analyze: bool = False,
                 verbose: bool = False) -> Explain:
         """Run a SEARCH/RETRIEVE and return the plan, per-operator metrics and rows with
         reasons."""
-        out = self.run(*self._plan(stmt, ExplainSpec(
+        out = self._run_consistent(stmt, ExplainSpec(
             analyze=analyze, verbose=verbose,
-            format=(stmt.format if isinstance(stmt, s.Explain) else None) or "text")))
+            format=(stmt.format if isinstance(stmt, s.Explain) else None) or "text"))
         assert isinstance(out, Explain)
         return out
+
+    def _run_consistent(self, stmt: s.Explain | s.Search | s.Retrieve,
+                        explain: ExplainSpec | None = None) -> Result | Explain:
+        """Plan and run `stmt`; again (at most `STALE_LINEAGE_RETRIES` times) when it dropped
+        hits as unresolved lineage and a batch committed while it ran.
+
+        The legs answer from one snapshot, but the lineage walk reads session rows in a later
+        SQLite transaction: a sweep committed in between removes the sessions of hits the legs
+        still show, which would drop them as `LINEAGE_UNRESOLVED_DROPPED` (half of the sweep
+        seen). Re-running on the new snapshot sees all of it."""
+        for attempt in range(STALE_LINEAGE_RETRIES + 1):
+            plan, snapshot = self._plan(stmt, explain)
+            out = self.run(plan, snapshot)
+            if (attempt == STALE_LINEAGE_RETRIES or plan.as_of is not None
+                    or not _dropped_lineage(out)
+                    or self._db.snapshot(plan.collection).seq == snapshot.seq):
+                return out
+        raise AssertionError("unreachable")
 
     def plan(self, text: str | s.StatementBase, /, *args: Any, **params: Any) -> QueryPlan:
         """The plan of a SEARCH, RETRIEVE or EXPLAIN statement (`now` read from the clock).
@@ -233,6 +251,15 @@ class QueryEngine:
         if len(self._query_vectors) > QUERY_VECTOR_CACHE:
             self._query_vectors.popitem(last=False)
         return vec
+
+
+#: Re-runs of a statement whose lineage read saw a batch its legs did not (`_run_consistent`).
+STALE_LINEAGE_RETRIES = 2
+
+
+def _dropped_lineage(out: Result | Explain) -> bool:
+    result = out.result if isinstance(out, Explain) else out
+    return any(w.code == Reason.LINEAGE_UNRESOLVED_DROPPED for w in result.warnings)
 
 
 class PinnedSource:

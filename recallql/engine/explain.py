@@ -19,7 +19,7 @@ from recallql.engine.candidates import (
     SignalDetail,
 )
 from recallql.engine.metrics import MetricsNode
-from recallql.engine.models import PlanNode, ReasonEntry
+from recallql.engine.models import PlanNode, ReasonEntry, trusted
 from recallql.engine.operators.base import Operator
 from recallql.engine.plan import LegKind
 from recallql.engine.reasons import Reason
@@ -60,10 +60,12 @@ def _leg_reasons(cands: Candidates, leg: LegColumn) -> list[ReasonEntry | None]:
     code = Reason.LEXICAL_MATCH if leg.kind is LegKind.LEXICAL else Reason.SEMANTIC_MATCH
     score = "bm25" if leg.kind is LegKind.LEXICAL else "cosine"
     norms = [None] * len(cands) if leg.norm is None else leg.norm.tolist()
-    return [ReasonEntry(code=Reason.LEG_ABSENT, contribution=share, leg=leg.name) if rank == 0
-            else ReasonEntry(code=code, contribution=share, leg=leg.name, rank=rank,
-                             norm=norm, **{score: raw})
-            for share, rank, raw, norm in zip(cands.parts[leg.name].tolist(), leg.rank.tolist(),
+    name = leg.name
+    return [trusted(ReasonEntry, {"code": Reason.LEG_ABSENT, "contribution": share, "leg": name})
+            if rank == 0 else trusted(ReasonEntry, {
+                "code": code, "contribution": share, "leg": name, "rank": rank, "norm": norm,
+                score: raw})
+            for share, rank, raw, norm in zip(cands.parts[name].tolist(), leg.rank.tolist(),
                                               leg.raw.tolist(), norms, strict=True)]
 
 
@@ -76,9 +78,11 @@ def _context_reasons(cands: Candidates, leg: LegColumn) -> list[ReasonEntry | No
     det = cands.details.get(leg.name)
     if not isinstance(det, ContextDetail):
         return [None] * len(cands)
-    return [None if side == 0 else ReasonEntry(
-                code=Reason.CONTEXT_MATCH, contribution=c, leg=leg.name, neighbour=str(nb),
-                side=_SIDES[side], distance=d, relevance=rel, weight=det.weight)
+    name, weight = leg.name, float(det.weight)
+    return [None if side == 0 else trusted(ReasonEntry, {
+                "code": Reason.CONTEXT_MATCH, "contribution": c, "leg": name,
+                "neighbour": str(nb), "side": _SIDES[side], "distance": d, "relevance": rel,
+                "weight": weight})
             for c, side, nb, rel, d in zip(cands.parts[leg.name].tolist(), det.side.tolist(),
                                            det.neighbour.tolist(), det.relevance.tolist(),
                                            det.distance.tolist(), strict=True)]
@@ -106,12 +110,14 @@ def _recency_reasons(cands: Candidates, det: RecencyDetail) -> list[ReasonEntry]
                                            det.future.tolist(), det.missing.tolist(),
                                            strict=True):
         if missing:
-            out.append(ReasonEntry(code=Reason.RECENCY_MISSING_DATE, contribution=value))
+            out.append(trusted(ReasonEntry, {"code": Reason.RECENCY_MISSING_DATE,
+                                             "contribution": value}))
         elif future:
-            out.append(ReasonEntry(code=Reason.RECENCY_FUTURE_CLAMPED, contribution=value,
-                                   age_days=0.0))
+            out.append(trusted(ReasonEntry, {"code": Reason.RECENCY_FUTURE_CLAMPED,
+                                             "contribution": value, "age_days": 0.0}))
         else:
-            out.append(ReasonEntry(code=Reason.RECENCY, contribution=value, age_days=age))
+            out.append(trusted(ReasonEntry, {"code": Reason.RECENCY, "contribution": value,
+                                             "age_days": age}))
     return out
 
 

@@ -210,11 +210,12 @@ def run_legs(plan: QueryPlan, snapshot: CollectionSnapshot, pool: Executor | Non
                                               pool if _threaded(direct, ctx) else None)}
         rows = np.unique(np.concatenate([b.rowids for b in found.values()])) if found \
             else np.zeros(0, np.int64)
-        for spec in plan.legs:
-            if spec.kind is LegKind.CONTEXT:
-                found[spec.name] = _context(spec, ctx, rows)
+        context = [_context(spec, ctx, rows) for spec in plan.legs
+                   if spec.kind is LegKind.CONTEXT]
+        found.update((b.name, b) for b in context)
         batches = tuple(found[spec.name] for spec in plan.legs)
-        rows = np.unique(np.concatenate([rows, *(b.rowids for b in batches)]))
+        if context:  # the direct legs' rows are in `rows` already
+            rows = np.unique(np.concatenate([rows, *(b.rowids for b in context)]))
     else:
         start = time.perf_counter_ns()
         batches, rows = (), _guarded("EligibleScan", lambda: eligible_rows(ctx, plan.filter))

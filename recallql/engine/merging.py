@@ -13,7 +13,6 @@ import contextlib
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -23,7 +22,7 @@ from recallql.engine.executor import Execution, Gathered, run
 from recallql.engine.explain import plan_node, rows_reasons
 from recallql.engine.legs import LegBatches
 from recallql.engine.metrics import LegMetrics, Output
-from recallql.engine.models import ContextItem, Explain, Notice, Result, Row
+from recallql.engine.models import ContextItem, Explain, Notice, Result, Row, trusted
 from recallql.engine.operators.base import ExecutionContext, Operator
 from recallql.engine.operators.fusion import Fusion, LegHits
 from recallql.engine.operators.scan import EligibleScan, LegScan
@@ -138,10 +137,11 @@ def merge_outcome(plan: QueryPlan, batches: LegBatches, source: MergeSource) -> 
         rows = _with_context(plan, cands, rows, source, batches.batch)
     notices += [Notice(code=code, message=message)
                 for code, message in (*batches.notices, *ex.notices)]
-    result = Result(statement=plan.statement, collection=plan.collection, rows=rows,
-                    session_snapshot=state[1] if state else None, warnings=dedupe(notices),
-                    truncated=ex.truncated, stats=_stats(ex, plan),
-                    timestamp_fields=list(plan.timestamp_fields))
+    result = trusted(Result, {  # fresh lists of models, a fresh dict, str and bool
+        "statement": plan.statement, "collection": plan.collection, "rows": rows,
+        "session_snapshot": state[1] if state else None, "warnings": dedupe(notices),
+        "truncated": bool(ex.truncated), "stats": _stats(ex, plan),
+        "timestamp_fields": list(plan.timestamp_fields)})
     out: Result | Explain = result if plan.explain is None else _explain(
         plan, tree, ex, result, _verbose(plan, cands, rows, source, batches.batch))
     return MergeOutcome(out, ex.underfilled, batches.cut, ex.truncated)
@@ -200,13 +200,16 @@ def _rows(cands: Candidates, source: MergeSource, plan: QueryPlan, batch: int) -
     rows = []
     for i, stored in enumerate(fetched):
         fields = {k: v for k, v in stored.items() if k not in _HIDDEN_FIELDS}
-        extra: dict[str, Any] = {}
-        if plan.messages:
-            extra = {"session_id": fields.get("session_id"),
-                     "message_id": fields.get("message_id"),
-                     "conversation_root": str(roots[i]) if roots is not None else None}
-        rows.append(Row(id=stored["id"], collection=plan.collection, score=score[i],
-                        fields=fields, reasons=reasons[i], **extra))
+        if plan.messages:  # stored values: validated
+            rows.append(Row(id=stored["id"], collection=plan.collection, score=score[i],
+                            fields=fields, reasons=reasons[i],
+                            session_id=fields.get("session_id"),
+                            message_id=fields.get("message_id"),
+                            conversation_root=str(roots[i]) if roots is not None else None))
+        else:  # a str id, a float score, a fresh dict and list
+            rows.append(trusted(Row, {"id": stored["id"], "collection": plan.collection,
+                                      "score": score[i], "fields": fields,
+                                      "reasons": reasons[i]}))
     return rows
 
 
@@ -245,8 +248,7 @@ def _stats(ex: Execution, plan: QueryPlan) -> dict[str, Any]:
     if plan.embed_ms is not None:
         stats["embed_ms"] = plan.embed_ms
     stats["window"] = plan.window
-    now = plan.as_of if plan.as_of is not None else datetime.fromtimestamp(plan.now, tz=UTC)
-    stats["now"] = format_timestamp(now)
+    stats["now"] = format_timestamp(plan.as_of if plan.as_of is not None else plan.now)
     return stats
 
 

@@ -41,16 +41,33 @@ def total_order(cands: Candidates, score: np.ndarray, need: int | None = None) -
     if need is not None and m > 4 * max(need, 1):
         kth = np.partition(score, m - need)[m - need]
         idx = np.flatnonzero(score >= kth)
+    numeric = (
+        _neg_or_inf(cands.best(LegKind.LEXICAL)[idx]),
+        _neg_or_inf(cands.best(LegKind.SEMANTIC)[idx]),
+        -score[idx],
+    )
+    order = np.lexsort(numeric)
+    if not _tied(numeric, order):  # the numeric keys alone give the whole order
+        return idx[order]
     feat = cands.features
     keys = (
         _str_rank(feat.ids.take(idx).tolist()),
         feat.positions[idx],
         _str_rank(feat.doc_ids.take(idx).tolist()),
-        _neg_or_inf(cands.best(LegKind.LEXICAL)[idx]),
-        _neg_or_inf(cands.best(LegKind.SEMANTIC)[idx]),
-        -score[idx],
+        *numeric,
     )
     return idx[np.lexsort(keys)]
+
+
+def _tied(keys: tuple[np.ndarray, ...], order: np.ndarray) -> bool:
+    """Whether two rows, in `order`, are equal on every key (a tie the later keys break)."""
+    if order.shape[0] < 2:
+        return False
+    same = np.ones(order.shape[0] - 1, dtype=bool)
+    for key in keys:
+        ranked = key[order]
+        same &= ranked[1:] == ranked[:-1]
+    return bool(same.any())
 
 
 def _str_rank(values: list[str]) -> np.ndarray:

@@ -151,24 +151,69 @@ def context_credit(weight: float, doc: np.ndarray, place: np.ndarray, relevance:
     order = order[doc[order] >= 0]
     if not order.shape[0]:
         return credit, source, distance
-    a, b = _same_document_pairs(doc[order])
-    a, b = order[a], order[b]
-    keep = (a != b) & giver[b]
-    a, b = a[keep], b[keep]
-    d = np.abs(place[a] - place[b])
-    value = np.power(float(weight), d) * relevance[b]
-    pick = np.lexsort(((place[b] > place[a]).astype(np.int8), d, -value, a))
-    first = pick[np.r_[True, a[pick][1:] != a[pick][:-1]]] if pick.shape[0] else pick
-    credit[a[first]], source[a[first]], distance[a[first]] = value[first], b[first], d[first]
+    i, j = _same_document_pairs(doc[order])  # pairs of positions in `order`
+    keep = (i != j) & giver[order][j]
+    i, j = i[keep], j[keep]
+    if not i.shape[0]:
+        return credit, source, distance
+    at = place[order]
+    pi, pj = at[i], at[j]
+    d = np.abs(pi - pj)
+    value = _powers(float(weight), d) * relevance[order][j]
+    first = _best_pairs(i, value, d, pj > pi)
+    a, b = order[i[first]], order[j[first]]
+    credit[a], source[a], distance[a] = value[first], b, d[first]
     return credit, source, distance
+
+
+def _powers(base: float, exponent: np.ndarray) -> np.ndarray:
+    """`np.power(base, exponent)` for int64 exponents ≥ 0, read from a table of the powers up to
+    the largest exponent when that is shorter (the same ufunc call on an array, so the same
+    values bit for bit; pow is the costly part of many pairs at few distances)."""
+    top = int(exponent.max())
+    if top + 1 >= exponent.shape[0]:
+        return np.power(base, exponent)
+    return np.power(base, np.arange(top + 1, dtype=np.int64))[exponent]
+
+
+def _starts(keys: np.ndarray) -> np.ndarray:
+    """bool[n]: where a run of equal values of the grouped `keys` starts (n ≥ 1)."""
+    start = np.empty(keys.shape[0], dtype=bool)
+    start[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=start[1:])
+    return start
+
+
+def _best_pairs(a: np.ndarray, value: np.ndarray, d: np.ndarray, after: np.ndarray
+                ) -> np.ndarray:
+    """For each row of `a` (pairs grouped by row, n ≥ 1), the position of its best pair: the
+    largest `value` (NaN below every number), then the smallest distance `d` (≥ 0), then the
+    giver before the row (`after` False), then the first such pair — the head of each row's
+    group in a stable sort by `(a, −value, d, after)`, found by per-group reductions instead
+    of a sort."""
+    start = _starts(a)
+    starts = np.flatnonzero(start)
+    group = np.cumsum(start) - 1
+    best = np.fmax.reduceat(value, starts)[group]  # NaN only where a group is all NaN
+    tie = value == best
+    if np.isnan(best).any():
+        tie |= np.isnan(value) & np.isnan(best)
+    key = np.where(tie, 2 * d + after, _NO_KEY)  # (d, after) in one integer: d ≥ 0
+    hits = np.flatnonzero(key == np.minimum.reduceat(key, starts)[group])
+    return hits[_starts(group[hits])]
+
+
+_NO_KEY = np.iinfo(np.int64).max
 
 
 def _same_document_pairs(doc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every pair `(i, j)` of positions of the sorted `doc` with equal codes (i = j included),
     grouped by i."""
     m = doc.shape[0]
-    starts = np.flatnonzero(np.r_[True, doc[1:] != doc[:-1]])
-    sizes = np.diff(np.r_[starts, m])
+    starts = np.flatnonzero(_starts(doc))
+    sizes = np.empty_like(starts)
+    sizes[:-1] = starts[1:] - starts[:-1]
+    sizes[-1] = m - starts[-1]
     width = np.repeat(sizes, sizes)  # the group size of each position
     a = np.repeat(np.arange(m), width)
     offset = np.arange(a.shape[0]) - np.repeat(np.cumsum(width) - width, width)

@@ -128,6 +128,8 @@ def _positional(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, An
 
 def _named(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, Any]) -> dict:
     parameters = stmt.parameters
+    if not args and params.keys() == {p.name for p in parameters}:
+        return params  # exactly the statement's names
     names = ", ".join(dict.fromkeys(p.label for p in parameters))
     if args:
         raise ParameterError(
@@ -254,8 +256,11 @@ def _vector(value: Any, node: Parameter) -> Node:
         raise _Mistyped("a 1-D vector of numbers")
     if array.size == 0:
         raise _Mistyped("a non-empty vector")
-    with np.errstate(all="ignore"):  # overflow to inf is reported below, not warned about
-        vector = array.astype(np.float32)  # a copy: later changes by the caller cannot leak
+    if array.dtype == np.float32:
+        vector = array.copy()  # later changes by the caller cannot leak
+    else:
+        with np.errstate(all="ignore"):  # overflow to inf is reported below, not warned about
+            vector = array.astype(np.float32)  # a copy, as above
     if not np.isfinite(vector).all():
         raise _Mistyped("a vector of finite numbers (no NaN or infinity, within float32)")
     vector.setflags(write=False)

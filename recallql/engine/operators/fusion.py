@@ -167,7 +167,7 @@ class ConvexFusion(Fusion):
             floor = THEORETICAL_MIN.get(leg.kind.value) if self.normalization == "tmm" \
                 else NO_MATCH_SCORE.get(leg.kind.value) if leg.name in complete else None
             lo, hi = score_bounds(present, floor)
-            norm = normalised(np.where(leg.rank > 0, leg.raw, np.nan), lo, hi)
+            norm = normalised(leg.raw, lo, hi)  # raw is NaN where the row is absent
             columns.append(LegColumn(leg.name, leg.kind, leg.rank, leg.raw, norm))
             parts[leg.name] = convex_share(norm, total, self.weight(leg.name))
             bounds.append((leg.name, lo, hi))
@@ -210,16 +210,17 @@ def _credit(cands: Candidates, batch: LegBatch, relevance: np.ndarray, weight: f
     for leg in cands.legs:
         if leg.kind is not LegKind.CONTEXT:
             giver |= leg.rank[rows] > 0
-    credit, source, distance = context_credit(weight, places[:, 0], places[:, 1],
-                                              relevance[rows], giver)
-    has = source >= 0
+    doc, place = places[:, 0], places[:, 1]
+    credit, source, distance = context_credit(weight, doc, place, relevance[rows], giver)
+    has = np.flatnonzero(source >= 0)
+    given, giving = rows[has], rows[source[has]]
     part = np.zeros(m, dtype=np.float64)
     part[rows] = credit
     at = np.arange(m, dtype=np.int64)  # rows without credit point at themselves (unread)
-    at[rows[has]] = rows[source[has]]
+    at[given] = giving
     full_side, rel = np.zeros(m, np.int8), np.full(m, np.nan)
-    full_side[rows[has]] = np.where(places[source[has], 1] < places[has, 1], -1, 1)
-    rel[rows[has]] = relevance[rows[source[has]]]
+    full_side[given] = np.where(place[source[has]] < place[has], -1, 1)
+    rel[given] = relevance[giving]
     steps = np.zeros(m, np.int64)
     steps[rows] = distance
     return cands.with_parts({batch.name: part}, (batch.name, ContextDetail(
@@ -234,7 +235,7 @@ def _positions(rowid: np.ndarray, wanted: np.ndarray) -> np.ndarray:
         ValueError: some wanted rowid has no features.
     """
     pos = np.searchsorted(rowid, wanted)
-    if pos.shape[0] and (pos.max() >= rowid.shape[0] or (rowid[pos] != wanted).any()):
+    if pos.shape[0] and (not rowid.shape[0] or (rowid.take(pos, mode="clip") != wanted).any()):
         raise ValueError("the features do not cover every leg's candidates")
     return pos
 

@@ -192,9 +192,8 @@ class ContextScan(LegScan):
         (ascending): the candidates that share a document with other items and every eligible
         row next to one, each with its document code and eligible place."""
         nb = ctx.snapshot.neighbours
-        empty = np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
         if not len(nb) or not found.shape[0]:
-            return empty
+            return _NO_CONTEXT
         allowed = ctx.rows(self.spec.filter)
         eligible: np.ndarray | Places = np.asarray(ctx.snapshot.live, dtype=bool)
         if allowed is not None:
@@ -203,11 +202,24 @@ class ContextScan(LegScan):
         near = np.concatenate([nb.step(found, -1, eligible), nb.step(found, 1, eligible)])
         near = near[near >= 0]
         if not near.shape[0]:
-            return empty
+            return _NO_CONTEXT
         doc, _ = nb.document_places(found)
         rows = np.unique(np.concatenate([near, found[doc >= 0]]))
         doc, place = nb.document_places(rows, None if allowed is None else eligible)
-        return rows, np.stack([doc, place], axis=1)
+        places = np.empty((rows.shape[0], 2), np.int64)
+        places[:, 0], places[:, 1] = doc, place
+        return rows, places
+
+
+def _empty_context() -> tuple[np.ndarray, np.ndarray]:
+    rows, places = np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
+    rows.setflags(write=False)
+    places.setflags(write=False)
+    return rows, places
+
+
+#: The context leg's output when no candidate has a neighbour (read-only, shared).
+_NO_CONTEXT = _empty_context()
 
 
 @dataclass(frozen=True, eq=False)
