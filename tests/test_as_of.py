@@ -133,6 +133,24 @@ def test_vacuum_purges_at_once_and_as_of_says_so(clock, tmp_path):
     assert db.check().ok
 
 
+def test_a_rebuild_purges_like_vacuum_and_the_notice_names_it(clock, tmp_path):
+    """`reindex` / `recallql optimize` rebuild the text index from the live rows, so rows
+    deleted within the retention window vanish from AS OF; the notice said they were "past the
+    retention window" (they were not) and pointed at vacuum only."""
+    db = make(clock, tmp_path / "db")
+    db.ingest("kb", [item("a", "alpha", V), item("b", "alpha", V)])
+    clock.now = T0 + 100
+    db.delete("kb", ["b"])
+    db.reindex(["kb"])
+    result = db.execute(f"SEARCH kb MATCHING 'alpha' AS OF TIMESTAMP '{iso(T0 + 50)}'")
+    assert result.ids() == ["a"]
+    notice = next(w for w in result.warnings if w.code == "AS_OF_BEYOND_RETENTION")
+    assert "are past the retention window" not in notice.message
+    assert "1 row(s) deleted since then were purged (past the retention window, by `recallql " \
+        "vacuum`, or by a rebuild of the text index: `recallql reindex` / `optimize`)" \
+        in notice.message
+
+
 def test_commit_times_never_go_backwards(clock):
     """A clock that steps back (NTP, another process) stamps the batch with the previous
     batch's time, so `AS OF` stays a prefix of the batches."""

@@ -145,6 +145,7 @@ def test_import_hermes(tmp_path):
     done = cli("import", "hermes", str(store), "--db", str(tmp_path / "db"), "--embedder",
                "hash")
     assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # no progress bar (it printed an empty line) when not a terminal
     listed = cli("sessions", "list", "--json", "--db", str(tmp_path / "db"))
     assert "conv-tip" in {r["id"] for r in json.loads(listed.stdout)["records"]}
     missing = cli("import", "hermes", str(tmp_path / "nope.db"), "--db", str(tmp_path / "db"))

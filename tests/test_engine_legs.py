@@ -208,3 +208,15 @@ def test_when_the_legs_left_all_weigh_zero_every_share_is_zero(db):
     assert [r.score for r in result.rows] == [0.0, 0.0, 0.0]
     cosines = [r.reasons[0].cosine for r in result.rows]
     assert cosines == sorted(cosines, reverse=True) and result.rows[0].reasons[0].rank == 1
+
+
+def test_stopword_text_under_using_lexical_does_not_claim_a_semantic_leg_ran(db):
+    """`USING LEXICAL` with only stopwords said "ran the semantic leg only" and returned
+    nothing: no leg ran."""
+    result = db.execute("SEARCH kb MATCHING 'the of' USING LEXICAL LIMIT 3")
+    (notice,) = result.warnings
+    assert notice.code == Reason.LEXICAL_LEG_EMPTY and result.rows == []
+    assert notice.message == ("the MATCHING text has no searchable terms (blank, punctuation or "
+                              "stopwords); USING LEXICAL has no other leg, so no rows")
+    hybrid = db.execute("SEARCH kb MATCHING 'the of' NEAR :v LIMIT 3", v=q(vec(1, 0, 0, 0)))
+    assert hybrid.warnings[0].message.endswith("ran the semantic leg only")

@@ -79,6 +79,14 @@ HINTS = [
     ("missing-from", "RETRIEVE 5 docs", "RETRIEVE 5 FROM docs"),
     ("field-as-value", "SEARCH d MATCHING 'x' WHERE a = b", "text values go in single quotes: 'b'"),
     ("explain-show", "EXPLAIN SHOW COLLECTIONS", "EXPLAIN takes a SEARCH or RETRIEVE"),
+    # `'it\'s'` hinted "did you mean 'AS'?"; curly quotes pasted from a document had no hint
+    ("backslash-quote", "SEARCH d MATCHING 'it\\'s here'",
+     "a backslash does not escape a quote; double it: 'it''s'"),
+    ("backslash-quote-end", "SEARCH d MATCHING 'x\\' LIMIT 5'",
+     "a backslash does not escape a quote; double it: 'it''s'"),
+    ("curly-quotes", "SEARCH d MATCHING \u2018backup\u2019", "use straight quotes"),
+    ("curly-double-quotes", "SEARCH d MATCHING 'x' WHERE \u201ctag\u201d = 1",
+     "use straight quotes"),
 ]  # fmt: skip
 
 

@@ -1,7 +1,7 @@
-"""The analyser shared by indexing and query terms (`recallql.index.analysis`, analyser 2):
-Unicode normalisation, the stopword list, long tokens and CJK runs, each through a real tantivy
-index; the analyser version, BM25 statistics after deletes, reindex and optimize are in
-`test_index_reindex.py`."""
+"""The analyser shared by indexing and query terms (`recallql.index.analysis`, analyser 3):
+Unicode normalisation, the stopword list, long tokens, CJK and Thai runs, emoji, each through
+a real tantivy index; the analyser version, BM25 statistics after deletes, reindex and
+optimize are in `test_index_reindex.py`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ import uuid
 import pytest
 
 import recallql
-from recallql.index.analysis import MAX_TOKEN_CHARS, STOPWORDS, analyze, normalize, prepare
+from recallql.index.analysis import (
+    MAX_TOKEN_CHARS,
+    STOPWORDS,
+    analyze,
+    normalize,
+    prepare,
+    shown,
+)
 from recallql.index.embedders import HashEmbedder
 
 
@@ -156,3 +163,106 @@ def test_cjk_runs_become_bigrams_so_words_inside_are_findable():
         assert db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=run).ids()[0] == "hit"
         assert db.execute("SEARCH docs MATCHING '数据库' USING LEXICAL").ids() == ["hit"]
         assert db.execute("SEARCH docs MATCHING '索引' USING LEXICAL").ids() == ["hit"]
+
+
+# -- analyser 3: Turkish i, emoji, scripts written without spaces ---------------------------------
+
+@pytest.mark.parametrize(
+    ("stored", "query"),
+    [("İstanbul office", "istanbul"),        # dotted capital İ case-folds to i + U+0307
+     ("İstanbul office", "ISTANBUL"),
+     ("istanbul office", "İSTANBUL"),
+     ("KIRMIZI kalem", "kırmızı"),           # dotless ı
+     ("ıstakoz", "ISTAKOZ")],
+    ids=["dotted-capital", "dotted-vs-upper", "upper-dotted-query", "dotless-query",
+         "dotless-text"])
+def test_turkish_dotted_and_dotless_i_match_plain_i(stored, query):
+    assert analyze(stored)[0] == analyze(query)[0]
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "hit", "title": stored}, {"id": "miss", "title": "other"}])
+        assert db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=query).ids() == ["hit"]
+
+
+def test_turkish_i_in_annotation_keywords_matches_metadata():
+    with recallql.connect(embedder=HashEmbedder(8), clock=lambda: 1.7e9) as db:
+        db.ingest("docs", [{"id": "tr", "title": "ofis", "tags": ["İZMİR"]},
+                           {"id": "plain", "title": "ofis"}])
+        db.sessions.create("s", agent_id="a")
+        db.sessions.annotate("s", "izmir")
+        rows = db.execute("SEARCH docs MATCHING 'ofis' FOR SESSION 's'").rows
+    reasons = {r.id: {e.code: e.detail for e in r.reasons} for r in rows}
+    assert reasons["tr"]["SESSION_KEYWORDS"] == "1/1"
+
+
+@pytest.mark.parametrize(
+    ("stored", "query"),
+    [("release party 🎉 tonight", "🎉"),
+     ("on call 👩\u200d💻 rota", "👩\u200d💻"),       # a ZWJ sequence
+     ("looks good 👍🏽", "👍"),                      # a skin-tone modifier is not a term
+     ("trip to 🇯🇵 in May", "🇯🇵")],                 # a flag: two regional indicators
+    ids=["emoji", "zwj-sequence", "skin-tone", "flag"])
+def test_emoji_are_terms(stored, query):
+    assert analyze(query)
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "hit", "title": stored}, {"id": "miss", "title": "party 🎈"}])
+        assert db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=query).ids() == ["hit"]
+
+
+@pytest.mark.parametrize(
+    ("stored", "query"),
+    [("ฐานข้อมูลสำรองข้อมูลทุกวัน", "ข้อมูล"),          # Thai: "data" inside a run
+     ("ພາສາລາວງ່າຍ", "ລາວ"),                          # Lao
+     ("ភាសាខ្មែរស្រួល", "ខ្មែរ"),                      # Khmer
+     ("မြန်မာစာအုပ်", "စာအုပ်")],                       # Myanmar
+    ids=["thai", "lao", "khmer", "myanmar"])
+def test_words_inside_runs_of_scripts_without_spaces_are_findable(stored, query):
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "hit", "title": stored}, {"id": "miss", "title": "other"}])
+        assert db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=query).ids() == ["hit"]
+
+
+def test_thai_runs_become_bigrams_of_characters_with_their_marks():
+    # ข้ อ มู ล: a vowel or tone mark stays with its consonant
+    assert analyze("ข้อมูล") == ["ข้อ", "อมู", "มูล"]
+    assert analyze("ก") == ["ก"]
+
+
+def test_analyser_2_collections_keep_analyser_2():
+    assert analyze("İstanbul 🎉 ข้อมูล", version=2) == ["i\u0307stanbul", "ข้อมูล"]
+
+
+# -- versions, addresses, e-mail: the whole token and its parts (preserve_original) ---------------
+
+@pytest.mark.parametrize(
+    ("text", "terms"),
+    [("v1.2.3", ["v1.2.3", "v1", "2", "3"]),
+     ("10.0.0.1", ["10.0.0.1", "10", "0", "0", "1"]),
+     ("pi is 3.14159.", ["pi", "3.14159", "3", "14159"]),
+     ("bob.smith@example.com", ["bob.smith@example.com", "bob", "smith", "exampl", "com"])],
+    ids=["version", "ipv4", "decimal", "email"])
+def test_dotted_numbers_and_emails_are_a_term_besides_their_parts(text, terms):
+    assert [shown(term) for term in analyze(text)] == terms
+    assert [t for t in analyze(text) if t != shown(t)]  # the whole term's separators are marks
+
+
+@pytest.mark.parametrize(
+    ("exact", "other", "query"),
+    [("fixed in v1.2.3", "fixed in v1.3.2", "v1.2.3"),
+     ("pi is 3.14159", "pi is 14159.3", "3.14159"),
+     ("write to bob.smith@example.com", "bob smith wrote about example.com",
+      "bob.smith@example.com")],
+    ids=["version", "decimal", "email"])
+def test_the_exact_version_or_address_ranks_above_the_same_parts_in_another_order(exact, other,
+                                                                                  query):
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "exact", "title": exact}, {"id": "other", "title": other}])
+        rows = db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=query).rows
+    assert [r.id for r in rows] == ["exact", "other"]  # the parts still match
+    assert rows[0].score > rows[1].score
+
+
+def test_explain_shows_a_version_term_with_its_dots():
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "a", "title": "fixed in v1.2.3"}])
+        plan = db.explain("SEARCH docs MATCHING 'v1.2.3' USING LEXICAL").to_text()
+    assert "terms=[v1.2.3, v1, 2, 3]" in plan

@@ -77,15 +77,37 @@ def test_reindex_migrates_an_old_database(old_db):
     with db:
         reports = db.reindex()
         assert [(r.collection, r.rows, r.old_version, r.new_version, r.counted_before)
-                for r in reports] == [("docs", 2, 1, 2, None), ("messages", 0, 1, 2, None)]
+                for r in reports] == [("docs", 2, 1, CURRENT_VERSION, None),
+                                      ("messages", 0, 1, CURRENT_VERSION, None)]
         assert _lexical(db, "Café") == ["cafe"]
         assert _lexical(db, SHA) == ["sha"]
         assert db.execute("SEARCH docs MATCHING 'plain backup' USING LEXICAL").ids() == []
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # reopening warns no more
         with recallql.connect(old_db, embedder=HashEmbedder(16)) as db:
-            assert db.store.analyzer_versions()["docs"] == 2
+            assert db.store.analyzer_versions()["docs"] == CURRENT_VERSION
             assert _lexical(db, "cafe\u0301") == ["cafe"]
+
+
+def test_an_analyser_2_database_keeps_its_terms_until_reindex_moves_it_to_3(tmp_path,
+                                                                               monkeypatch):
+    path = tmp_path / "db"
+    monkeypatch.setattr("recallql.index.text.CURRENT_VERSION", 2)  # as an older recallql wrote
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", recallql.AnalyzerOutdatedWarning)
+        with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+            db.ingest("docs", [{"id": "tr", "title": "İstanbul 🎉"},
+                               {"id": "x", "title": "other"}])
+    monkeypatch.undo()
+    with pytest.warns(recallql.AnalyzerOutdatedWarning, match="indexed by text analyser 2"):
+        db = recallql.connect(path, embedder=HashEmbedder(8))
+    with db:
+        assert db.store.analyzer_versions()["docs"] == 2
+        assert _lexical(db, "İstanbul") == ["tr"]  # query terms in the index's analyser
+        assert _lexical(db, "istanbul") == []
+        assert [r.new_version for r in db.reindex()] == [3, 3]
+        assert _lexical(db, "istanbul") == ["tr"]
+        assert _lexical(db, "🎉") == ["tr"]
 
 
 def test_an_unknown_analyser_version_is_a_clear_error(tmp_path):
@@ -93,7 +115,7 @@ def test_an_unknown_analyser_version_is_a_clear_error(tmp_path):
     recallql.connect(path, embedder=HashEmbedder(8)).close()
     (_text_dir(path) / ANALYZER_FILE).write_text('{"version": 99}')
     with pytest.raises(recallql.StoreError, match="text analyser version 99 is unknown to this "
-                       r"recallql \(it knows \[1, 2\]\); upgrade recallql"):
+                       r"recallql \(it knows \[1, 2, 3\]\); upgrade recallql"):
         recallql.connect(path, embedder=HashEmbedder(8))
 
 
@@ -131,6 +153,25 @@ def test_deleted_rows_count_in_bm25_statistics_until_optimize(tmp_path):
         assert _bm25(db, "gamma") == _bm25(fresh, "gamma")  # exact: equal to a fresh index
         assert _bm25(db, "alpha beta") == _bm25(fresh, "alpha beta")
         assert db.reindex(only_needed=True) == []  # nothing left to do
+
+
+@pytest.mark.parametrize("deleted", [[], ["d0", "d3"]], ids=["no-deletes", "deletes"])
+def test_a_rebuilt_index_passes_check(tmp_path, deleted):
+    """Every rebuilt document carried the committed batch instead of its row's, so after any
+    `reindex` / `recallql optimize` `recallql check` said DAMAGED ("documents carry another
+    batch than their SQLite row")."""
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", DOCS[:10])
+        db.ingest("docs", DOCS[10:])  # rows of two batches
+        db.delete("docs", deleted)
+        db.reindex(["docs"])
+        assert db.check().problems == []
+        db.ingest("docs", [{"id": "after", "title": "gamma"}])
+        assert db.check().problems == []
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(8)) as db:
+        assert db.check().problems == []
+        gamma = [d for d in DOCS if "gamma" in d["title"] and d["id"] not in deleted]
+        assert len(_bm25(db, "gamma")) == len(gamma) + 1
 
 
 def test_an_index_without_removed_rows_is_exact(tmp_path):
@@ -202,8 +243,26 @@ def test_cli_warns_then_reindex_and_optimize(old_db):
     assert f"recallql reindex --db {old_db}" in query.stderr
     done = _cli("reindex", "--db", str(old_db), "-c", "docs")
     assert done.returncode == 0, done.stderr
-    assert "docs: 2 rows reindexed (analyser 1 → 2)" in done.stdout
+    assert f"docs: 2 rows reindexed (analyser 1 → {CURRENT_VERSION})" in done.stdout
     again = _cli("optimize", "--db", str(old_db), "-c", "docs")
     assert "nothing to do" in again.stdout
     missing = _cli("optimize", "--db", str(old_db.parent / "none"))
     assert missing.returncode == 1 and "no recallql database" in missing.stderr
+
+
+def test_check_names_the_cause_of_documents_an_earlier_rebuild_stamped(tmp_path):
+    """Indexes rebuilt before the fix carry the committed batch on every document: `check`
+    names that cause and the cure, and `reindex` cures it."""
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", DOCS[:10])
+        db.ingest("docs", DOCS[10:])
+        with db.store.writing():
+            text = db.store._state("docs").text
+            text.delete_rows(range(10))
+            text.add(list(range(10)), 2, [d["title"] for d in DOCS[:10]])  # rows of batch 1
+            text.commit()
+        (problem,) = db.check().problems
+        assert problem.detail.endswith("(each a later one: what a reindex or optimize of an "
+                                       "earlier recallql wrote; `recallql reindex` rewrites them)")
+        db.reindex(["docs"])
+        assert db.check().problems == []

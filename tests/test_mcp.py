@@ -393,3 +393,43 @@ def test_a_filter_with_an_empty_list_is_a_tool_error_naming_the_filter():
     assert result.is_error and text(result) == (
         "QuerySemanticError: filters: tags has an empty list; a list means any of its values, "
         "so give at least one (or leave the filter out)")
+
+
+def test_a_misspelt_key_inside_an_item_or_message_is_refused_by_name():
+    """`remember(items=[{"text": ..., "tag": [...]}])` (for `tags`) and a message's unknown key
+    were accepted and dropped without a word, as a misspelt top-level argument is not."""
+    item, message, found = _in_process_call([
+        ("remember", {"items": [{"text": "zebra crossing", "tag": ["roads"]}]}),
+        ("append_messages", {"session": "s-1", "messages": [
+            {"role": "user", "content": "zebra", "time": "2026-01-05T10:00:00Z"}]}),
+        ("run_statement", {"statement": "SEARCH docs MATCHING 'zebra'"}),
+    ])
+    assert item.is_error and text(item) == (
+        "ArgumentError: remember was called with invalid arguments:\n"
+        "  items.0.tag: not a key of an item; did you mean 'tags'? (keys: text, id, title, "
+        "tags, source, entity, created_at, fields)")
+    assert message.is_error and text(message) == (
+        "ArgumentError: append_messages was called with invalid arguments:\n"
+        "  messages.0.time: not a key of a message (keys: role, content, at)")
+    assert data(found)["rows"] == []  # nothing of the refused call was stored
+
+
+def test_an_unknown_collection_resource_names_the_collection():
+    """`recallql://collections/nope` came back as 'Error creating resource from template' (the
+    cause hidden) and the server logged a traceback."""
+    from recallql.mcp.server import MemoryTools, build_server
+
+    worker = _worker()
+    server = build_server(MemoryTools(worker))
+
+    async def go():
+        async with Client(server) as client:
+            with pytest.raises(mcp.MCPError) as info:
+                await client.read_resource("recallql://collections/nope")
+            return str(info.value)
+
+    try:
+        message = run(go)
+    finally:
+        worker.close()
+    assert message == "no collection 'nope' (collections: docs, messages)"

@@ -124,3 +124,17 @@ def test_reader_process_sees_committed_batches_only(tmp_path):
 
 if __name__ == "__main__":
     {"writer": _helper_writer, "reader": _helper_reader}[sys.argv[1]](*sys.argv[2:])
+
+
+def test_a_database_another_process_is_creating_is_not_refused(tmp_path):
+    """Processes opening one new path at once: one saw the creator's SQLite rollback journal
+    (``meta.sqlite.creating-journal``) and refused the directory as "not empty and not a
+    recallql database". What a creation leaves (here: killed mid-way) is a new database."""
+    path = tmp_path / "fresh"
+    path.mkdir()
+    for name in ("LOCK", "LOCK.wait", "meta.sqlite.creating", "meta.sqlite.creating-journal"):
+        (path / name).write_bytes(b"")
+    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "a", "title": "first"}])
+        assert db.check().problems == []
+    assert not (path / "meta.sqlite.creating-journal").exists()

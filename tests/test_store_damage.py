@@ -87,8 +87,16 @@ def nan_segment(path: Path) -> Path:
     return target
 
 
+def deleted_analyzer_marker(path: Path) -> Path:
+    """Without its marker an index of analyser 2 or later was read as analyser 1 (an index
+    of before the marker): queries analysed apart from the documents, and check said ok."""
+    target = path / "collections" / "docs" / "text" / "recallql-analyzer.json"
+    target.unlink()
+    return target
+
+
 DAMAGE = [empty_meta, deleted_meta, deleted_meta_json, deleted_text_dir, truncated_segment,
-          deleted_segment, nan_segment]
+          deleted_segment, nan_segment, deleted_analyzer_marker]
 
 
 @pytest.mark.parametrize("damage", DAMAGE, ids=[d.__name__ for d in DAMAGE])

@@ -264,6 +264,7 @@ def test_cli_optimize_reports_the_merge(tmp_path):
                          capture_output=True, text=True, cwd=REPO, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "docs: 2 vector segments merged into one (60 rows;" in run.stdout
+    assert run.stderr == ""  # no progress bar (it printed an empty line) when not a terminal
 
 
 def test_cli_optimize_writes_a_missing_int8_copy(tmp_path):

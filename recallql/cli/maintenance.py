@@ -113,7 +113,7 @@ def _run(db: Path, collections: list[str] | None, only_needed: bool,
 def _bar() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
         "{task.completed:,}/{task.total:,} rows"), TimeRemainingColumn(), console=err,
-        transient=True)
+        transient=True, disable=not err.is_terminal)
 
 
 def check(db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:

@@ -153,7 +153,7 @@ def _import_with_progress(database, store: Path):
     if "progress" not in inspect.signature(database.import_hermes).parameters:
         return database.import_hermes(store)
     with Progress(TextColumn("importing messages"), BarColumn(), MofNCompleteColumn(),
-                  console=err, transient=True) as bar:
+                  console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("import", total=None)
         return database.import_hermes(
             store, progress=lambda done, total: bar.update(task, completed=done, total=total))

@@ -316,6 +316,7 @@ def _retention_notice(loss: RetentionLoss) -> Notice:
     exact = "" if loss.exact_from is None else \
         f"; AS OF is exact from {format_timestamp(loss.exact_from)} on"
     return Notice(code=Reason.AS_OF_BEYOND_RETENTION, message=(
-        f"AS OF {format_timestamp(loss.at)}: {loss.lost} row(s) deleted since then are past the "
-        f"retention window and were purged, so they are not shown{exact} (run `recallql vacuum` "
-        "less often, or connect with a longer retention, to keep more history)"))
+        f"AS OF {format_timestamp(loss.at)}: {loss.lost} row(s) deleted since then were purged "
+        "(past the retention window, by `recallql vacuum`, or by a rebuild of the text index: "
+        f"`recallql reindex` / `optimize`), so they are not shown{exact} (connect with a longer "
+        "retention, and vacuum or optimize less often, to keep more history)"))

@@ -149,7 +149,8 @@ def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool,
         else:
             notices.append(Notice(code=Reason.LEXICAL_LEG_EMPTY, message=(
                 "the MATCHING text has no searchable terms (blank, punctuation or stopwords); "
-                "ran the semantic leg only")))
+                + ("ran the semantic leg only" if spec.using == "hybrid" else
+                   "USING LEXICAL has no other leg, so no rows"))))
     if spec.using in ("hybrid", "semantic"):
         if spec.vector is not None or (spec.text is not None and can_embed):
             text = spec.text if spec.vector is None else None

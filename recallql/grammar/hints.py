@@ -22,6 +22,17 @@ _NUMBER_WORD = re.compile(r"[+-]?[0-9.][A-Za-z0-9_.]*")
 Rule = Callable[[Token, set[str], "Token | None", list[Token]], "str | None"]
 
 
+_BACKSLASH = "a backslash does not escape a quote; double it: 'it''s'"
+#: Typographic quotes (pasted from a document or chat), mistaken for ' and ".
+_CURLY = "\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u2032\u2033"
+
+
+def _backslash(token: Token, expected: set[str], prev: Token | None, _: list) -> str | None:
+    if prev is not None and prev.type == "STRING" and str(prev).endswith("\\'"):
+        return _BACKSLASH  # 'it\'s': the string ended at the quote after the backslash
+    return None
+
+
 def _double_quotes(token: Token, expected: set[str], prev: Token | None, _: list) -> str | None:
     if token.type == "QUOTED_NAME" and "STRING" in expected:
         return "strings use single quotes; double quotes are for identifiers"
@@ -126,6 +137,7 @@ def _misspelled(token: Token, expected: set[str], prev: Token | None, _: list) -
 
 
 _RULES: tuple[Rule, ...] = (
+    _backslash,
     _double_quotes,
     _glued,
     _reserved,
@@ -172,7 +184,14 @@ def for_character(text: str, pos: int, prev: Token | None) -> tuple[str, int, st
         return (
             "unterminated string literal",
             rest_of_line,
+            _BACKSLASH if "\\'" in text[:pos] else
             "close the string with '; to put a quote inside a string, double it: 'it''s'",
+        )
+    if char in _CURLY:
+        return (
+            f"unexpected character {char!r} (a typographic quote)",
+            1,
+            "use straight quotes: 'text' for strings, \"name\" for names",
         )
     if char == '"':
         return (

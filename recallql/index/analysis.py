@@ -1,24 +1,43 @@
 """The text analyser shared by indexing and query-term extraction, versioned.
 
-Analyser 2 (current), in order:
+Analyser 3 (current), in order:
 
 1. **Normalisation** (`normalize`): Unicode NFKC with case folding and the default-ignorable
    code points removed — ``NFKC(casefold(NFKC(text)))``, the NFKC_Casefold mapping of Unicode
    (UAX #15, UAX #44 ``NFKC_CF``). NFC and NFD spellings, full-width Latin (``ＡＢＣ``),
    ligatures (``ﬁ``), ``ß``/``ss`` and a soft hyphen inside a word all give the same terms.
+   Then the Turkish and Azerbaijani i's are folded to a plain ``i`` (``İ``, whose case fold is
+   ``i`` + U+0307, and the dotless ``ı``), as ICU's and Lucene's ASCII folding do, so
+   ``İstanbul``, ``ISTANBUL`` and ``istanbul`` and ``KIRMIZI`` / ``kırmızı`` are one term.
 2. **CJK bigrams**: a run of Han, Hiragana, Katakana or Hangul characters becomes its
    overlapping two-character pieces (a lone character stays a unigram), as Lucene's
    `CJKBigramFilter` / Elasticsearch's ``cjk_bigram`` do: ``数据库`` → ``数据 据库``, so a word
-   inside a run is findable, and no run is one giant token.
+   inside a run is findable, and no run is one giant token. A run of Thai, Lao, Khmer or
+   Myanmar letters (scripts written without spaces between words; a word break needs a
+   dictionary) becomes the overlapping bigrams of its characters, each with its vowel and tone
+   marks: ``ข้อมูล`` → ``ข้อ อมู มูล``.
 3. **Long tokens are split, never dropped**: a run of word characters longer than
    `MAX_TOKEN_CHARS` (255, the ``max_token_length`` of Lucene's StandardTokenizer and of
    Elasticsearch's standard tokenizer) is cut into pieces of 255 characters. Git SHAs (40 hex),
    SHA-256 (64 hex), dash-less UUIDs (32 hex) and long words of any script stay whole terms.
    (tantivy itself drops a term above 65,530 bytes; a 255-character piece is at most 1,020.)
-4. tantivy: a regex tokenizer, tokens = runs of letters, digits and combining marks
+4. **Versions, addresses and e-mail stay whole besides their parts** (Elasticsearch's
+   ``preserve_original``): an e-mail address and a dotted number (``v1.2.3``, ``10.0.0.1``,
+   ``3.14159``; UAX #29 keeps digits joined by a full stop together) are a term of their own
+   followed by their parts, ``v1.2.3`` → ``v1.2.3 v1 2 3``, so the exact version ranks above
+   the same parts in another order (``v1.3.2``) and ``v1`` alone still finds it. In the whole
+   term the separators are default-ignorable marks (``.`` → U+034F, ``@`` → U+FE00, ...):
+   they keep it one token and cannot come from normalised text; `shown` puts them back.
+5. tantivy: a regex tokenizer, tokens = runs of letters, digits and combining marks
    (``[\\p{L}\\p{N}\\p{M}]+``; every other character splits, as in tantivy's simple tokenizer,
-   but a vowel sign or virama does not cut a Devanagari, Thai or Arabic word in two) → the
-   `STOPWORDS` list → the English Snowball stemmer.
+   but a vowel sign or virama does not cut a Devanagari, Thai or Arabic word in two), and each
+   emoji (``Extended_Pictographic``; the zero-width joiner of a sequence is default-ignorable,
+   so ``👩‍💻`` gives ``👩 💻``; a skin-tone modifier is not a term) and each flag (a pair of
+   regional indicators) a token of its own, as in Lucene's StandardTokenizer since 7.0 →
+   the `STOPWORDS` list → the English Snowball stemmer.
+
+Analyser 2: as analyser 3 without the Turkish i folding, the bigrams of scripts without
+spaces, step 4 and the emoji tokens (emoji were separators).
 
 Analyser 1 (databases written before this version): simple tokenizer → ``remove_long(40)``
 (tokens of 40 bytes or more silently dropped) → lowercase → Lucene's 33 English stopwords →
@@ -37,10 +56,12 @@ import tantivy
 #: Name under which the analyser is registered with every tantivy index.
 ANALYZER_NAME = "recallql_en"
 #: The analyser new collections use.
-CURRENT_VERSION = 2
-VERSIONS = (1, 2)
+CURRENT_VERSION = 3
+VERSIONS = (1, 2, 3)
 #: What a token is (Rust regex syntax): a run of letters, digits and combining marks.
-TOKEN_PATTERN = r"[\p{L}\p{N}\p{M}]+"
+TOKEN_PATTERN_2 = r"[\p{L}\p{N}\p{M}]+"
+#: Analyser 3: those runs, and each emoji and flag a token of its own.
+TOKEN_PATTERN = TOKEN_PATTERN_2 + r"|\p{Extended_Pictographic}|\p{Regional_Indicator}{2}"
 #: Longest token kept whole, in characters (Lucene / Elasticsearch ``max_token_length``).
 MAX_TOKEN_CHARS = 255
 
@@ -72,18 +93,38 @@ _IGNORABLE = dict.fromkeys(
 _CJK = re.compile(
     "[\u3005-\u3007\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
     "\uf900-\ufaff\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0003134f]+")
+#: Letters and marks of the scripts written without spaces: Thai, Lao, Myanmar, Khmer.
+_NO_SPACES = re.compile("[\u0e01-\u0e3a\u0e40-\u0e4e\u0e81-\u0ecf\u1000-\u103f\u1050-\u108f"
+                        "\u1780-\u17d3]+")
+_TURKISH_I = str.maketrans({"\u0131": "i"})  # dotless ı; İ folds to i + U+0307, removed below
+#: E-mail addresses and dotted numbers (versions, IPv4 addresses, decimals). Each starts only
+#: where a run starts, so that a long word is scanned once, not once per character.
+_EMAIL = re.compile(r"(?<![\w.%+-])[\w.%+-]*[^\W_]@(?:[^\W_]|-)+(?:\.(?:[^\W_]|-)+)+")
+_DOTTED = re.compile(r"(?<![^\W_])[^\W_]*\d(?:\.\d+)+[^\W_]*")
+_RUN_EXTRA = frozenset(".@_%+-")
+_SEPARATORS = re.compile(r"[.@_%+-]")
+#: The whole term keeps its separators as default-ignorable combining marks: inside a token
+#: (`TOKEN_PATTERN` keeps marks), and never in normalised text, so no other text gives it.
+_JOINERS = str.maketrans({".": "\u034f", "@": "\ufe00", "_": "\ufe01", "%": "\ufe02",
+                          "+": "\ufe03", "-": "\ufe04"})
+_SHOWN = str.maketrans({v: k for k, v in _JOINERS.items()})
 _LONG_ASCII = re.compile(f"[A-Za-z0-9]{{{MAX_TOKEN_CHARS + 1},}}")
 
 
-def normalize(text: str) -> str:
-    """NFKC_Casefold: ``NFKC(casefold(NFKC(text)))`` without default-ignorable code points.
+def normalize(text: str, version: int = CURRENT_VERSION) -> str:
+    """NFKC_Casefold: ``NFKC(casefold(NFKC(text)))`` without default-ignorable code points,
+    then (analyser 3) the Turkish ``İ``/``ı`` as ``i``.
 
-    ``normalize("Ｃａｆé") == normalize("cafe\\u0301") == "café"``.
+    ``normalize("Ｃａｆé") == normalize("cafe\\u0301") == "café"``,
+    ``normalize("İZMİR") == "izmir"``.
     """
     if text.isascii():
         return text.lower()
     folded = unicodedata.normalize("NFKC", text).translate(_IGNORABLE).casefold()
-    return unicodedata.normalize("NFKC", folded)
+    folded = unicodedata.normalize("NFKC", folded)
+    if version < 3:
+        return folded
+    return folded.replace("i\u0307", "i").translate(_TURKISH_I)
 
 
 @functools.cache
@@ -108,25 +149,88 @@ def _bigrams(match: re.Match[str]) -> str:
     return " " + " ".join(run[i:i + 2] for i in range(len(run) - 1)) + " "
 
 
+def _cluster_bigrams(match: re.Match[str]) -> str:
+    clusters: list[str] = []
+    for char in match.group(0):
+        if clusters and unicodedata.category(char).startswith("M"):
+            clusters[-1] += char  # a vowel or tone mark stays with its letter
+        else:
+            clusters.append(char)
+    if len(clusters) == 1:
+        return f" {clusters[0]} "
+    return " " + " ".join(a + b for a, b in zip(clusters, clusters[1:], strict=False)) + " "
+
+
+def _with_parts(match: re.Match[str]) -> str:
+    whole = match.group(0)
+    parts = _SEPARATORS.sub(" ", whole)
+    return f"{whole.translate(_JOINERS)} {parts}" if len(whole) <= MAX_TOKEN_CHARS else parts
+
+
+def _anchors(text: str) -> list[int]:
+    """Where an e-mail address or a dotted number may be: each ``@``, each ``.`` between two
+    digits (str.find: a regex over every character costs ~10x more)."""
+    found = []
+    for char in "@.":
+        i = text.find(char)
+        while i != -1:
+            if char == "@" or (0 < i < len(text) - 1 and text[i - 1].isdigit()
+                               and text[i + 1].isdigit()):
+                found.append(i)
+            i = text.find(char, i + 1)
+    return sorted(found)
+
+
+def _compounds(text: str) -> str:
+    """Step 4: each e-mail address and dotted number as its whole term and its parts, found in
+    the runs of letters, digits and ``.@_%+-`` around `_anchors`."""
+    out, last = [], 0
+    for i in _anchors(text):
+        if i < last:
+            continue
+        start, end = i, i + 1
+        while start > last and (text[start - 1].isalnum() or text[start - 1] in _RUN_EXTRA):
+            start -= 1
+        while end < len(text) and (text[end].isalnum() or text[end] in _RUN_EXTRA):
+            end += 1
+        run = text[start:end]
+        if "@" in run:
+            run = _EMAIL.sub(_with_parts, run)
+        out += [text[last:start], _DOTTED.sub(_with_parts, run)]
+        last = end
+    return "".join(out) + text[last:] if out else text
+
+
+def shown(term: str) -> str:
+    """A term as EXPLAIN prints it: a version's or address's whole term with its ``.`` and
+    ``@`` back (``v1.2.3``)."""
+    return term.translate(_SHOWN)
+
+
 def _split(match: re.Match[str]) -> str:
     run = match.group(0)
     return " ".join(run[i:i + MAX_TOKEN_CHARS] for i in range(0, len(run), MAX_TOKEN_CHARS))
 
 
 def prepare(text: str, version: int = CURRENT_VERSION) -> str:
-    """The text handed to tantivy for `version`: steps 1–3 of the module docstring (analyser
+    """The text handed to tantivy for `version`: steps 1–4 of the module docstring (analyser
     1: the text unchanged)."""
     if version == 1:
         return text
-    text = normalize(text)
+    text = normalize(text, version)
     if text.isascii():
-        return _LONG_ASCII.sub(_split, text)
-    return _long_run().sub(_split, _CJK.sub(_bigrams, text))
+        text = _LONG_ASCII.sub(_split, text)
+    else:
+        text = _CJK.sub(_bigrams, text)
+        if version >= 3:
+            text = _NO_SPACES.sub(_cluster_bigrams, text)
+        text = _long_run().sub(_split, text)
+    return _compounds(text) if version >= 3 else text
 
 
 @functools.cache
 def analyzer(version: int = CURRENT_VERSION) -> tantivy.TextAnalyzer:
-    """The tantivy part of analyser `version` (step 4), built once per process.
+    """The tantivy part of analyser `version` (step 5), built once per process.
 
     Raises:
         ValueError: an unknown version.
@@ -138,8 +242,9 @@ def analyzer(version: int = CURRENT_VERSION) -> tantivy.TextAnalyzer:
                 .filter(tantivy.Filter.stopword("english"))
                 .filter(tantivy.Filter.stemmer("english"))
                 .build())
-    if version == 2:
-        return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(TOKEN_PATTERN))
+    if version in (2, 3):
+        pattern = TOKEN_PATTERN_2 if version == 2 else TOKEN_PATTERN
+        return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(pattern))
                 .filter(tantivy.Filter.custom_stopword(sorted(STOPWORDS)))
                 .filter(tantivy.Filter.stemmer("english"))
                 .build())
@@ -169,5 +274,10 @@ def describe(version: int) -> str:
     if version == 1:
         return ("analyser 1: simple tokenizer, tokens of 40+ bytes dropped, lowercase, "
                 "Lucene's 33 English stopwords, English stemmer")
-    return (f"analyser {version}: NFKC case folding, CJK bigrams, tokens over "
-            f"{MAX_TOKEN_CHARS} characters split, Snowball English stopwords, English stemmer")
+    if version == 2:
+        return (f"analyser 2: NFKC case folding, CJK bigrams, tokens over {MAX_TOKEN_CHARS} "
+                "characters split, Snowball English stopwords, English stemmer")
+    return (f"analyser {version}: NFKC case folding with Turkish i folded, CJK and Thai/Lao/"
+            f"Khmer/Myanmar bigrams, emoji as terms, versions and e-mail addresses whole besides "
+            f"their parts, tokens over {MAX_TOKEN_CHARS} characters split, Snowball English "
+            "stopwords, English stemmer")

@@ -181,8 +181,13 @@ def _check_text(store: Store, row: CollectionRow, rows: np.ndarray, batch: np.nd
                                 f"expects in the text index are not there (first: rowid {first})"))
     wrong = doc_batches != batch[doc_rows]
     if wrong.any():
+        rebuilt = bool(((doc_batches > batch[doc_rows]) | ~wrong).all()
+                       and doc_batches.max() <= committed)
         problems.append(Problem(where, "error", "text", f"{int(wrong.sum())} documents carry "
-                                "another batch than their SQLite row"))
+                                "another batch than their SQLite row" + (
+                                    " (each a later one: what a reindex or optimize of an "
+                                    "earlier recallql wrote; `recallql reindex` rewrites them)"
+                                    if rebuilt else "")))
     return int(len(doc_rows) + later.sum())
 
 

@@ -194,7 +194,7 @@ def create_file(path: Path) -> None:
         StoreError: the file cannot be written (disk full, permissions), naming it.
     """
     tmp = path.with_name(path.name + ".creating")
-    for leftover in (tmp, *(tmp.with_name(tmp.name + s) for s in ("-wal", "-shm"))):
+    for leftover in (tmp, *(tmp.with_name(tmp.name + s) for s in ("-wal", "-shm", "-journal"))):
         leftover.unlink(missing_ok=True)  # a creation that never finished
     try:
         conn = connect(tmp, False, new=True)

@@ -21,7 +21,7 @@ from recallql.index.lock import LOCK_FILE, TURN_FILE, acquire_lock
 META_FILE = "meta.sqlite"
 #: What an interrupted creation may leave in a directory without ``meta.sqlite``.
 _CREATION_LEFTOVERS = {LOCK_FILE, TURN_FILE, f"{META_FILE}.creating", f"{META_FILE}.creating-wal",
-                       f"{META_FILE}.creating-shm"}
+                       f"{META_FILE}.creating-shm", f"{META_FILE}.creating-journal"}
 
 
 def check_directory(directory: Path, readonly: bool) -> None:

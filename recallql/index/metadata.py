@@ -365,17 +365,18 @@ class MetadataStore:
                 f"({marks}) AND dead_batch IS NULL AND row < ?", (collection_id, *chunk, size)))
         return found
 
-    def fetch(self, collection_id: int, rows: Sequence[int]) -> dict[int, tuple[str, str | None]]:
-        """Text JSON and fields JSON of the given rowids."""
-        out: dict[int, tuple[str, str | None]] = {}
+    def fetch(self, collection_id: int, rows: Sequence[int]
+              ) -> dict[int, tuple[str, str | None, int]]:
+        """Text JSON, fields JSON and batch number of the given rowids."""
+        out: dict[int, tuple[str, str | None, int]] = {}
         with self.reading() as conn:
             for start in range(0, len(rows), 500):
                 chunk = [int(r) for r in rows[start:start + 500]]
                 marks = ",".join("?" * len(chunk))
-                for row, texts, fields in conn.execute(
-                        f"SELECT row, texts, fields FROM items WHERE collection_id = ?"
+                for row, texts, fields, batch in conn.execute(
+                        f"SELECT row, texts, fields, batch FROM items WHERE collection_id = ?"
                         f" AND row IN ({marks})", (collection_id, *chunk)):
-                    out[row] = (texts, fields)
+                    out[row] = (texts, fields, batch)
         return out
 
 

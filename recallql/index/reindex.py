@@ -17,6 +17,7 @@ statistics and the analyser.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -59,20 +60,22 @@ class ReindexReport:
     seconds: float
 
 
-def _index_texts(stored: Mapping[int, tuple[str, str | None]], rows: Sequence[int]) -> list[str]:
+Stored = Mapping[int, tuple[str, str | None, int]]  # texts JSON, fields JSON, batch by rowid
+
+
+def _index_texts(stored: Stored, rows: Sequence[int]) -> list[str]:
     """The text ingest gave tantivy for each row: its stored text fields joined by a newline
     (empty fields are not stored)."""
     return ["\n".join(json.loads(stored[row][0]).values()) for row in rows]
 
 
-def _index_fields(stored: Mapping[int, tuple[str, str | None]], rows: Sequence[int]
-                  ) -> list[dict | None]:
+def _index_fields(stored: Stored, rows: Sequence[int]) -> list[dict | None]:
     """The declared field values of each row (its ``keys`` terms)."""
     return [json.loads(fields) if (fields := stored[row][1]) else None for row in rows]
 
 
 def build(target: Path | None, live: np.ndarray, seq: int,
-          fetch: Callable[[list[int]], Mapping[int, tuple[str, str | None]]],
+          fetch: Callable[[list[int]], Stored],
           progress: Progress | None = None, keywords: Sequence[str] = ()) -> TextIndex:
     """A new text index (current analyser) holding the live rows, committed, with ``keys``
     terms for the `keywords` fields (`recallql.index.keyterms`).
@@ -80,9 +83,9 @@ def build(target: Path | None, live: np.ndarray, seq: int,
     Args:
         target: an empty directory to build in, or None (in memory).
         live: bool[size] rows to index.
-        seq: the committed batch number the documents carry (never above the committed one,
-            so batch recovery keeps them).
-        fetch: stored (texts JSON, fields JSON) by rowid (`MetadataStore.fetch`).
+        seq: the committed batch number. A document carries its row's batch (never above
+            `seq`, so batch recovery keeps it; as ingest wrote it, so `check` agrees).
+        fetch: stored (texts JSON, fields JSON, batch) by rowid (`MetadataStore.fetch`).
         progress: called with (rows done, rows total).
     """
     rows = np.flatnonzero(live).tolist()
@@ -91,7 +94,11 @@ def build(target: Path | None, live: np.ndarray, seq: int,
         for start in range(0, len(rows), CHUNK_ROWS):
             chunk = rows[start:start + CHUNK_ROWS]
             stored = fetch(chunk)
-            index.add(chunk, seq, _index_texts(stored, chunk), _index_fields(stored, chunk))
+            batches = [min(stored[row][2], seq) for row in chunk]
+            for batch, same in itertools.groupby(zip(chunk, batches, strict=True),
+                                                 lambda pair: pair[1]):
+                part = [row for row, _ in same]
+                index.add(part, batch, _index_texts(stored, part), _index_fields(stored, part))
             if progress is not None:
                 progress(start + len(chunk), len(rows))
         index.commit()

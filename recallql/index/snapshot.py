@@ -625,7 +625,7 @@ class CollectionSnapshot:
                 raise IndexError(f"rowid {r} out of range 0..{self.size - 1}")
         stored = self._state.meta.fetch(self._state.id, rows)
         return [(r, item, doc, entity, int(self.positions[r]), float(self.created_at[r]),
-                 *stored[r])
+                 *stored[r][:2])
                 for r, item, doc, entity in zip(rows, self.ids.take(rows), self.doc_ids.take(rows),
                                                 self.entities.take(rows), strict=True)]
 

@@ -111,15 +111,32 @@ def _marker(path: Path) -> dict | None:
 
 def stored_version(path: Path) -> int | None:
     """The analyser version recorded in an index directory: None when there is no index there,
-    1 for an index without `ANALYZER_FILE`.
+    1 for an index without `ANALYZER_FILE` written before it (no ``all`` field).
 
     Raises:
-        StoreError: the file is unreadable or names an unknown version.
+        StoreError: the file is unreadable, names an unknown version, or is missing from an
+            index of analyser 2 or later.
     """
     found = _marker(path)
     if found is None:
-        return 1 if (path / "meta.json").is_file() else None
+        if not (path / META_JSON).is_file():
+            return None
+        if _has_count_field(path):
+            raise StoreError(f"{path / ANALYZER_FILE} is missing: the text index {path} was "
+                             "written by analyser 2 or later (it has their `all` field), so its "
+                             "analyser is unknown; the database is damaged (restore the file "
+                             "or the database from a backup)")
+        return 1
     return int(found["version"])
+
+
+def _has_count_field(path: Path) -> bool:
+    """Whether the index's schema (its ``meta.json``) has the ``all`` field of analyser 2+."""
+    try:
+        meta = json.loads((path / META_JSON).read_text(encoding="utf-8"))
+        return any(field.get("name") == "all" for field in meta.get("schema", []))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return False  # tantivy's open names a damaged meta.json
 
 
 def stored_keywords(path: Path) -> tuple[str, ...] | None:

@@ -29,9 +29,9 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from recallql.api import USER_ERRORS
 from recallql.grammar.timestamps import format_timestamp
@@ -58,6 +58,8 @@ Params = Annotated[dict[str, Any] | None, Field(
 class Memory(BaseModel):
     """One text to remember."""
 
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is refused, not dropped
+
     text: str = Field(description="The text (BM25-indexed and embedded).", min_length=1)
     id: str | None = Field(None, description="A stable id: remembering an id again replaces "
                            "it. Default: derived from the text (the same text is stored once).")
@@ -75,6 +77,8 @@ class Memory(BaseModel):
 
 class Message(BaseModel):
     """One message of a session."""
+
+    model_config = ConfigDict(extra="forbid")
 
     role: str = Field(description="`user`, `assistant`, `tool`, `system`, ...", min_length=1)
     content: str = Field(description="The message text.")
@@ -101,11 +105,29 @@ def argument_error(tool: str, exc: ValidationError) -> CallToolResult:
         if err["type"] == "missing":
             lines.append(f"  {where}: required, but not given")
             continue
+        if err["type"] == "extra_forbidden":
+            lines.append(f"  {where}: {_unknown_key(err['loc'])}")
+            continue
         shown = repr(err.get("input"))
         shown = shown if len(shown) <= 60 else shown[:59] + "…"
         lines.append(f"  {where}: {message} (got {shown})")
     return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
                           is_error=True)
+
+
+#: The list arguments whose elements are models, and what one is called in a message.
+_NESTED: dict[str, tuple[str, type[BaseModel]]] = {"items": ("an item", Memory),
+                                                   "messages": ("a message", Message)}
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    from recallql.grammar.suggest import did_you_mean
+
+    what, model = _NESTED.get(str(loc[0]), ("an argument", Memory))
+    keys = list(model.model_fields)
+    hint = did_you_mean(str(loc[-1]), keys, listing=False)
+    return f"not a key of {what}; {hint} (keys: {', '.join(keys)})" if hint else (
+        f"not a key of {what} (keys: {', '.join(keys)})")
 
 
 def unknown_arguments(tool: str, unknown: list[str], known: list[str]) -> CallToolResult:
@@ -438,6 +460,10 @@ def _add_resources(server: MCPServer, tools: MemoryTools) -> None:
                                  "(built-in and declared fields with types and roles).")
     def collection(name: str) -> str:
         def read(db: Any) -> str:
+            names = [c.name for c in db.collections()]
+            if name not in names:  # not a traceback under "Error creating resource"
+                raise ResourceNotFoundError(f"no collection {name!r} (collections: "
+                                            f"{', '.join(names)})")
             described = db.execute(f"DESCRIBE {shapes.quote_identifier(name)}")
             return shapes.dumps({**_collection_json(db.store.collection(name)),
                                  "describe": described.records})

@@ -20,6 +20,7 @@ import numpy as np
 from recallql.engine.metrics import Output
 from recallql.engine.operators.base import ExecutionContext, LegContext, Operator
 from recallql.engine.plan import LegSpec
+from recallql.index.analysis import shown
 from recallql.index.neighbours import Places
 
 L = TypeVar("L", bound="type[LegScan]")
@@ -92,7 +93,8 @@ class LexicalScan(LegScan):
 
     def describe(self) -> dict[str, Any]:
         spec = self.spec
-        props: dict[str, Any] = {"fields": list(spec.fields), "terms": list(spec.terms)}
+        props: dict[str, Any] = {"fields": list(spec.fields),
+                                 "terms": [shown(t) for t in spec.terms]}
         if spec.term_counts:
             props["weights"] = list(spec.term_counts)
         props["window"] = spec.window
