@@ -73,3 +73,14 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def semantic_line(explain) -> dict:
+    """The SemanticScan node's properties in an `Explain`'s plan tree."""
+    todo = [explain.plan]
+    while todo:
+        node = todo.pop()
+        if node.operator == "SemanticScan":
+            return node.properties
+        todo.extend(node.children)
+    raise AssertionError("no SemanticScan in the plan")

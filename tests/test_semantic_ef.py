@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from engine_helpers import semantic_line
 
 import recallql
 from recallql.grammar import QuerySyntaxError, parse
@@ -28,16 +29,6 @@ def db(monkeypatch):
     assert database.store.build_graphs() == 1
     yield database
     database.close()
-
-
-def semantic_line(explain) -> dict:
-    todo = [explain.plan]
-    while todo:
-        node = todo.pop()
-        if node.operator == "SemanticScan":
-            return node.properties
-        todo.extend(node.children)
-    raise AssertionError("no SemanticScan in the plan")
 
 
 def test_the_clause_parses_and_renders():
