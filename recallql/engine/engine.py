@@ -127,14 +127,15 @@ class QueryEngine:
         SQLite transaction: a sweep committed in between removes the sessions of hits the legs
         still show, which would drop them as `LINEAGE_UNRESOLVED_DROPPED` (half of the sweep
         seen). Re-running on the new snapshot sees all of it."""
-        for attempt in range(STALE_LINEAGE_RETRIES + 1):
+        plan, snapshot = self._plan(stmt, explain)
+        out = self.run(plan, snapshot)
+        for _ in range(STALE_LINEAGE_RETRIES):
+            if (plan.as_of is not None or not _dropped_lineage(out)
+                    or self._db.snapshot(plan.collection).seq == snapshot.seq):
+                break
             plan, snapshot = self._plan(stmt, explain)
             out = self.run(plan, snapshot)
-            if (attempt == STALE_LINEAGE_RETRIES or plan.as_of is not None
-                    or not _dropped_lineage(out)
-                    or self._db.snapshot(plan.collection).seq == snapshot.seq):
-                return out
-        raise AssertionError("unreachable")
+        return out
 
     def plan(self, text: str | s.StatementBase, /, *args: Any, **params: Any) -> QueryPlan:
         """The plan of a SEARCH, RETRIEVE or EXPLAIN statement (`now` read from the clock).
