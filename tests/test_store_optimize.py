@@ -184,18 +184,6 @@ def tenant_answers(store: Store, queries: np.ndarray) -> list:
     return out
 
 
-def optimized_without_int8_copy(path: Path) -> Path:
-    """A store at `path` filled and optimized into one segment with its graph, then its int8
-    copy removed (a store written before int8 copies); returns where the copy was."""
-    with open_store(path) as store:
-        fill(store)
-        store.optimize_vectors("docs", threads=1)
-        (seg,) = store.snapshot("docs").state.segments
-    copy = path / "collections" / "docs" / "vectors" / seg.file.replace(".npy", ".i8")
-    copy.unlink()
-    return copy
-
-
 def test_a_store_without_int8_copies_gets_them_from_optimize_only(tmp_path, monkeypatch):
     """A store written before int8 copies (a segment with its graph, no copy) keeps
     answering (scanned in float32), `check` warns, and `optimize` writes the copy beside the
@@ -230,7 +218,11 @@ def test_a_reader_open_before_the_copy_was_written_uses_it_after_the_next_batch(
         tmp_path, monkeypatch):
     monkeypatch.setattr(semantic, "EXACT_MAX_ROWS", 500)
     path = tmp_path / "db"
-    optimized_without_int8_copy(path)
+    with open_store(path) as store:
+        fill(store)
+        store.optimize_vectors("docs", threads=1)
+        (seg,) = store.snapshot("docs").state.segments
+    (path / "collections" / "docs" / "vectors" / seg.file.replace(".npy", ".i8")).unlink()
     with open_store(path) as writer, Store.open(path, readonly=True) as reader:
         assert reader.snapshot("docs").state.segments[0].quantized is None
         writer.optimize_vectors("docs", threads=1)  # the copy only: no batch
