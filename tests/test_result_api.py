@@ -155,3 +155,22 @@ def test_repr_is_short_and_html_escapes(db):
 
 def test_package_is_typed():
     assert (Path(recallql.__file__).parent / "py.typed").is_file()
+
+
+@pytest.mark.parametrize("statement", ["EXPLAIN SEARCH docs MATCHING 'backup' LIMIT 5",
+                                       "EXPLAIN ANALYZE RETRIEVE 3 FROM docs"])
+def test_explain_is_a_sequence_of_its_rows(db, statement):
+    explain = db.execute(statement)
+    assert isinstance(explain, recallql.engine.models.Explain)
+    entries = list(explain)
+    assert entries == explain.result.rows and all(isinstance(r, recallql.Row) for r in entries)
+    assert len(explain) == len(entries) == len(explain.to_dicts()) > 0
+    assert explain[0] == entries[0] and explain[-1] == entries[-1]
+    assert isinstance(explain[:1], recallql.Result) and explain[:1].ids() == [entries[0].id]
+    assert explain.to_dicts() == explain.result.to_dicts()
+    with pytest.raises(IndexError):
+        explain[len(explain)]
+    with pytest.raises(TypeError, match="integers or slices"):
+        explain["plan"]
+    restored = recallql.engine.models.Explain.model_validate_json(explain.to_json())
+    assert list(restored) == entries

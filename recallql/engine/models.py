@@ -6,6 +6,7 @@ reason's `detail` text is rendered here from its typed fields.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Literal, TypeVar
 
 from pydantic import (
@@ -257,7 +258,12 @@ class Result(ResultConversions, _Model):  # type: ignore[misc]  # iterates entri
 
 
 class Explain(_Model):
-    """EXPLAIN [ANALYZE] output: the executed plan and the rows with their reasons."""
+    """EXPLAIN [ANALYZE] output: the executed plan and the rows with their reasons.
+
+    A sequence of its result's `Row`s, as a `Result` is: `len`, iteration, ``explain[i]``
+    (a `Row`), ``explain[i:j]`` (a `Result`), `to_dicts()`, `to_pandas()` and `to_arrow()`
+    all see ``explain.result``'s rows in result order.
+    """
 
     statement: str
     analyze: bool = False
@@ -270,6 +276,28 @@ class Explain(_Model):
     @property
     def rows(self) -> list[Row]:
         return self.result.rows
+
+    def __len__(self) -> int:
+        return len(self.result)
+
+    def __iter__(self) -> Iterator[Row]:  # type: ignore[override]  # rows, not fields
+        return iter(self.result)
+
+    def __getitem__(self, index: int | slice) -> Any:
+        """As `Result.__getitem__` (IndexError out of range, TypeError for other keys)."""
+        return self.result[index]
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """`Result.to_dicts()` of the explained result."""
+        return self.result.to_dicts()
+
+    def to_pandas(self) -> Any:
+        """`Result.to_pandas()` of the explained result (extra ``recallql[pandas]``)."""
+        return self.result.to_pandas()
+
+    def to_arrow(self) -> Any:
+        """`Result.to_arrow()` of the explained result (extra ``recallql[arrow]``)."""
+        return self.result.to_arrow()
 
     def to_text(self) -> str:
         from recallql.engine.explain_text import render_text
