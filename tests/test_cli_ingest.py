@@ -47,16 +47,35 @@ def test_ingest_cranfield_in_batches(tmp_path, index_shared_data):
         assert conn.snapshot("docs").size == 1400
 
 
-def test_data_error_exits_1_and_keeps_earlier_batches(tmp_path):
-    path = tmp_path / "bad.jsonl"
-    path.write_text('{"id": "a"}\n{"id": "b"}\n{"id": "c", "year": 1}\n')
-    db = tmp_path / "db"
-    result = _ingest(str(path), "--db", str(db), "--embedder", "hash", "--batch-size", "2")
-    assert result.exit_code == 1
-    assert "error:" in result.stderr and "item 'c', field 'year': unknown field" in (
-        result.stderr)
-    assert "2 items in 1 earlier batches were committed" in result.stderr
-    assert "Traceback" not in result.output
+@pytest.mark.parametrize(("name", "text", "place"), [
+    ("bad.jsonl", '{"id": "a"}\n\n{"id": "b"}\n{"id": "c", "year": 1}\n',
+     "bad.jsonl:4: item 'c', field 'year': unknown field"),
+    ("bad.jsonl", '{"id": "a"}\n{"id": "b"}\n{"id": "c"}\n{not json\n',
+     "bad.jsonl:4: invalid JSON"),
+    ("bad.jsonl", '{"id": "a"}\n{"id": "b"}\n{"id": "c"}\n{"id": "b"}\n',
+     "bad.jsonl:4: item 'b', field 'id': duplicate id (first at "),
+    ("bad.json", '[{"id": "a"}, {"id": "b"}, {"id": "c", "title": 5}]',
+     "bad.json: element #2: item 'c', field 'title': text must be a string, got int"),
+    ("bad.jsonl", '{"id": "a"}\n{"id": "b"}\n{"id": "c", "vector": [0.0, 1.0]}\n',
+     "bad.jsonl:3: item 'c', field 'vector': wrong vector dimension"),
+], ids=["unknown-field", "bad-json", "duplicate-id", "json-element", "vector"])
+def test_a_bad_item_anywhere_writes_nothing_and_names_its_place(tmp_path, name, text, place):
+    """A bad item after the first batch: exit 1 naming FILE:LINE (or the JSON element), and
+    nothing of the run is written — neither a new database nor a batch into an existing one."""
+    (tmp_path / "good.jsonl").write_text('{"id": "g", "title": "kept"}\n')
+    path = tmp_path / name
+    path.write_text(text)
+    fresh, existing = tmp_path / "fresh", tmp_path / "existing"
+    result = _ingest(str(path), "--db", str(fresh), "--embedder", "hash", "--batch-size", "1")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"error: {path.parent / place}" in result.stderr.replace("\n", " "), result.stderr
+    assert "nothing was written" in result.stderr and not fresh.exists()
+    assert _ingest(str(tmp_path / "good.jsonl"), "--db", str(existing), "--embedder", "hash"
+                   ).exit_code == 0
+    result = _ingest(str(path), "--db", str(existing), "--embedder", "hash", "--batch-size", "1")
+    assert result.exit_code == 1 and "nothing was written" in result.stderr
+    with recallql.connect(existing, embedder=HashEmbedder(), readonly=True) as conn:
+        assert list(conn.snapshot("docs").ids) == ["g"]
 
 
 def test_doc_ids_are_relative_to_the_path_given_from_any_directory(tmp_path, monkeypatch):
@@ -196,13 +215,18 @@ def test_loader_extras_go_silently_but_jsonl_keys_are_the_users(tmp_path):
 
 
 def test_items_are_counted_first_and_progress_moves_per_embedded_chunk(tmp_path):
-    from recallql.cli.ingest import count, find_sources, read
+    from recallql.cli.ingest import check, find_sources, read
     from recallql.ui.progress import ProgressEmbedder
 
     (tmp_path / "a.jsonl").write_text("".join(json.dumps({"id": n}) + "\n" for n in range(7)))
     (tmp_path / "b.md").write_text("one\n\n" + "two " * 400 + "\n\nthree\n")
     sources = find_sources([tmp_path], "auto")
-    assert count(sources) == (7 + 3, []) and len(list(read(sources, set()))) == 10
+    with recallql.connect(embedder=HashEmbedder()) as db:
+        docs = next(c for c in db.collections() if c.name == "docs")
+        assert check(docs, sources, set(), 4) == (7 + 3, [])
+    assert [where for where, _ in read(sources, set())] == [
+        *(f"{tmp_path / 'a.jsonl'}:{n}" for n in range(1, 8)),
+        *(f"{tmp_path / 'b.md'} (chunk {n})" for n in range(3))]
     reports: list[int] = []
     embed = ProgressEmbedder(HashEmbedder(), chunk=128)
     embed.on_progress = reports.append
@@ -310,9 +334,9 @@ def test_a_shrunk_file_leaves_no_stale_chunks(tmp_path, monkeypatch):
 def test_batches_never_split_a_document():
     from recallql.cli.ingest import _batches
 
-    items = [{"id": f"{d}#{p}", "doc_id": d} for d in "abc" for p in range(3)]
+    items = [("x", {"id": f"{d}#{p}", "doc_id": d}) for d in "abc" for p in range(3)]
     batches = list(_batches(items, 2))
-    assert [[i["id"] for i in b] for b in batches] == [
+    assert [[i["id"] for _, i in b] for b in batches] == [
         ["a#0", "a#1", "a#2"], ["b#0", "b#1", "b#2"], ["c#0", "c#1", "c#2"]]
 
 

@@ -1,7 +1,9 @@
 """``recallql ingest``: files and directories into a collection, in all-or-nothing batches.
 
-The items are counted first, so the progress bar has a total and an ETA; it moves as each chunk
-of texts is embedded. Ctrl-C keeps the batches already committed and says how many.
+All items are read and validated first, batch by batch as they will be written, so a bad item
+anywhere (named by its place: ``FILE:LINE``) stops the run before anything is written, and the
+progress bar has a total and an ETA; it moves as each chunk of texts is embedded. Ctrl-C keeps
+the batches already committed and says how many.
 """
 
 from __future__ import annotations
@@ -130,51 +132,98 @@ def _check_doc_ids(sources: Sequence[Source]) -> None:
                            "their common parent directory")
 
 
-def read(sources: Sequence[Source], drop: set[str], seen: Any = None) -> Iterator[dict]:
-    """The items of all sources, as one loading run (an entry or file met twice goes in once;
-    files left out are noted in `seen.skipped`).
+def read(sources: Sequence[Source], drop: set[str], seen: Any = None
+         ) -> Iterator[tuple[str, dict]]:
+    """The items of all sources with their places (see `recallql.importers.located`), as one
+    loading run (an entry or file met twice goes in once; files left out are noted in
+    `seen.skipped`).
 
     The built-in loaders' extra keys in `drop` (``authors``, ``citation``: fields the collection
     does not declare) are left out; JSONL and JSON items are the user's and go in as written,
     so an unknown key there is reported by `Database.ingest`.
     """
     from recallql.importers import files as loaders
+    from recallql.importers.located import located_path
 
     seen = seen if seen is not None else loaders.Seen()
     for source in sources:
-        if source.root is not None and source.path.is_file():
-            items = (loaders.load_file(source.path, source.kind, source.root, seen)
-                     if seen.first_visit(source.path) else iter(()))
-        else:
-            items = loaders.load_path(source.path, source.kind, seen=seen)
+        pairs = located_path(source.path, source.kind, seen)
         if source.kind in ("jsonl", "json"):
-            yield from items
+            yield from pairs
         else:
-            yield from ({k: v for k, v in item.items() if k not in drop} for item in items)
+            yield from ((where, {k: v for k, v in item.items() if k not in drop})
+                        for where, item in pairs)
 
 
-def count(sources: Sequence[Source]) -> tuple[int | None, list[str]]:
-    """How many items `read` will yield (None when a source cannot be read: the real run
-    reports that, after committing the batches before it), and the files it leaves out."""
+def check(info: Any, sources: Sequence[Source], drop: set[str], batch_size: int
+          ) -> tuple[int, list[str]]:
+    """Read and validate every item, in the batches the write will use, before anything is
+    written: how many items there are, and the files left out.
+
+    Raises:
+        typer.Exit: (code 1) an unreadable file or an invalid item, named by its place
+            (``FILE:LINE: item 'x', field 'y': ...``); nothing was written.
+    """
     import recallql
     from recallql.importers import files as loaders
 
-    seen = loaders.Seen()
+    seen, total, places = loaders.Seen(), 0, dict[str, str]()
     try:
-        return sum(1 for _ in read(sources, set(), seen)), seen.skipped
-    except (recallql.IngestError, OSError, ValueError):
-        return None, seen.skipped
+        for chunk in _batches(read(sources, drop, seen), batch_size):
+            _validate(info, chunk)
+            _unique(chunk, places)
+            total += len(chunk)
+    except (recallql.IngestError, OSError) as exc:
+        raise fail(f"{exc}; nothing was written") from None
+    return total, seen.skipped
 
 
-def _doc(item: dict) -> object:
-    return item.get("doc_id", item.get("id"))
+def _validate(info: Any, chunk: list[tuple[str, dict]]) -> None:
+    """`Database.ingest`'s item checks on one batch; an error is prefixed with the place of
+    the item it names."""
+    from recallql.index.errors import IngestError
+    from recallql.index.items import validate
+
+    current, done = [""], [False]
+
+    def items() -> Iterator[dict]:
+        for where, item in chunk:
+            current[0] = where
+            yield item
+        done[0] = True
+
+    try:
+        validate(info, items())
+    except IngestError as exc:
+        if done[0]:  # a check after the loop (vectors): find the item by the id it names
+            current[0] = next((where for where, item in chunk
+                               if repr(str(item.get("id"))) == exc.item), current[0])
+        raise IngestError(f"{current[0]}: {exc}") from None
 
 
-def _batches(items: Iterable[dict], size: int) -> Iterator[list[dict]]:
-    """Batches of about `size` items, cut only between documents: a document's chunks always
-    travel in one batch, which `replace_documents` relies on (it replaces a document's stored
-    chunks by the ones in the batch)."""
-    chunk: list[dict] = []
+def _unique(chunk: list[tuple[str, dict]], places: dict[str, str]) -> None:
+    """Refuse an id met twice in one run (in one batch `validate` refuses it; across batches
+    the later item would silently replace the earlier, depending on --batch-size)."""
+    from recallql.index.errors import IngestError
+
+    for where, item in chunk:
+        key = str(item.get("id"))
+        first = places.setdefault(key, where)
+        if first != where:
+            raise IngestError(f"{where}: item {key!r}, field 'id': duplicate id (first at "
+                              f"{first})")
+
+
+def _doc(pair: tuple[str, dict]) -> object:
+    return pair[1].get("doc_id", pair[1].get("id"))
+
+
+def _batches(items: Iterable[tuple[str, dict]], size: int
+             ) -> Iterator[list[tuple[str, dict]]]:
+    """Batches of about `size` (place, item) pairs, cut only between documents: a document's
+    chunks always travel in one batch, which `replace_documents` relies on (it replaces a
+    document's stored chunks by the ones in the batch)."""
+    chunk: list[tuple[str, dict]] = []
     for item in items:
         if len(chunk) >= size and _doc(item) != _doc(chunk[-1]):
             yield chunk
@@ -212,9 +261,11 @@ def ingest(
     binary files, text that is not UTF-8 and files of other types are skipped with a warning
     naming them. An item whose id exists replaces it; an item identical to the stored one is
     left as it is (not re-embedded); with --replace-documents (the default) a document's stored
-    chunks that the input no longer has are removed. Each batch is committed all-or-nothing;
-    Ctrl-C keeps the committed batches and exits 130. Creates the database when missing; exits 1
-    and creates nothing when there is nothing to ingest.
+    chunks that the input no longer has are removed. Every item is read and checked before
+    anything is written: a bad item (named by FILE:LINE) exits 1 and writes nothing. Each batch
+    is then committed all-or-nothing; Ctrl-C keeps the committed batches and exits 130.
+    Creates the database when missing; exits 1 and creates nothing when there is nothing to
+    ingest.
 
     \b
     Examples:
@@ -227,16 +278,11 @@ def ingest(
     if fmt not in FORMATS:
         raise typer.BadParameter(f"use one of: {', '.join(FORMATS)}", param_hint="--format")
     sources = find_sources(paths, fmt)
-    total, skipped = count(sources)
-    for note in skipped:
-        err.print(f"warning: {note}", style="yellow", markup=False, soft_wrap=True)
-    if total == 0:
-        _nothing(collection, paths)
     created, tally = not db.exists(), Tally()
     started = time.perf_counter()
     try:
         _ingest_into(db, collection, sources, embedder, batch_size, tally, replace_documents,
-                     total)
+                     paths)
     except BaseException:
         if created and not tally.batches:
             shutil.rmtree(db, ignore_errors=True)  # nothing was committed: leave no empty database
@@ -245,8 +291,8 @@ def ingest(
 
 
 def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder: str,
-                 batch_size: int, tally: Tally, replace_documents: bool = True,
-                 total: int | None = None) -> None:
+                 batch_size: int, tally: Tally, replace_documents: bool,
+                 paths: Sequence[Path]) -> None:
     import recallql
     from recallql.api import resolve_embedder as resolve
     from recallql.importers.files import EXTRA_KEYS
@@ -265,6 +311,11 @@ def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder:
         if info is None:
             raise fail(f"no collection {collection!r} in {db}")
         drop = set(EXTRA_KEYS) - set(info.text_fields) - set(info.fields)
+        total, skipped = check(info, sources, drop, batch_size)
+        for note in skipped:
+            err.print(f"warning: {note}", style="yellow", markup=False, soft_wrap=True)
+        if total == 0:
+            _nothing(collection, paths)
         _run(database, collection, read(sources, drop), total, batch_size, tally, embed,
              replace_documents)
 
@@ -276,7 +327,7 @@ def _progress() -> Progress:
                     disable=not err.is_terminal)
 
 
-def _run(database: Any, collection: str, items: Iterable[dict], total: int | None,
+def _run(database: Any, collection: str, items: Iterable[tuple[str, dict]], total: int,
          batch_size: int, tally: Tally, embed: Any, replace_documents: bool = True) -> None:
     """Commit `items` in batches with a progress bar that moves per embedded chunk."""
     import recallql
@@ -287,7 +338,8 @@ def _run(database: Any, collection: str, items: Iterable[dict], total: int | Non
             embed.on_progress = lambda n: progress.advance(task, n)
         try:
             for chunk in _batches(items, batch_size):
-                report = database.ingest(collection, chunk, replace_documents=replace_documents)
+                report = database.ingest(collection, [item for _, item in chunk],
+                                         replace_documents=replace_documents)
                 tally.add(len(chunk), report)
                 progress.update(task, completed=tally.items)
         except (recallql.IngestError, recallql.StoreError, recallql.DatabaseLocked,

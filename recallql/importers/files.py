@@ -35,6 +35,11 @@ def load_jsonl(path: str | Path) -> Iterator[dict]:
             Values JSON allows but items do not (``1e400`` parses as infinity) are reported by
             `Database.ingest`, naming the item and field.
     """
+    return (item for _, item in jsonl_numbered(path))
+
+
+def jsonl_numbered(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """`load_jsonl`'s items with their 1-based line numbers (same errors)."""
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             where = f"{path}:{number}"
@@ -46,7 +51,7 @@ def load_jsonl(path: str | Path) -> Iterator[dict]:
                 raise IngestError(f"{where}: expected a JSON object per line")
             if _SURROGATE_ESCAPE.search(line):
                 _check_surrogates(item, where)
-            yield item
+            yield number, item
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -344,6 +349,13 @@ def walk_files(root: Path) -> list[Path]:
 
 
 def _walk(root: Path, kind: str, seen: Seen) -> Iterator[dict]:
+    for file, own in walked(root, kind, seen):
+        yield from load_file(file, own, root, seen)
+
+
+def walked(root: Path, kind: str, seen: Seen) -> Iterator[tuple[Path, str]]:
+    """The files a walk of `root` reads, not read before in this run, with the format each is
+    read in; the files of other types are noted in `seen.skipped`."""
     others: dict[str, int] = {}
     for file in walk_files(root):
         own = walked_kind(file, kind)
@@ -353,7 +365,7 @@ def _walk(root: Path, kind: str, seen: Seen) -> Iterator[dict]:
                     others.get(file.suffix.lower() or "(no suffix)", 0) + 1
             continue
         if seen.first_visit(file):
-            yield from load_file(file, own, root, seen)
+            yield file, own
     if others:
         kinds = ", ".join(f"{s} ×{n}" if n > 1 else s for s, n in sorted(others.items()))
         seen.skipped.append(f"skipped {sum(others.values())} files of other types in {root} "
