@@ -77,6 +77,7 @@ from recallql.sessions.messages import COLLECTION as MESSAGES
 from recallql.sessions.messages import (
     SESSION_FIELDS,
     Messages,
+    last_message_time,
     message_activity,
     session_fields_filler,
     session_item_ids,
@@ -183,6 +184,11 @@ class _SessionStore:
         if MESSAGES not in {c.name for c in self._store.collections()}:
             return {}
         return message_activity(self._store.snapshot(MESSAGES))
+
+    def last_message_at(self, session_id: str) -> float | None:
+        if MESSAGES not in {c.name for c in self._store.collections()}:
+            return None
+        return last_message_time(self._store.snapshot(MESSAGES), session_id)
 
 
 def _older_builtin(stored: CollectionInfo, wanted: CollectionInfo) -> bool:

@@ -38,6 +38,10 @@ def dump(db) -> dict[str, list[tuple]]:
             for t in ("sessions", "annotations", "signals")}
 
 
+def iso(ts: float) -> str:
+    return utc(ts).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=UTC)
 
@@ -92,11 +96,14 @@ def test_close_sets_end_reason_and_time(db, clock):
 
 
 @pytest.mark.parametrize("case", ["unknown", "twice", "before-start", "before-last-signal",
-                                  "empty-reason"])
+                                  "before-last-message", "empty-reason"])
 def test_close_mistakes_are_errors_and_write_nothing(db, clock, case):
     db.sessions.create("s-1", "agent")
     if case == "before-last-signal":
         db.sessions.signal("s-1", "reward", 0.5, at=T0 + 100)
+    if case == "before-last-message":
+        db.sessions.signal("s-1", "reward", 0.5, at=T0 + 10)
+        db.messages.append("s-1", "user", "later", at=T0 + 100)
     if case == "twice":
         db.sessions.close("s-1", at=T0 + 200)
     before = dump(db)
@@ -105,6 +112,9 @@ def test_close_mistakes_are_errors_and_write_nothing(db, clock, case):
         "twice": ("s-1", {}, SessionError, "already closed"),
         "before-start": ("s-1", {"at": T0 - 1}, SessionError, "it started"),
         "before-last-signal": ("s-1", {"at": T0 + 50}, SessionError, "last signal"),
+        "before-last-message": ("s-1", {"at": T0 + 50}, SessionError,
+                                f"cannot close session 's-1' at {iso(T0 + 50)}: its last "
+                                f"message is at {iso(T0 + 100)}"),
         "empty-reason": ("s-1", {"end_reason": ""}, SessionError, "end_reason"),
     }[case]
     with pytest.raises(err, match=match):

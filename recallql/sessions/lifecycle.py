@@ -71,6 +71,9 @@ class MetaStore(Protocol):
         """``{session_id: (latest message time or None, live message count)}`` over the
         messages collection at its last committed batch."""
 
+    def last_message_at(self, session_id: str) -> float | None:
+        """The time of the session's latest live message (epoch seconds UTC), or None."""
+
 
 class Sessions(LineageAccess):
     """`db.sessions`: the session lifecycle and the per-statement session state.
@@ -283,7 +286,8 @@ class Sessions(LineageAccess):
         Raises:
             SessionNotFound: no such session.
             SessionError: not open, an empty end_reason (or one that is not valid Unicode), or
-                `at` before the session's start or its last signal or annotation.
+                `at` before the session's start or its last message, signal or annotation
+                (naming both times).
             StoreError: the database is read-only.
         """
         if not isinstance(end_reason, str) or not end_reason:
@@ -293,7 +297,8 @@ class Sessions(LineageAccess):
         with self._write(f"close session {id!r}") as conn:
             if when is None:  # "now" once the writer is ours: after any write it waited for
                 when = self._clock()
-            self._close(conn, self._require_open(conn, id), end_reason, when)
+            row = self._require_open(conn, id)
+            self._close(conn, row, end_reason, when, self._meta.last_message_at(id))
         return self.snapshot(id, as_of=when)
 
     def archive(self, id: str) -> SessionSnapshot:
@@ -305,7 +310,8 @@ class Sessions(LineageAccess):
 
         Raises:
             SessionNotFound: no such session.
-            SessionError: closing it now would precede its last signal or annotation.
+            SessionError: closing it now would precede its last message, signal or
+                annotation.
             StoreError: the database is read-only.
         """
         with self._write(f"archive session {id!r}") as conn:
@@ -313,7 +319,8 @@ class Sessions(LineageAccess):
             if row is None:
                 raise SessionNotFound(f"cannot archive: {no_session(id)}")
             if row.status == "open":
-                self._close(conn, row, "archived", self._clock())
+                self._close(conn, row, "archived", self._clock(),
+                            self._meta.last_message_at(id))
             ended, stored = conn.execute("SELECT ended_at, frozen_snapshot FROM sessions "
                                          "WHERE id = ?", (id,)).fetchone()
             if row.status != "archived":
@@ -482,11 +489,14 @@ class Sessions(LineageAccess):
         return row
 
     @staticmethod
-    def _close(conn: Any, row: SessionRow, end_reason: str, when: float) -> None:
-        last = state.last_write(conn, row.id)
-        floor = max(row.started_at or when, last if last is not None else when)
+    def _close(conn: Any, row: SessionRow, end_reason: str, when: float,
+               last_message: float | None) -> None:
+        floors = [(row.started_at, "it started"),
+                  (state.last_write(conn, row.id), "its last signal or annotation"),
+                  (last_message, "its last message")]
+        floor, what = max(((t, w) for t, w in floors if t is not None),
+                          key=lambda pair: pair[0], default=(when, ""))
         if when < floor:
-            what = "it started" if floor == row.started_at else "its last signal or annotation"
             raise SessionError(f"cannot close session {row.id!r} at {_iso(when)}: {what} is at "
                                f"{_iso(floor)}")
         conn.execute("UPDATE sessions SET status = 'closed', end_reason = ?, ended_at = ? "

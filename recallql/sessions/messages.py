@@ -280,6 +280,20 @@ def next_seq(snap: Any, session_id: str) -> int:
     return int(seq.values(snap.size)[rows].max()) + 1 if rows.any() else 1
 
 
+def last_message_time(snap: Any, session_id: str) -> float | None:
+    """The latest `created_at` among the live messages of `session_id` (epoch seconds UTC),
+    or None (no message with a time)."""
+    if snap.size == 0:
+        return None
+    sessions = snap.column("session_id")
+    code = sessions.pool.index.get(session_id)
+    if code is None:
+        return None
+    times = snap.created_at[(sessions.codes(snap.size) == code) & snap.live]
+    times = times[~np.isnan(times)]
+    return float(times.max()) if len(times) else None
+
+
 def session_item_ids(snap: Any, session_ids: Sequence[str]) -> list[str]:
     """Item ids of the live rows of a `messages` snapshot whose `session_id` is one of
     `session_ids` (what a sweep of those sessions deletes)."""
