@@ -427,8 +427,8 @@ class Database:
         Args:
             collection: collection name.
             items: dicts with ``id`` (str or int), the text fields, ``created_at`` (datetime,
-                ISO-8601 str or epoch seconds; naive = UTC), ``entity``, ``doc_id``,
-                ``position``, ``vector`` (optional) and the declared fields. An item of
+                ISO-8601 str, epoch seconds or numpy datetime64; naive = UTC), ``entity``,
+                ``doc_id``, ``position``, ``vector`` (optional) and the declared fields. An item of
                 ``messages`` without ``active`` / ``compacted`` gets True / False, as
                 `Messages.append` gives (left NULL, the row would never be searchable).
             replace_documents: for every ``doc_id`` in the batch (an item without one is its

@@ -7,6 +7,8 @@ import re
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from engine_helpers import NOW_TS, doc, make_db, vec
 
@@ -95,3 +97,38 @@ def test_out_of_range_as_of_is_an_invalid_timestamp():
     db = make_db([doc("a", "alpha", "", vec(1, 0, 0, 0))])
     with pytest.raises(recallql.QuerySyntaxError, match="outside years 1..9999 in UTC"):
         db.execute("SEARCH kb MATCHING 'alpha' AS OF TIMESTAMP '0001-01-01T00:00:00+05:00'")
+
+
+NS_HALF = np.datetime64("2025-01-01T00:00:00.500000999", "ns")  # sub-µs digits are cut
+EPOCH_HALF = 1_735_689_600.5
+
+
+@pytest.mark.parametrize("value", [NS_HALF, np.datetime64("2025-01-01T00:00:00.5"),
+                                   pd.Timestamp("2025-01-01T00:00:00.5")],
+                         ids=["datetime64-ns", "datetime64-ms", "pandas"])
+def test_numpy_and_pandas_times_are_utc_instants_everywhere(value):
+    """A numpy datetime64 (no time zone: UTC, as numpy counts it) and a pandas Timestamp (a
+    naive datetime: UTC) are the same instant as the naive datetime in every place a time
+    goes: AS OF and WHERE parameters, an item's created_at, a session time."""
+    for statement in ("SEARCH docs MATCHING 'x' AS OF :t",
+                      "SEARCH docs MATCHING 'x' WHERE created_at > :t"):
+        bound = bind(parse(statement), t=value).to_text()
+        assert "TIMESTAMP '2025-01-01T00:00:00.500000Z'" in bound, bound
+    db = recallql.connect(embedder=recallql.api.HashEmbedder(), clock=lambda: NOW_TS)
+    db.ingest("docs", [{"id": "a", "title": "x", "created_at": value}])
+    assert db.execute("SEARCH docs MATCHING 'x'")[0].fields["created_at"] == EPOCH_HALF
+    assert db.sessions.create("s", "agent", started_at=value).started_at == datetime(
+        2025, 1, 1, 0, 0, 0, 500000, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("value", [np.datetime64("NaT"), pd.NaT, np.datetime64("12000-01-01")],
+                         ids=["numpy-NaT", "pandas-NaT", "year-12000"])
+def test_nat_and_out_of_range_numpy_times_are_clear_errors(value):
+    why = "NaT" if value is pd.NaT or np.isnat(value) else "out of range"
+    with pytest.raises(recallql.ParameterError, match=why):
+        bind(parse("SEARCH docs MATCHING 'x' AS OF :t"), t=value)
+    db = recallql.connect(embedder=recallql.api.HashEmbedder(), clock=lambda: NOW_TS)
+    with pytest.raises(recallql.IngestError, match=f"field 'created_at': .*{why}"):
+        db.ingest("docs", [{"id": "a", "title": "x", "created_at": value}])
+    with pytest.raises(recallql.SessionError, match=why):
+        db.sessions.create("s", "agent", started_at=value)

@@ -34,7 +34,7 @@ from recallql.grammar.nodes import (
     VectorLiteral,
 )
 from recallql.grammar.statements import Explain, StatementBase
-from recallql.grammar.timestamps import format_timestamp
+from recallql.grammar.timestamps import datetime64_to_datetime, format_timestamp
 
 __all__ = ["bind"]
 
@@ -158,6 +158,13 @@ def _describe(value: Any) -> str:
 
 
 def _scalar(value: Any) -> Any:
+    """A numpy scalar as its Python value; a ``datetime64`` as an aware UTC datetime (its
+    `item()` would be an int of nanoseconds, or None for NaT)."""
+    if isinstance(value, np.datetime64):
+        try:
+            return datetime64_to_datetime(value)
+        except ValueError as exc:
+            raise _Mistyped(f"a datetime ({exc})") from None
     return value.item() if isinstance(value, np.generic) else value
 
 
@@ -194,11 +201,19 @@ def _number(value: Any, node: Parameter) -> Node:
     return _integer(value, node)
 
 
+def _is_nat(value: Any) -> bool:
+    """pandas' ``NaT``: a `datetime` instance unequal to itself."""
+    return isinstance(value, datetime) and value != value
+
+
 def _timestamp(value: Any, node: Parameter) -> Node:
+    value = _scalar(value)
+    if _is_nat(value):
+        raise _Mistyped("a datetime (not NaT)")
     if isinstance(value, date) and not isinstance(value, datetime):
         value = datetime.combine(value, dt_time.min)  # a calendar date: midnight UTC
     if not isinstance(value, datetime):
-        raise _Mistyped("a datetime (or a date)")
+        raise _Mistyped("a datetime (or a date, or a numpy datetime64)")
     try:
         text = format_timestamp(value)  # naive means UTC
     except OverflowError:

@@ -14,8 +14,11 @@ parses it).
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import cast
 
-__all__ = ["format_timestamp"]
+import numpy as np
+
+__all__ = ["datetime64_to_datetime", "format_timestamp"]
 
 
 def format_timestamp(value: datetime | float) -> str:
@@ -32,3 +35,19 @@ def format_timestamp(value: datetime | float) -> str:
     else:
         moment = datetime.fromtimestamp(value, tz=UTC)
     return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def datetime64_to_datetime(value: np.datetime64) -> datetime:
+    """A numpy ``datetime64`` as an aware UTC `datetime` (numpy's datetimes carry no time zone
+    and count from 1970-01-01T00:00:00 UTC, so they are read as UTC, as naive datetimes are),
+    to the microsecond: finer units (``ns``) are cut toward the past.
+
+    Raises:
+        ValueError: ``NaT``, or an instant outside years 1..9999 UTC.
+    """
+    if np.isnat(value):
+        raise ValueError("NaT (not a time) is not a timestamp")
+    year = int(value.astype("datetime64[Y]").astype(np.int64)) + 1970
+    if not 1 <= year <= 9999:
+        raise ValueError(f"numpy.datetime64({str(value)!r}) is out of range (years 1..9999)")
+    return cast(datetime, value.astype("datetime64[us]").item()).replace(tzinfo=UTC)

@@ -4,7 +4,8 @@
 values, ``TIMESTAMP '...'`` literals and ISO strings in statements — the engine parses those —
 and the CLI's ``--param``). Value forms: an aware or naive `datetime` (naive = UTC), a `date`
 (midnight UTC), an ISO-8601 string (``"2025-01-31"``, ``"2025-01-31T10:00:00Z"``, offsets
-allowed), or epoch seconds (int or float). The one formatter is
+allowed), epoch seconds (int or float), or a numpy ``datetime64`` (UTC, as numpy counts it; a
+pandas ``Timestamp`` is a `datetime`). The one formatter is
 `recallql.grammar.timestamps.format_timestamp` (see docs/architecture.md, "Timestamps").
 """
 
@@ -14,6 +15,8 @@ import datetime as dt
 import math
 from numbers import Real
 from typing import SupportsFloat, cast
+
+import numpy as np
 
 from recallql.index.errors import show
 
@@ -92,6 +95,8 @@ def item_epoch(value: object) -> float:
 
 def _moment(value: object) -> dt.datetime | None:
     """`value` as an aware datetime; ``None`` for epoch seconds."""
+    if isinstance(value, dt.datetime) and value != value:
+        raise ValueError("NaT (not a time) is not a timestamp")  # pandas.NaT is a datetime
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
         return value
     if isinstance(value, bool):
@@ -100,6 +105,8 @@ def _moment(value: object) -> dt.datetime | None:
         return None
     if isinstance(value, str):
         return parse_timestamp(value)
+    if isinstance(value, np.datetime64):
+        return datetime64_to_datetime(value)
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         value = dt.datetime(value.year, value.month, value.day)
     if isinstance(value, dt.datetime):
@@ -130,3 +137,21 @@ def _utc_text(offset: dt.timedelta) -> str:
     if offset < _FIRST:
         return f"{(_FIRST - offset) / _SECOND:g} s before 0001-01-01T00:00:00Z"
     return f"10000-01-01T00:00:00Z + {(offset - _END) / _SECOND:g} s"
+
+
+def datetime64_to_datetime(value: np.datetime64) -> dt.datetime:
+    """A numpy ``datetime64`` as an aware UTC `datetime` (numpy's datetimes carry no time zone
+    and count from 1970-01-01T00:00:00 UTC, so they are read as UTC, as naive datetimes are),
+    to the microsecond: finer units (``ns``) are cut toward the past. The twin of
+    `recallql.grammar.timestamps.datetime64_to_datetime` (the two layers import nothing of each
+    other).
+
+    Raises:
+        ValueError: ``NaT``, or an instant outside years 1..9999 UTC.
+    """
+    if np.isnat(value):
+        raise ValueError("NaT (not a time) is not a timestamp")
+    year = int(value.astype("datetime64[Y]").astype(np.int64)) + 1970
+    if not 1 <= year <= 9999:
+        raise ValueError(f"numpy.datetime64({str(value)!r}) is out of range (years 1..9999)")
+    return cast(dt.datetime, value.astype("datetime64[us]").item()).replace(tzinfo=dt.UTC)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from recallql.grammar.timestamps import datetime64_to_datetime
 from recallql.sessions import state
 from recallql.sessions.signals import short_repr
 
@@ -45,7 +46,8 @@ def many(values: Any, what: str, error: type[ValueError]) -> Iterable[Any]:
 
 def to_epoch(value: datetime | float | int | None, default: float, what: str,
              error: type[ValueError] = SessionError) -> float:
-    """A time argument as epoch seconds UTC (naive datetimes are UTC; None gives `default`).
+    """A time argument as epoch seconds UTC (naive datetimes are UTC; None gives `default`; a
+    numpy ``datetime64`` is UTC; a pandas ``Timestamp`` is a datetime).
 
     Every session time (start, end, signal, annotation, message, `as_of`) must lie in years
     1..9999 UTC, the range a `datetime` can hold: 0001-01-01T00:00:00Z to
@@ -58,6 +60,13 @@ def to_epoch(value: datetime | float | int | None, default: float, what: str,
     """
     if value is None:
         value = default
+    if isinstance(value, datetime) and value != value:  # pandas.NaT is a datetime
+        raise error(f"{what} must be a time in years 1..9999 UTC, got NaT (not a time)")
+    if isinstance(value, np.datetime64):  # UTC, as numpy counts it
+        try:
+            value = datetime64_to_datetime(value)
+        except ValueError as exc:
+            raise error(f"{what} must be a time in years 1..9999 UTC: {exc}") from None
     if isinstance(value, datetime):
         try:
             seconds = (value if value.tzinfo else value.replace(tzinfo=UTC)) \
