@@ -150,12 +150,22 @@ def test_argument_errors_name_each_argument_without_pydantic_text(tmp_path):
                 ("search_memory", {"text": "x", "limt": 5}),
                 ("record_signal", {"session": "s", "value": 1.0, "colour": "red",
                                    "bogus": 1}),
+                ("search_memory", {"text": "x", "limit": True}),
+                ("retrieve_context", {"session": "s", "limit": "5"}),
+                ("record_signal", {"session": "s", "value": "1.0"}),
+                ("explain", {"statement": "SEARCH docs MATCHING 'x'", "analyze": 1}),
             ]]
 
-    typed, bound, missing, misspelt, two = run(go)
+    typed, bound, missing, misspelt, two, *strict = run(go)
     assert typed.is_error and text(typed) == (
         "ArgumentError: search_memory was called with invalid arguments:\n"
-        "  limit: should be a valid integer, unable to parse string as an integer (got 'many')")
+        "  limit: should be a valid integer (got 'many')")
+    # strict, as the schema types them: a bool is not an integer, a string not a number
+    assert [text(r).splitlines()[1] for r in strict] == [
+        "  limit: should be a valid integer (got True)",
+        "  limit: should be a valid integer (got '5')",
+        "  value: should be a valid number (got '1.0')",
+        "  analyze: should be a valid boolean (got 1)"]
     assert text(bound) == ("ArgumentError: search_memory was called with invalid arguments:\n"
                            "  limit: should be less than or equal to 100 (got 500)")
     assert text(missing) == ("ArgumentError: search_memory was called with invalid arguments:"
@@ -166,7 +176,7 @@ def test_argument_errors_name_each_argument_without_pydantic_text(tmp_path):
         "  its arguments: text, collection, session, filters, group_by, limit")
     assert two.is_error and text(two).startswith(
         "ArgumentError: record_signal takes no argument 'bogus', 'colour'")
-    for result in (typed, bound, missing, misspelt, two):
+    for result in (typed, bound, missing, misspelt, two, *strict):
         assert "pydantic" not in text(result) and "type=" not in text(result)
 
 

@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from recallql.api import USER_ERRORS
 from recallql.grammar.timestamps import format_timestamp
@@ -50,6 +50,9 @@ SessionArg = Annotated[str, Field(description="Session id (1-128 letters, digits
                                   min_length=1, max_length=128)]
 CollectionArg = Annotated[str, Field(description="Collection name: `docs` (documents, notes), "
                                      "`messages` (conversation messages) or one you created.")]
+#: Numbers and flags are strict, as the tool schema types them: ``true`` is not an integer and
+#: ``"5"`` is not a number (pydantic's lax mode would take both).
+Limit = Annotated[int, Strict(), Field(description="Rows to return.", ge=1, le=100)]
 Params = Annotated[dict[str, Any] | None, Field(
     description="Values for the statement's `:name` parameters (never put values into the "
                 "statement text), e.g. {\"q\": \"disk full\", \"n\": 5}.")]
@@ -224,7 +227,7 @@ class MemoryTools:
             description="`document`: a document's best chunk only; `conversation`: one row "
                         "per conversation (a chain of sessions rotated by compression).")
         ] = None,
-        limit: Annotated[int, Field(description="Rows to return.", ge=1, le=100)] = 10,
+        limit: Limit = 10,
     ) -> str:
         """Search memory: hybrid BM25 + vector search fused by reciprocal rank fusion, with
         recency (and, with `session`, session and signal) boosts. Returns JSON
@@ -241,7 +244,7 @@ class MemoryTools:
     def retrieve_context(
         self,
         session: SessionArg,
-        limit: Annotated[int, Field(description="Rows to return.", ge=1, le=100)] = 10,
+        limit: Limit = 10,
         collection: CollectionArg = "docs",
         text: Annotated[str | None, Field(description="Optional text to match as well; "
                                           "without it rows are ranked by the session's boosts "
@@ -262,7 +265,7 @@ class MemoryTools:
         statement: Annotated[str, Field(description="A SEARCH or RETRIEVE statement, e.g. "
                                         "\"SEARCH docs MATCHING :q LIMIT 3\".")],
         parameters: Params = None,
-        analyze: Annotated[bool, Field(description="Add rows and time per operator.")
+        analyze: Annotated[bool, Strict(), Field(description="Add rows and time per operator.")
                            ] = False,
     ) -> str:
         """EXPLAIN a statement: the plan (root first) and each row's score arithmetic, the
@@ -316,7 +319,8 @@ class MemoryTools:
     def record_signal(
         self,
         session: SessionArg,
-        value: Annotated[float, Field(description="The signal's value; `reward` takes -1..1.")],
+        value: Annotated[float, Strict(),
+                         Field(description="The signal's value; `reward` takes -1..1.")],
         name: Annotated[str, Field(description="The signal name the policy allows "
                                    "(default policy: `reward`).")] = "reward",
         entity: Annotated[str | None, Field(description="The entity (an item's `entity`, by "
