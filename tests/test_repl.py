@@ -261,3 +261,42 @@ def test_timing_takes_on_or_off_like_the_other_switches(repl):
     assert text.index("timing is on") < text.index("timing is off")
     assert "\\x takes on or off, not 'maybe'" in text
     assert repl.timing is False
+
+
+def test_a_backslash_command_after_statements_on_the_same_line_runs_after_them(repl):
+    """As psql: ``DESCRIBE docs; \\format json`` runs DESCRIBE, then switches the format."""
+    import json
+
+    repl.run_lines(["DESCRIBE docs; \\format json\n", "SHOW COLLECTIONS;\n"])
+    text = repl.output.getvalue()
+    assert not repl.failed and "QuerySyntaxError" not in text
+    assert text.index("BM25 text") < text.index("output format is json") < text.index("{")
+    assert json.loads(text[text.index("{"):])["statement"] == "SHOW COLLECTIONS"
+
+
+def test_a_command_after_an_unfinished_statement_keeps_it_and_a_failed_one_stops_it(repl):
+    assert repl.handle("DESCRIBE docs; SEARCH docs MATCHING 'backup' \\x") is True
+    assert repl.pending == " SEARCH docs MATCHING 'backup' \n" and repl.expanded
+    repl.pending = ""
+    repl.handle("SEARCH dcos MATCHING 'x'; \\format json")
+    assert "did you mean 'docs'?" in repl.output.getvalue() and repl.fmt == "table"
+
+
+@pytest.mark.parametrize(("text", "head", "command"), [
+    ("DESCRIBE docs; \\format json", "DESCRIBE docs; ", "\\format json"),
+    ("SEARCH docs\n  \\x\n", "SEARCH docs\n  ", "\\x"),
+    ("SEARCH docs MATCHING 'a\\b';", "SEARCH docs MATCHING 'a\\b';", None),
+    ("SHOW COLLECTIONS; -- \\x", "SHOW COLLECTIONS; -- \\x", None),
+    ("SEARCH docs MATCHING 'a\n\\x", "SEARCH docs MATCHING 'a\n\\x", None),
+], ids=["after-statement", "continuation", "in-string", "in-comment", "in-open-string"])
+def test_split_command(text, head, command):
+    from recallql.repl.input import split_command
+
+    assert split_command(text) == (head, command)
+
+
+def test_history_keeps_statements_and_a_command_on_one_line_as_typed():
+    from recallql.repl.input import history_entry
+
+    assert history_entry("DESCRIBE docs; \\format json") == "DESCRIBE docs; \\format json"
+    assert history_entry("SEARCH docs\n\\x") == "\\x"

@@ -23,7 +23,7 @@ from rich.text import Text
 
 from recallql.grammar import did_you_mean
 from recallql.repl.commands import COMMANDS, HELP, Command, parse_command
-from recallql.repl.input import is_complete, split_command, split_statements
+from recallql.repl.input import is_complete, split_command, split_ready, split_statements
 from recallql.repl.output import Output
 from recallql.ui.render import make_console
 
@@ -117,9 +117,10 @@ class Repl:
     # -- one input -----------------------------------------------------------------------------
 
     def handle(self, text: str) -> bool:
-        """Run one input (statements, or a backslash command — on its own line or on the last
-        line of an unfinished statement, which is then kept in `pending`, except by ``\\r``).
-        Returns False to quit."""
+        """Run one input: statements, or a backslash command — on its own line, after
+        statements on its line (they run first; the command does not run when one fails), or
+        on the last line of an unfinished statement, which is then kept in `pending` (except
+        by ``\\r``). Returns False to quit."""
         stripped = text.strip()
         if not stripped:
             return True
@@ -131,7 +132,10 @@ class Repl:
             if cmd.name == "\\r":
                 self.console.print("query buffer reset (cleared)", markup=False)
                 return True
-            self.pending = head.rstrip("\n") + "\n" if head.strip() else ""
+            ready, rest = split_ready(head)
+            if ready.strip() and not self.execute(ready):
+                return True
+            self.pending = rest.rstrip("\n") + "\n" if rest.strip() else ""
             return self.command(cmd)
         self.execute(text)
         return True
@@ -191,10 +195,10 @@ class Repl:
         self.console.print(f"{what} is {'on' if value else 'off'}", markup=False)
         return True
 
-    def execute(self, text: str) -> None:
+    def execute(self, text: str) -> bool:
         """Run the ';'-separated statements of `text` in order, each parsed when its turn comes
         (so those before a syntax error run); stop at the first error. Error positions are
-        within the failing statement."""
+        within the failing statement. Returns whether all of them ran."""
         from recallql.grammar import parse_script
 
         try:
@@ -203,6 +207,8 @@ class Repl:
                     self.run_statement(stmt)
         except Exception as exc:  # noqa: BLE001 - the shell reports every error and goes on
             self.report(exc)
+            return False
+        return True
 
     def run_statement(self, stmt: Any) -> None:
         """Execute one parsed statement and print its outcome (and time with \\timing)."""

@@ -22,12 +22,24 @@ def split_statements(text: str) -> list[str]:
 
 
 def split_command(text: str) -> tuple[str, str | None]:
-    """(the statement text, a backslash command on its last line or None). A line that starts
-    with ``\\`` outside a string is a command, also on a continuation line (as in psql)."""
-    head, _, last = text.rstrip("\n").rpartition("\n")
-    if last.strip().startswith("\\") and not scan(head).open_quote:
-        return head, last.strip()
-    return text, None
+    """(the statement text before it, a backslash command on the last line, or None). As in
+    psql, a ``\\`` outside strings, quoted identifiers and comments starts a command that runs
+    to the end of the line: on a line of its own, on a continuation line, or after statements
+    on the same line (``DESCRIBE docs; \\format json``)."""
+    body = text.rstrip("\n")
+    line_start = body.rfind("\n") + 1
+    at = next((i for i in scan(body).backslashes if i >= line_start), None)
+    if at is None:
+        return text, None
+    return body[:at], body[at:].strip()
+
+
+def split_ready(text: str) -> tuple[str, str]:
+    """(the statements of `text` ended by ``;``, the unfinished rest): ``"A; B"`` gives
+    ``("A;", " B")``."""
+    separators = scan(text).separators
+    end = separators[-1] + 1 if separators else 0
+    return text[:end], text[end:]
 
 
 def is_complete(text: str) -> bool:
@@ -52,10 +64,12 @@ def continuation(text: str, line_number: int) -> str:
 
 def history_entry(text: str) -> str:
     """What history keeps of an input: a statement typed over several lines is one entry as
-    typed; a backslash command run on a continuation line is kept alone (the statement is
-    kept when it runs)."""
+    typed; a backslash command run on a continuation line is kept alone (the unfinished
+    statement is kept when it runs); statements and a command on one line stay one entry."""
     head, command = split_command(text)
-    return command if command is not None and head.strip() else text
+    if command is None or not head.strip() or split_ready(head)[0].strip():
+        return text
+    return command
 
 
 def make_session(history: Path, catalog: Callable[[], dict[str, list[str]]],

@@ -18,18 +18,22 @@ class Scan(NamedTuple):
         last: the last character outside comments and whitespace ("" if none).
         open_quote: whether the text ends inside a string or quoted identifier.
         quote: the quote it ends inside (``'`` or ``"``; "" when none).
+        backslashes: offsets of the ``\\`` outside strings, quoted identifiers and comments
+            (where a backslash command starts: the language has no other use for one).
     """
 
     separators: list[int]
     last: str
     open_quote: bool
     quote: str = ""
+    backslashes: tuple[int, ...] = ()
 
 
 def scan(text: str) -> Scan:
     """Scan statement text the way the grammar's lexer sees it: ``'...'`` strings and
     ``"..."`` identifiers (with doubled quotes inside), ``--`` comments to the end of line."""
     separators, last, quote, i = [], "", "", 0
+    backslashes: list[int] = []
     while i < len(text):
         ch = text[i]
         if quote:
@@ -49,5 +53,7 @@ def scan(text: str) -> Scan:
             last = ch
             if ch == ";":
                 separators.append(i)
+            elif ch == "\\":
+                backslashes.append(i)
         i += 1
-    return Scan(separators, last, bool(quote), quote)
+    return Scan(separators, last, bool(quote), quote, tuple(backslashes))
