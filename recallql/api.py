@@ -79,6 +79,7 @@ from recallql.sessions.messages import (
     Messages,
     last_message_time,
     message_activity,
+    message_place,
     session_fields_filler,
     session_item_ids,
 )
@@ -429,8 +430,11 @@ class Database:
             items: dicts with ``id`` (str or int), the text fields, ``created_at`` (datetime,
                 ISO-8601 str, epoch seconds or numpy datetime64; naive = UTC), ``entity``,
                 ``doc_id``, ``position``, ``vector`` (optional) and the declared fields. An item of
-                ``messages`` without ``active`` / ``compacted`` gets True / False, as
-                `Messages.append` gives (left NULL, the row would never be searchable).
+                ``messages`` without ``active`` / ``compacted`` gets True / False, and one
+                with a ``session_id`` (and ``seq``) but no ``doc_id`` (``position``) gets
+                ``session:<session_id>`` (its seq), as `Messages.append` gives them: left
+                NULL the row would never be searchable, and WITH CONTEXT, context credit and
+                GROUP BY DOCUMENT would not see its session.
             replace_documents: for every ``doc_id`` in the batch (an item without one is its
                 own document), also delete the document's live chunks whose id is not in the
                 batch, in the same batch: re-ingesting a file that shrank from 100 chunks to 1
@@ -452,8 +456,8 @@ class Database:
         """
         items = many(items, "items", IngestError)
         if collection == MESSAGES:  # as db.messages.append: a flag left out is not 'rewound'
-            items = ({**MESSAGE_FLAGS, **item} if isinstance(item, Mapping) else item
-                     for item in items)
+            items = ({**MESSAGE_FLAGS, **message_place(item), **item}
+                     if isinstance(item, Mapping) else item for item in items)
         return self.store.ingest(collection, items, self.embedder(collection),
                                  replace_documents=replace_documents, key=key)
 

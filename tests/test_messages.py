@@ -131,3 +131,24 @@ def test_an_ingested_message_without_flags_is_searchable_as_an_appended_one(db):
     row = db.snapshot("messages").fetch([0])[0]
     assert (row["active"], row["compacted"]) == (True, False)
     assert db.execute("SEARCH messages MATCHING 'zebra' USING LEXICAL").ids() == ["m-raw"]
+
+
+def test_an_ingested_message_gets_its_session_as_document_and_its_seq_as_position(db):
+    """`db.ingest("messages", ...)` without `doc_id` / `position` made each message its own
+    document, so WITH CONTEXT and GROUP BY DOCUMENT did not see its session; they come from
+    `session_id` / `seq` as `append` gives them (a given `doc_id` / `position` is kept)."""
+    db.sessions.create("a", "agent-1", started_at=T0)
+    words = ["hello there friend", "zebra crossing ahead", "thanks a lot", "zebra again"]
+    db.ingest("messages", [{"id": f"m{i}", "content": w, "session_id": "a", "seq": i + 1,
+                            "message_id": i + 1} for i, w in enumerate(words[:3])])
+    db.ingest("messages", [{"id": "own", "content": words[3], "session_id": "a", "seq": 9,
+                            "doc_id": "elsewhere", "position": 0}])
+    rows = {r["id"]: (r["doc_id"], r["position"]) for r in
+            db.snapshot("messages").fetch(range(db.snapshot("messages").size))}
+    assert rows == {"m0": ("session:a", 1), "m1": ("session:a", 2), "m2": ("session:a", 3),
+                    "own": ("elsewhere", 0)}
+    hit = db.execute("SEARCH messages MATCHING 'crossing' USING LEXICAL WITH CONTEXT LIMIT 1")[0]
+    assert hit.id == "m1" and [(c.offset, c.id) for c in hit.context] == [(-1, "m0"), (1, "m2")]
+    grouped = db.execute("SEARCH messages MATCHING 'zebra hello thanks' USING LEXICAL "
+                         "GROUP BY DOCUMENT")
+    assert sorted(r.fields["doc_id"] for r in grouped) == ["elsewhere", "session:a"]

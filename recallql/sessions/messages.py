@@ -326,6 +326,20 @@ def _iso(ts: float) -> str:
     return format_timestamp(ts)
 
 
+def message_place(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``doc_id`` and ``position`` `message_item` gives a message, for a raw `messages`
+    item (`Database.ingest`) that has ``session_id`` / ``seq`` but leaves them out: its
+    session is its document, its seq its place (what WITH CONTEXT and GROUP BY DOCUMENT
+    read). Values of the wrong type are left for ingest to report."""
+    place: dict[str, Any] = {}
+    session_id, seq = item.get("session_id"), item.get("seq")
+    if isinstance(session_id, str) and "doc_id" not in item:
+        place["doc_id"] = f"session:{session_id}"
+    if isinstance(seq, int) and not isinstance(seq, bool) and "position" not in item:
+        place["position"] = seq
+    return place
+
+
 def message_item(session_id: str, message_id: int, seq: int, role: str, content: str,
                  at: float | None, active: bool, compacted: bool, *, source: str | None = None,
                  agent_id: str | None = None) -> dict[str, Any]:
