@@ -202,3 +202,24 @@ def test_explain_has_no_side_effects(db):
         db.explain("SEARCH kb MATCHING 'backup' NEAR :v", v=V, analyze=True)
     after = db.execute("SEARCH kb MATCHING 'backup' NEAR :v", v=V)
     assert before.rows == after.rows
+
+
+def test_explain_notes_bm25_statistics_that_count_removed_rows_until_a_rebuild(db):
+    """Issue 12 item 5: the Lucene rule is shown in EXPLAIN — how many deleted or replaced
+    rows BM25's statistics still count, and what makes them exact."""
+    statement = "EXPLAIN SEARCH kb MATCHING 'backup' USING LEXICAL"
+    assert db.execute(statement).notes == [] and "note:" not in db.execute(statement).to_text()
+    db.delete("kb", ["security/creds.md#0"])
+    db.ingest("kb", [doc("misc/undated.md#0", "Retention of logs", "Kept for two weeks.",
+                           vec(0.2, 0, 0, 1), doc_id="misc/undated.md")])
+    counted = db.snapshot("kb").bm25_documents()
+    assert counted == 6  # 5 ingested + the replacement: the deleted and replaced rows count
+    note = ("BM25 statistics count 2 deleted or replaced rows (N=6, 4 live); `recallql optimize` "
+            "(Python: `db.reindex(only_needed=True)`) makes them exact")
+    explain = db.execute(statement)
+    assert explain.notes == [note] and f"\nnote: {note}\n" in explain.to_text()
+    assert recallql.engine.models.Explain.model_validate_json(explain.to_json()).notes == [note]
+    assert db.execute(f"{statement} AS OF TIMESTAMP '2026-12-01'").notes == []  # not under AS OF
+    assert db.execute("EXPLAIN RETRIEVE 2 FROM kb").notes == []  # no lexical leg
+    db.reindex(["kb"], only_needed=True)
+    assert db.snapshot("kb").bm25_documents() == 4 and db.execute(statement).notes == []

@@ -26,6 +26,7 @@ import numpy as np
 
 from recallql.engine import info as info_statements
 from recallql.engine.analyzer import QuerySpec, analyze
+from recallql.engine.explain import bm25_note
 from recallql.engine.legs import LegBatches
 from recallql.engine.legs import run_legs as run_plan_legs
 from recallql.engine.merging import MergeSource
@@ -135,7 +136,7 @@ class QueryEngine:
                 break
             plan, snapshot = self._plan(stmt, explain)
             out = self.run(plan, snapshot)
-        return out
+        return bm25_note(out, snapshot, plan) if isinstance(out, Explain) else out
 
     def plan(self, text: str | s.StatementBase, /, *args: Any, **params: Any) -> QueryPlan:
         """The plan of a SEARCH, RETRIEVE or EXPLAIN statement (`now` read from the clock).

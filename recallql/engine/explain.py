@@ -8,6 +8,9 @@ precision; the text rendering is `ReasonEntry.detail` and `recallql.engine.expla
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from recallql.engine.candidates import (
     Candidates,
@@ -23,6 +26,11 @@ from recallql.engine.models import PlanNode, ReasonEntry, trusted
 from recallql.engine.operators.base import Operator
 from recallql.engine.plan import LegKind
 from recallql.engine.reasons import Reason
+
+if TYPE_CHECKING:
+    from recallql.engine.models import Explain
+    from recallql.engine.plan import QueryPlan
+    from recallql.index.snapshot import CollectionSnapshot
 
 
 def rows_reasons(cands: Candidates) -> list[list[ReasonEntry]]:
@@ -138,3 +146,20 @@ def plan_node(op: Operator, metrics: MetricsNode | None, analyze: bool) -> PlanN
         time_ms=round(metrics.time_ns / 1e6, 3) if shown and metrics else None,
         children=[plan_node(c, m, analyze) for c, m in zip(kids, child_metrics, strict=True)],
     )
+
+
+def bm25_note(out: Explain, snapshot: CollectionSnapshot, plan: QueryPlan) -> Explain:
+    """`out` with a note when its lexical leg's BM25 statistics (N, n(t), average length) still
+    count deleted or replaced rows: the Lucene rule (`recallql.index.text`), until a merge or
+    ``recallql optimize`` rebuilds the text index from the live rows. Not for AS OF (the
+    statistics then also count rows committed later)."""
+    if plan.as_of is not None or not plan.lexical_terms():
+        return out
+    counted = snapshot.bm25_documents()
+    live = int(np.count_nonzero(snapshot.live))
+    if counted is None or counted <= live:
+        return out
+    note = (f"BM25 statistics count {counted - live} deleted or replaced rows (N={counted}, "
+            f"{live} live); `recallql optimize` (Python: `db.reindex(only_needed=True)`) "
+            "makes them exact")
+    return out.model_copy(update={"notes": [*out.notes, note]})

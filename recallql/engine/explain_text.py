@@ -65,6 +65,7 @@ def render_text(explain: Explain) -> str:
     result = explain.result
     for notice in result.warnings:
         lines.append(f"warning: {notice.code.value}: {notice.message}")
+    lines.extend(f"note: {note}" for note in explain.notes)
     if explain.analyze and result.stats:
         lines.append("stats: " + " ".join(f"{k}={_value(v)}" for k, v in _flat(result.stats)))
     else:  # lineage work is part of the plan's story: shown without ANALYZE too

@@ -272,6 +272,9 @@ class Explain(_Model):
     plan: PlanNode
     result: Result
     verbose_details: dict[str, str] = Field(default_factory=dict)
+    #: Facts about how the plan scored, printed as ``note:`` lines (e.g. BM25 statistics that
+    #: still count deleted or replaced rows, `recallql.engine.explain.bm25_note`).
+    notes: list[str] = Field(default_factory=list)
 
     @property
     def rows(self) -> list[Row]:
