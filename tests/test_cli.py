@@ -161,6 +161,18 @@ def test_bad_query_exits_1_with_the_caret_on_stderr(db):
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
+@pytest.mark.parametrize("text", ["", "  ;  ", " -- only a comment"])
+def test_a_query_without_a_statement_exits_1(db, text):
+    done = cli("query", text, "--db", str(db))
+    assert done.returncode == 1 and done.stdout == ""
+    assert "error: no statement given" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_ingest_help_names_every_format():
+    done = cli("ingest", "--help")
+    assert "jsonl, json, text, cacm" in " ".join(done.stdout.split())
+
+
 def test_unknown_collection_is_a_semantic_error(db):
     done = cli("query", "SEARCH dcos MATCHING 'x'", "--db", str(db))
     assert done.returncode == 1 and "did you mean 'docs'?" in done.stderr

@@ -239,8 +239,8 @@ def ingest(
     collection: Annotated[str, typer.Option(metavar="NAME", help="Target collection.")
                           ] = "docs",
     fmt: Annotated[str, typer.Option("--format", metavar="FORMAT",
-                                     help="auto (by file name), jsonl, text, cacm, cranfield or "
-                                          "debian.")] = "auto",
+                                     help="auto (by file name), jsonl, json, text, cacm, "
+                                          "cranfield or debian.")] = "auto",
     embedder: EmbedderOption = "auto",
     batch_size: Annotated[int, typer.Option(min=1, metavar="N",
                                             help="Items per all-or-nothing batch (Ctrl-C "

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from recallql.cli.common import DEFAULT_DB, DbOption, JsonOption, handled, open_db, out
+from recallql.cli.common import DEFAULT_DB, DbOption, JsonOption, fail, handled, open_db, out
 from recallql.cli.params import bind_with_fallback, parse_params, used_by
 
 ParamOption = Annotated[list[str] | None, typer.Option(
@@ -70,6 +70,8 @@ def query(
     params = parse_params(param)
     with handled():
         statements = parse_script(_source(text))
+    if not statements:
+        raise fail("no statement given (the text holds only blanks, ';' or comments)")
     _check_unused(statements, set(params))
     with open_db(db) as database, handled():
         catalog = Catalog.of(database)
