@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from engine_helpers import doc, make_db, q, vec
 
@@ -25,8 +27,15 @@ def db():
                      "did you mean 'team'?", id="field"),
         pytest.param("SEARCH kb MATCHING 'x' WHERE title = 'x'", "'title' is a BM25 text field",
                      "MATCHING", id="text-field"),
-        pytest.param("SEARCH kb MATCHING 'x' WHERE year = 'abc'", "field 'year' is int",
-                     None, id="int-vs-string"),
+        pytest.param("SEARCH kb MATCHING 'x' WHERE year = 'abc'",
+                     "field 'year' is int; expected a number, got 'abc'", None,
+                     id="int-vs-string"),
+        pytest.param("SEARCH kb MATCHING 'x' WHERE tags CONTAINS 5",
+                     "field 'tags' is list[str]; expected a string, got 5", None,
+                     id="contains-number"),
+        pytest.param("SEARCH kb MATCHING 'x' WHERE tags != 't1'",
+                     "'!=' does not apply to list[str] field 'tags'", "NOT tags CONTAINS",
+                     id="not-equal-on-list"),
         pytest.param("SEARCH kb MATCHING 'x' WHERE ok = 1", "field 'ok' is bool", None,
                      id="bool-vs-int"),
         pytest.param("SEARCH kb MATCHING 'x' WHERE team = NULL", "never true", "IS NULL",
@@ -115,3 +124,24 @@ def test_near_with_using_lexical_and_text_runs_the_lexical_leg(db):
     result = db.execute("SEARCH kb MATCHING 'alpha' USING LEXICAL NEAR :v", v=q(vec(1, 0, 0, 0)))
     assert result.ids() == ["a"]
     assert [r.code.value for r in result.rows[0].reasons][0] == "LEXICAL_MATCH"
+
+
+@pytest.mark.parametrize(("where", "value", "message"), [
+    ("team = :v", 42, "value for team (parameter :v) must be a string (team is str), got int 42"),
+    ("tags CONTAINS :v", 5, "value for tags (parameter :v) must be a string (tags is list[str]), "
+                            "got int 5"),
+    ("ok = :v", "yes", "value for ok (parameter :v) must be TRUE or FALSE (ok is bool), got str "
+                       "'yes'"),
+], ids=["str", "list", "bool"])
+def test_a_mistyped_parameter_is_a_parameter_error_saying_what_it_got(db, where, value,
+                                                                      message):
+    with pytest.raises(recallql.ParameterError, match=re.escape(message)) as err:
+        db.execute(f"SEARCH kb MATCHING 'x' WHERE {where}", v=value)
+    assert "^^" in str(err.value)
+
+
+def test_equality_and_in_on_a_list_field_test_membership(db):
+    """`tags = 't1'` and `tags IN (...)` mean "an element is", as CONTAINS (documented)."""
+    for where in ("tags = 't1'", "tags IN ('t1', 'zz')", "tags CONTAINS 't1'"):
+        assert db.execute(f"RETRIEVE 5 FROM kb WHERE {where}").ids() == ["a"]
+    assert db.execute("RETRIEVE 5 FROM kb WHERE tags = 'zz'").ids() == []

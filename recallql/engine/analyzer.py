@@ -13,7 +13,7 @@ import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 
@@ -322,7 +322,7 @@ def _where(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldT
         if kind not in (FieldType.STR, FieldType.LIST_STR):
             _fail(stmt, pred.field, f"CONTAINS needs a string or list field; '{name}' is "
                   f"{kind.value}")
-        return f.Contains(name, _value(stmt, pred.value, FieldType.STR, name))
+        return f.Contains(name, _value(stmt, pred.value, kind, name))
     _fail(stmt, pred, f"unsupported predicate {type(pred).__name__}")  # pragma: no cover
 
 
@@ -344,6 +344,9 @@ def _comparison(stmt: s.StatementBase, pred: n.Comparison, name: str, kind: Fiel
               f"use '{name} IS NULL' or '{name} IS NOT NULL'")
     if pred.op not in ("=", "!=") and kind in (FieldType.BOOL, FieldType.LIST_STR):
         _fail(stmt, pred.field, f"'{pred.op}' does not apply to {kind.value} field '{name}'")
+    if pred.op == "!=" and kind is FieldType.LIST_STR:  # '=' is membership, as CONTAINS
+        _fail(stmt, pred.field, f"'!=' does not apply to list[str] field '{name}'",
+              f"write NOT {name} CONTAINS ... (true when no element is the value)")
     return f.Cmp(name, pred.op, _value(stmt, pred.value, kind, name))
 
 
@@ -395,11 +398,26 @@ _TYPE_WORDS = {
 }
 
 
+def _mistyped(stmt: s.StatementBase, node: n.Node, kind: FieldType, name: str) -> NoReturn:
+    """A value of the wrong type for field `name`: a `ParameterError` when it came from a
+    parameter (its text in the statement is ``:name`` or ``?``), else a semantic error; both
+    say what the value is."""
+    start, end = node.span
+    written = stmt.source[start:end]
+    value = getattr(node, "value", None)
+    if written.startswith((":", "?")):
+        _fail(stmt, node, f"value for {name} (parameter {written}) must be "
+              f"{_TYPE_WORDS[kind]} ({name} is {kind.value}), got {type(value).__name__} "
+              f"{value!r}", cls=ParameterError)
+    _fail(stmt, node, f"field '{name}' is {kind.value}; expected {_TYPE_WORDS[kind]}, got "
+          f"{written}")
+
+
 def _value(stmt: s.StatementBase, node: n.Node, kind: FieldType, name: str) -> Any:
     if isinstance(node, n.Parameter):  # pragma: no cover - bind() runs first
         _fail(stmt, node, f"parameter {node.label} is not bound", cls=ParameterError)
     if not isinstance(node, _ACCEPTS[kind]):
-        _fail(stmt, node, f"field '{name}' is {kind.value}; expected {_TYPE_WORDS[kind]}")
+        _mistyped(stmt, node, kind, name)
     value = getattr(node, "value")  # noqa: B009 - every accepted literal has a value
     if kind is FieldType.TIMESTAMP and isinstance(value, str):
         value = instant(stmt, node)
