@@ -443,3 +443,35 @@ def test_an_unknown_collection_resource_names_the_collection():
     finally:
         worker.close()
     assert message == "no collection 'nope' (collections: docs, messages)"
+
+
+def test_a_filter_value_of_the_wrong_type_names_the_filter_not_a_built_statement():
+    """`filters={"tags": 5}` came back as an error under `WHERE tags CONTAINS :f0_0`, a
+    statement the agent never wrote, calling `tags` a str."""
+    results = _in_process_call([
+        ("search_memory", {"text": "x", "filters": {"tags": 5}}),
+        ("search_memory", {"text": "x", "filters": {"source": True}}),
+        ("search_memory", {"text": "x", "filters": {"tags": ["ops"], "source": "wiki"}}),
+    ])
+    assert [text(r) for r in results[:2]] == [
+        "QuerySemanticError: filters: tags is list[str]; give a string or a list of strings, "
+        "got 5",
+        "QuerySemanticError: filters: source is str; give a string or a list of strings, "
+        "got true"]
+    assert all(r.is_error for r in results[:2]) and data(results[2])["rows"] == []
+
+
+def test_end_session_refuses_an_unknown_reason_unless_asked():
+    """`end_session(reason="compresion")` recorded the typo, silently ending the conversation
+    chain, where `recallql sessions close --reason` refuses it."""
+    from recallql.sessions.edges import END_REASONS
+
+    _, typo, closed = _in_process_call([
+        ("start_session", {"agent_id": "a", "session": "s1"}),
+        ("end_session", {"session": "s1", "reason": "compresion"}),
+        ("end_session", {"session": "s1", "reason": "handoff", "any_reason": True}),
+    ])
+    assert typo.is_error and text(typo) == (
+        "SessionError: unknown end reason 'compresion'; did you mean 'compression'? "
+        "(any_reason=true records another)")
+    assert data(closed)["end_reason"] == "handoff" and "compression" in END_REASONS

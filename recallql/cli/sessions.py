@@ -20,6 +20,7 @@ from recallql.cli.common import (
     out,
 )
 from recallql.cli.params import infer
+from recallql.sessions.edges import END_REASONS
 
 app = typer.Typer(no_args_is_help=True, help="List, inspect and change agent sessions.",
                   epilog="Each command has --help with examples.")
@@ -194,12 +195,6 @@ def signal(
         database.sessions.signal(session, name, value, entity=entity)
     about = f" on {entity}" if entity else ""
     out.print(f"recorded {name} {value:g}{about} in session {session}", markup=False)
-
-
-#: The end reasons agents record (Hermes Agent's, plus recallql's `cli_close` and `archived`).
-END_REASONS = ("compression", "branched", "new_session", "session_reset", "session_switch",
-               "resumed_other", "cli_close", "agent_close", "cron_complete", "idle", "daily",
-               "suspended", "resume_pending_expired", "user_exit", "archived")
 
 
 def check_reason(reason: str, any_reason: bool) -> str:

@@ -229,7 +229,8 @@ class MemoryTools:
         ] = None,
         limit: Limit = 10,
     ) -> str:
-        """Search memory: hybrid BM25 + vector search fused by reciprocal rank fusion, with
+        """Search memory: hybrid BM25 + vector search fused by the convex combination of
+        min-max normalised scores, with
         recency (and, with `session`, session and signal) boosts. Returns JSON
         {"collection", "rows": [{"id", "score", "text", "why", "created_at", ...}]}; `why`
         lists each leg's rank (lex#1 = first by BM25, sem#2 = second by vectors) and the boosts
@@ -376,14 +377,34 @@ class MemoryTools:
         reason: Annotated[str, Field(description="Why it ends: `agent_close` (done), "
                                      "`compression` (context rotated: start a child with "
                                      "parent=this), `user_exit`, `idle`, ...")] = "agent_close",
+        any_reason: Annotated[bool, Strict(), Field(
+            description="Record a reason that is not a known one (refused otherwise: a typo "
+                        "such as `compresion` would end the conversation).")] = False,
     ) -> str:
         """Close an open session (its signals stay frozen at the end). Returns JSON
         {"session", "status", "end_reason", "ended_at"}."""
         self._check_writable()
+        _check_reason(reason, any_reason)
         snap = self.worker.write(lambda db: db.sessions.close(session, end_reason=reason))
         ended = format_timestamp(snap.ended_at) if snap.ended_at else None
         return shapes.dumps({"session": snap.id, "status": snap.status,
                              "end_reason": snap.end_reason, "ended_at": ended})
+
+
+def _check_reason(reason: str, any_reason: bool) -> None:
+    """Refuse an end reason that is not a known one (`recallql.sessions.edges.END_REASONS`)
+    unless `any_reason`, as ``recallql sessions close`` does.
+
+    Raises:
+        SessionError: naming the reason, with a did-you-mean and the known ones.
+    """
+    from recallql.grammar.suggest import did_you_mean
+    from recallql.sessions.edges import END_REASONS
+    from recallql.sessions.input import SessionError
+
+    if not any_reason and reason not in END_REASONS:
+        raise SessionError(f"unknown end reason {reason!r}; {did_you_mean(reason, END_REASONS)} "
+                           "(any_reason=true records another)")
 
 
 def message_rows(messages: list[Message]) -> list[dict[str, Any]]:

@@ -63,6 +63,7 @@ def _condition(name: str, value: Any, kind: str | None, number: int,
         raise QuerySemanticError(f"filters: {name} has an empty list; a list means any of its "
                                  "values, so give at least one (or leave the filter out)")
     values = value if isinstance(value, list) else [value]
+    _check_filter(name, kind, values)
     keys = [f"f{number}_{i}" for i in range(len(values))]
     params.update(zip(keys, values, strict=True))
     if kind == "list[str]":
@@ -71,6 +72,33 @@ def _condition(name: str, value: Any, kind: str | None, number: int,
     if isinstance(value, list):
         return f"{name} IN ({', '.join(':' + k for k in keys)})"
     return f"{name} = :{keys[0]}"
+
+
+#: What a filter value of a declared field must be: (test, what to give).
+_FILTER_VALUES: dict[str, tuple[Any, str]] = {
+    "str": (lambda v: isinstance(v, str), "a string or a list of strings"),
+    "list[str]": (lambda v: isinstance(v, str), "a string or a list of strings"),
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool),
+            "a whole number or a list of them"),
+    "float": (lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+              "a number or a list of them"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+}
+
+
+def _check_filter(name: str, kind: str | None, values: list[Any]) -> None:
+    """Refuse a filter value that does not fit its declared field, naming the filter (not the
+    statement built from it).
+
+    Raises:
+        QuerySemanticError: ``filters: tags is list[str]; give a string or a list of strings,
+            got 5``.
+    """
+    test, words = _FILTER_VALUES.get(kind or "", (None, ""))
+    bad = [v for v in values if test is not None and not test(v)]
+    if bad:
+        raise QuerySemanticError(f"filters: {name} is {kind}; give {words}, got "
+                                 f"{json.dumps(bad[0])}")
 
 
 def memory_id(collection: str, text: str) -> str:

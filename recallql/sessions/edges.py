@@ -32,6 +32,13 @@ FRESH_RESET_REASONS: Final = frozenset(
     {"new_session", "session_reset", "session_switch", "idle", "daily", "suspended",
      "resume_pending_expired"}
 )
+#: The end reasons agents and the CLI know (SPEC §6; `archived` is `archive`'s), in the order
+#: `recallql sessions close --help` lists them: a typo (``compresion``) would silently end a
+#: conversation, so the CLI and the MCP server refuse others unless asked to record one.
+END_REASONS: Final = ("compression", "branched", "new_session", "session_reset",
+                      "session_switch", "resumed_other", "cli_close", "agent_close",
+                      "cron_complete", "idle", "daily", "suspended", "resume_pending_expired",
+                      "user_exit", "archived")
 DEFAULT_BUDGET: Final = 2000
 DEFAULT_MAX_STEPS: Final = 10_000
 
