@@ -223,7 +223,8 @@ def test_items_are_counted_first_and_progress_moves_per_embedded_chunk(tmp_path)
     sources = find_sources([tmp_path], "auto")
     with recallql.connect(embedder=HashEmbedder()) as db:
         docs = next(c for c in db.collections() if c.name == "docs")
-        assert check(docs, sources, set(), 4) == (7 + 3, [])
+        total, seen = check(docs, sources, set(), 4)
+        assert (total, seen.skipped, seen.empty) == (7 + 3, [], [])
     assert [where for where, _ in read(sources, set())] == [
         *(f"{tmp_path / 'a.jsonl'}:{n}" for n in range(1, 8)),
         *(f"{tmp_path / 'b.md'} (chunk {n})" for n in range(3))]
@@ -329,6 +330,28 @@ def test_a_shrunk_file_leaves_no_stale_chunks(tmp_path, monkeypatch):
         rows = conn.execute("SEARCH docs MATCHING 'vacuum' LIMIT 50").rows
         assert [r.id for r in rows] == ["big.md#0"]
         assert rows[0].fields["body"] == "One short paragraph about vacuum."
+
+
+@pytest.mark.parametrize("emptied", ["", "  \n\n", "# Only a heading\n"],
+                         ids=["empty", "blank", "heading-alone"])
+def test_a_file_emptied_since_the_last_ingest_loses_its_chunks(tmp_path, monkeypatch, emptied):
+    """A file that shrank lost its stale chunks, but one that shrank to no text kept them all:
+    it yielded no item, so its document was never in a batch to replace."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kb" / "sub").mkdir(parents=True)
+    (tmp_path / "kb" / "sub" / "x.md").write_text("# Same\n\nnested words\n\nmore words\n")
+    (tmp_path / "kb" / "y.md").write_text("kept words\n")
+    args = ("--db", "db", "--embedder", "hash")
+    assert _ingest("kb/", *args).exit_code == 0
+    (tmp_path / "kb" / "sub" / "x.md").write_text(emptied)
+    again = _ingest("kb/", *args)
+    assert again.exit_code == 0, again.output
+    assert "warning: skipped kb/sub/x.md: it holds no text" in again.stderr
+    assert "1 unchanged, 1 stale chunks removed" in again.stdout
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
+        assert conn.execute("RETRIEVE 10 FROM docs").ids() == ["y.md#0"]
+    kept = _ingest("kb/", *args, "--keep-old-chunks")  # nothing to remove, nothing new
+    assert kept.exit_code == 0 and "0 new" in kept.stdout
 
 
 def test_batches_never_split_a_document():

@@ -71,6 +71,11 @@ class Tally:
         self.embedded += report.embedded
         self.batches += 1
 
+    def removed_all(self, report: Any) -> None:
+        """Count the `DeleteReport` of the documents whose files now hold no text."""
+        self.removed += report.deleted
+        self.batches += 1 if report.deleted else 0
+
 
 @dataclass(frozen=True)
 class Source:
@@ -156,9 +161,10 @@ def read(sources: Sequence[Source], drop: set[str], seen: Any = None
 
 
 def check(info: Any, sources: Sequence[Source], drop: set[str], batch_size: int
-          ) -> tuple[int, list[str]]:
+          ) -> tuple[int, Any]:
     """Read and validate every item, in the batches the write will use, before anything is
-    written: how many items there are, and the files left out.
+    written: how many items there are, and the run's `loaders.Seen` (the files left out, the
+    text files without text).
 
     Raises:
         typer.Exit: (code 1) an unreadable file or an invalid item, named by its place
@@ -175,7 +181,7 @@ def check(info: Any, sources: Sequence[Source], drop: set[str], batch_size: int
             total += len(chunk)
     except (recallql.IngestError, OSError) as exc:
         raise fail(f"{exc}; nothing was written") from None
-    return total, seen.skipped
+    return total, seen
 
 
 def _validate(info: Any, chunk: list[tuple[str, dict]]) -> None:
@@ -311,13 +317,14 @@ def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder:
         if info is None:
             raise fail(f"no collection {collection!r} in {db}")
         drop = set(EXTRA_KEYS) - set(info.text_fields) - set(info.fields)
-        total, skipped = check(info, sources, drop, batch_size)
-        for note in skipped:
+        total, seen = check(info, sources, drop, batch_size)
+        for note in seen.skipped:
             err.print(f"warning: {note}", style="yellow", markup=False, soft_wrap=True)
-        if total == 0:
+        emptied = list(seen.empty) if replace_documents else []
+        if total == 0 and not emptied:
             _nothing(collection, paths)
         _run(database, collection, read(sources, drop), total, batch_size, tally, embed,
-             replace_documents)
+             replace_documents, emptied)
 
 
 def _progress() -> Progress:
@@ -328,8 +335,10 @@ def _progress() -> Progress:
 
 
 def _run(database: Any, collection: str, items: Iterable[tuple[str, dict]], total: int,
-         batch_size: int, tally: Tally, embed: Any, replace_documents: bool = True) -> None:
-    """Commit `items` in batches with a progress bar that moves per embedded chunk."""
+         batch_size: int, tally: Tally, embed: Any, replace_documents: bool = True,
+         emptied: Sequence[str] = ()) -> None:
+    """Commit `items` in batches with a progress bar that moves per embedded chunk, then
+    delete the stored chunks of the `emptied` documents (text files now without text)."""
     import recallql
 
     with _progress() as progress:
@@ -342,6 +351,8 @@ def _run(database: Any, collection: str, items: Iterable[tuple[str, dict]], tota
                                          replace_documents=replace_documents)
                 tally.add(len(chunk), report)
                 progress.update(task, completed=tally.items)
+            if emptied:
+                tally.removed_all(database.delete(collection, doc_ids=list(emptied)))
         except (recallql.IngestError, recallql.StoreError, recallql.DatabaseLocked,
                 OSError) as exc:
             progress.stop()
@@ -373,7 +384,7 @@ def _nothing(collection: str, paths: Sequence[Path]) -> None:
 
 
 def _summary(collection: str, tally: Tally, seconds: float, paths: Sequence[Path]) -> None:
-    if not tally.items:
+    if not tally.items and not tally.removed:
         _nothing(collection, paths)
     removed = f", {tally.removed} stale chunks removed" if tally.removed else ""
     out.print(f"ingested {tally.items} items into {collection} ({tally.added} new, "

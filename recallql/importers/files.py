@@ -202,7 +202,7 @@ def load_text(path: str | Path, root: str | Path | None = None,
     heading or the file name. A heading that opens the file becomes the title only (it is not
     repeated in the first chunk's body), so its words are not counted twice by BM25 nor
     embedded twice. A binary or non-UTF-8 file yields nothing and is noted in
-    `seen.skipped`."""
+    `seen.skipped`; so is a file without text, whose doc_id goes in `seen.empty`."""
     file = Path(path)
     doc_id = doc_id_under(file, Path(root) if root is not None else file.parent)
     text, why = read_text_file(file)
@@ -215,7 +215,12 @@ def load_text(path: str | Path, root: str | Path | None = None,
     if heading is not None and not text[:heading.start()].strip():
         text = text[heading.end():]
     mtime = dt.datetime.fromtimestamp(file.stat().st_mtime, dt.UTC)
-    for position, chunk in enumerate(chunk_paragraphs(text, max_chars)):
+    chunks = chunk_paragraphs(text, max_chars)
+    if not chunks and seen is not None:
+        seen.skipped.append(f"skipped {file}: it holds no text (empty, blank or a heading "
+                            "alone)")
+        seen.empty.append(doc_id)
+    for position, chunk in enumerate(chunks):
         yield {"id": f"{doc_id}#{position}", "doc_id": doc_id, "position": position,
                "title": title, "body": chunk, "created_at": mtime, "source": "text"}
 
@@ -265,12 +270,16 @@ class Seen:
         entries: Debian entry ids (see `load_debian`).
         files: JSONL and text files already read (`text_doc_id` keys): a file named twice, or
             named and also found under a directory argument, is read once.
-        skipped: why files were left out (binary, not UTF-8, not a text type), one line each.
+        skipped: why files were left out (binary, not UTF-8, not a text type, no text), one
+            line each.
+        empty: the doc_ids of text files read that hold no text (empty, blank, or a heading
+            alone): they yield no chunk, so a re-ingest that replaces documents deletes theirs.
     """
 
     entries: set[str] = field(default_factory=set)
     files: set[str] = field(default_factory=set)
     skipped: list[str] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)
 
     def first_visit(self, file: Path) -> bool:
         """Whether `file` was not read before in this run (and mark it read)."""
