@@ -227,6 +227,8 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
             or days; default 7 days); `vacuum` purges them at once.
 
     Raises:
+        ValueError: `retention` or `lock_timeout` is not a non-negative number (or timedelta),
+            before anything is opened.
         DatabaseLocked: creating the database, or migrating one written by an earlier
             version, waited `lock_timeout` for another writer.
         StoreError: not a recallql database, a missing or damaged file (named; nothing is
@@ -239,7 +241,7 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
     """
     seconds = _retention_seconds(retention)
     if not (_is_number(lock_timeout) and lock_timeout >= 0):
-        raise StoreError(f"lock_timeout must be a non-negative number of seconds, got "
+        raise ValueError(f"lock_timeout must be a non-negative number of seconds, got "
                          f"{lock_timeout!r}")
     store = Store.open(path, readonly=readonly, lock_timeout=lock_timeout, retention=seconds,
                        clock=clock or time.time)
@@ -260,7 +262,7 @@ def _retention_seconds(retention: object) -> float:
     """`connect`'s retention (a timedelta, or days) in seconds.
 
     Raises:
-        StoreError: not a timedelta or a number, negative, or NaN.
+        ValueError: not a timedelta or a number, negative, or NaN.
     """
     seconds = math.nan
     if isinstance(retention, timedelta):
@@ -269,7 +271,7 @@ def _retention_seconds(retention: object) -> float:
         seconds = float(retention) * 86400.0 if abs(retention) < 1e300 else (
             math.inf if retention > 0 else -math.inf)  # an int beyond float: forever
     if not seconds >= 0:
-        raise StoreError("retention must be a non-negative timedelta or number of days, got "
+        raise ValueError("retention must be a non-negative timedelta or number of days, got "
                          f"{retention!r}")
     return seconds
 

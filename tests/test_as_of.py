@@ -201,8 +201,9 @@ def test_snapshot_as_of_keeps_the_legs_in_step(clock):
 ])
 def test_connect_names_the_option_that_is_wrong(kwargs, message):
     """retention='abc' raised a bare ValueError from float(), lock_timeout='5' a TypeError, and
-    one message named both options whichever was wrong."""
-    with pytest.raises(recallql.StoreError) as err:
+    one message named both options whichever was wrong. A bad argument is a ValueError naming
+    it (a StoreError is the storage's failure, not the caller's)."""
+    with pytest.raises(ValueError) as err:
         recallql.connect(embedder=None, **kwargs)
     assert message in str(err.value)
 
