@@ -151,3 +151,18 @@ def test_the_closing_hint_names_a_command_that_runs_from_here(tmp_path, monkeypa
     assert command_name() == "recallql"
     monkeypatch.setattr(sys, "argv", ["-c"])
     assert command_name() == f"{sys.executable} -m recallql.cli"
+
+
+def test_the_hybrid_section_names_the_fusion_the_default_plan_uses():
+    """The tour said "fused by reciprocal rank fusion" above an EXPLAIN showing ConvexFusion."""
+    import inspect
+
+    import recallql
+    from recallql.api import HashEmbedder
+    from recallql.demo import tour
+
+    with recallql.connect(embedder=HashEmbedder()) as db:
+        db.ingest("docs", [{"id": "a", "title": "backup"}])
+        fusion = db.execute("EXPLAIN SEARCH docs MATCHING 'backup'").plan.children[0].children[0]
+    text = " ".join(inspect.getsource(tour.hybrid).split())
+    assert fusion.operator == "ConvexFusion" and "fused by the convex combination" in text

@@ -77,7 +77,8 @@ def _show(value: Any) -> str:
 
 def hybrid(t: Tour) -> None:
     t.section("Hybrid search", f"{t.built.source.name}: BM25 (tantivy) and MiniLM vectors, "
-              "fused by reciprocal rank fusion. The 'why' column shows each leg's rank.")
+              "fused by the convex combination of their min-max normalised scores (FUSE RRF "
+              "for reciprocal rank fusion). The 'why' column shows each leg's rank.")
     t.run("SEARCH docs MATCHING :q LIMIT 5", q=t.built.source.query)
 
 
