@@ -166,3 +166,19 @@ def test_show_and_lineage_of_a_missing_session_name_it_without_a_caret(db, comma
         as_json = cli("sessions", command, "nobody", "--json", "--db", str(db))
         assert as_json.returncode == 1 and json.loads(as_json.stderr)["error"] == (
             "no session 'nobody'")
+
+
+@pytest.mark.parametrize("args", [
+    ["sessions", "create", "bad id", "--agent", "a"],
+    ["sessions", "create", "s1", "--agent", "a", "--parent", "nope"],
+    ["import", "hermes", "NOT_SQLITE"],
+], ids=["bad-id", "missing-parent", "not-a-hermes-store"])
+def test_a_failed_first_write_leaves_no_database_behind(tmp_path, args):
+    """These commands create the database they write to; failing, they left an empty one."""
+    (tmp_path / "afile").write_text("not an SQLite file\n")
+    db = tmp_path / "new.db"
+    args = [str(tmp_path / "afile") if a == "NOT_SQLITE" else a for a in args]
+    done = cli(*args, "--db", str(db))
+    assert done.returncode == 1 and "error:" in done.stderr and not db.exists()
+    assert cli("sessions", "create", "s0", "--agent", "a", "--db", str(db)).returncode == 0
+    assert cli(*args, "--db", str(db)).returncode == 1 and db.is_dir()  # it was there: stays

@@ -243,6 +243,35 @@ def open_db(path: Path, *, write: bool = False, create: bool = False,
                                 readonly=not write, lock_timeout=State.wait)
 
 
+@contextlib.contextmanager
+def removed_if_left_empty(path: Path) -> Iterator[None]:
+    """Around a command that may create the database at `path` (`sessions create`, `import
+    hermes`): when the path did not exist and the command fails leaving the new database
+    without a session or an item, remove it, so a failed first write leaves nothing behind (as
+    `recallql ingest` does). A database with anything committed stays."""
+    import shutil
+
+    new = not path.exists()
+    try:
+        yield
+    except BaseException:
+        if new and path.is_dir() and _holds_nothing(path):
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+def _holds_nothing(path: Path) -> bool:
+    import recallql
+
+    try:
+        with recallql.connect(path, embedder=None, readonly=True) as db:
+            records = db.execute("SHOW COLLECTIONS").records or []
+            return not db.execute("SHOW SESSIONS").records and not any(
+                r["items"] for r in records)
+    except (recallql.StoreError, recallql.QueryError):
+        return False
+
+
 def take_debug(argv: list[str]) -> tuple[list[str], bool]:
     """`argv` without ``--debug`` (a global flag, accepted before or after the subcommand;
     arguments after ``--`` are left alone), and whether it was there."""

@@ -18,6 +18,7 @@ from recallql.cli.common import (
     handled,
     open_db,
     out,
+    removed_if_left_empty,
 )
 from recallql.cli.params import infer
 from recallql.sessions.edges import END_REASONS
@@ -142,7 +143,8 @@ def create(
         if not sep or not key:
             raise typer.BadParameter(f"expected KEY=VALUE, got {entry!r}", param_hint="--meta")
         metadata[key] = infer(value)
-    with open_db(db, write=True, create=True) as database, handled():
+    with removed_if_left_empty(db), open_db(db, write=True, create=True) as database, \
+            handled():
         snap = database.sessions.create(session, agent, parent=parent, source=source,
                                         branched_from=branched_from,
                                         delegate_from=delegate_from, metadata=metadata,

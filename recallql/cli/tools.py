@@ -23,6 +23,7 @@ from recallql.cli.common import (
     no_database,
     open_db,
     out,
+    removed_if_left_empty,
 )
 
 import_app = typer.Typer(no_args_is_help=True, help="Import another agent's memory store.",
@@ -185,7 +186,8 @@ def import_hermes(
                    "~/.hermes/state.db)")
     if not store.is_file():
         raise fail(f"{store}: no such file")
-    with open_db(db, write=True, create=True, embedder=embedder) as database, handled():
+    with removed_if_left_empty(db), open_db(db, write=True, create=True,
+                                            embedder=embedder) as database, handled():
         report = _import_with_progress(database, store)
     if as_json:
         out.print(report.model_dump_json(), markup=False, soft_wrap=True)
