@@ -329,3 +329,17 @@ def test_sessions_create_starts_a_database(tmp_path):
     result = cli("sessions", "create", "s1", "--agent", "a", "--db", str(db))
     assert result.returncode == 0, result.stderr
     assert "created session s1" in result.stdout and (db / "meta.sqlite").is_file()
+
+
+@pytest.mark.parametrize("command", [["query", "SHOW COLLECTIONS"], ["sessions", "list"],
+                                     ["explain", "SEARCH docs MATCHING 'x'"]])
+def test_readers_call_a_database_without_its_metadata_damaged(tmp_path, command):
+    """Readers said "a directory but not a recallql database" where ingest and check say it is
+    damaged (README: a damaged database directory is refused by name)."""
+    db = tmp_path / "db"
+    assert cli("sessions", "create", "s1", "--agent", "a", "--db", str(db)).returncode == 0
+    for part in db.glob("meta.sqlite*"):
+        part.unlink()
+    done = cli(*command, "--db", str(db))
+    assert done.returncode == 1 and "the database is damaged" in done.stderr, done.stderr
+    assert f"{db / 'meta.sqlite'} is missing" in " ".join(done.stderr.split())

@@ -201,6 +201,14 @@ def no_database(path: Path, create: str | None = None) -> str:
     if path.is_file() or (path.exists() and not path.is_dir()):
         return (f"{path} is a file, not a recallql database (a database is a directory); "
                 "pass --db a database directory, or a new path to create one there")
+    if path.is_dir() and (path / "collections").exists():  # parts of one: say it is damaged
+        from recallql.index.errors import StoreError
+        from recallql.index.layout import check_directory
+
+        try:
+            check_directory(path, readonly=True)
+        except StoreError as exc:
+            return str(exc)
     if path.is_dir() and any(path.iterdir()):
         return (f"{path} is a directory but not a recallql database; pass --db a database "
                 "directory, or a new path to create one there")
