@@ -62,6 +62,7 @@ from recallql.index.schema import (
     CollectionInfo,
     FieldType,
     check_same,
+    check_same_embedder,
     make_info,
 )
 from recallql.index.snapshot import CollectionSnapshot
@@ -365,7 +366,9 @@ class Database:
             info = existing.info
             wanted = make_info(name, text_fields, fields, dim,
                                embedder.name if embedder is not None else None)
-            if not (builtin and _older_builtin(info, wanted)):
+            if builtin and _older_builtin(info, wanted):  # its fields may be older: not its
+                check_same_embedder(info, wanted)         # embedder (a reader's query vectors)
+            else:
                 check_same(info, wanted)
         else:
             info = self.store.create_collection(name, text_fields, fields, dim,

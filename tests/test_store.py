@@ -290,6 +290,20 @@ def test_builtin_collection_embedder_mismatch_is_named(tmp_path):
     db.close()
 
 
+def test_a_reader_with_the_wrong_embedder_is_refused_at_connect(tmp_path):
+    """`connect(readonly=True)` skipped the check (a built-in collection's fields may be an
+    older version's there), so the first SEARCH crashed: ExecutionError, query vector of shape
+    (32,), expected (16,)."""
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(16)) as db:
+        db.ingest("docs", [{"id": "a", "body": "hello"}])
+    with pytest.raises(StoreError, match=r"'docs' uses embedder 'hash-blake2b-16' \(dim 16\); "
+                                         r"asked for embedder 'hash-blake2b-32' \(dim 32\)"):
+        recallql.connect(path, embedder=HashEmbedder(32), readonly=True)
+    with recallql.connect(path, embedder=HashEmbedder(16), readonly=True) as db:
+        assert db.execute("SEARCH docs MATCHING 'hello'").ids() == ["a"]
+
+
 def test_collection_without_embedder_keeps_vectorless_rows(tmp_path):
     with recallql.connect(tmp_path / "db", embedder=None) as db:
         db.create_collection("raw", ("text",), dim=4, embedder=None)

@@ -169,6 +169,11 @@ def check_same(stored: CollectionInfo, wanted: CollectionInfo) -> None:
             f"collection {stored.name!r} exists with text fields {list(stored.text_fields)} and "
             f"fields {dict(stored.fields)}; asked for {list(wanted.text_fields)} and "
             f"{dict(wanted.fields)}")
+    check_same_embedder(stored, wanted)
+
+
+def check_same_embedder(stored: CollectionInfo, wanted: CollectionInfo) -> None:
+    """Raise `StoreError` naming both embedders (and dims) when they differ."""
     if stored.embedder_name != wanted.embedder_name or stored.dim != wanted.dim:
         raise StoreError(
             f"collection {stored.name!r} uses embedder {stored.embedder_name!r} (dim "
