@@ -843,7 +843,7 @@ REJECTED_ITEMS = {
     "bytes text": {"title": b"zeta"},
     "nan created_at": {"created_at": float("nan")},
     "created_at year 10000": {"created_at": "10000-01-01"},
-    "created_at numpy datetime64": {"created_at": np.datetime64("2020-01-01")},
+    "created_at numpy NaT": {"created_at": np.datetime64("NaT")},  # a datetime64 is a time
     "negative position": {"position": -1},
     "empty entity": {"entity": ""},
     "id too long": {"id": "x" * 1025},
