@@ -223,3 +223,10 @@ def test_explain_notes_bm25_statistics_that_count_removed_rows_until_a_rebuild(d
     assert db.execute("EXPLAIN RETRIEVE 2 FROM kb").notes == []  # no lexical leg
     db.reindex(["kb"], only_needed=True)
     assert db.snapshot("kb").bm25_documents() == 4 and db.execute(statement).notes == []
+
+
+def test_an_empty_leg_shows_empty_bounds_not_nan(db):
+    """A lexical leg that matched nothing printed `bounds=(lexical=[nan, nan], ...)`."""
+    explain = db.execute("EXPLAIN SEARCH kb MATCHING 'zzzz' NEAR :v", v=V)
+    fusion = next(line for line in explain.to_text().splitlines() if "ConvexFusion" in line)
+    assert "bounds=(lexical=empty, semantic=[" in fusion and "nan" not in fusion

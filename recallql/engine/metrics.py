@@ -72,7 +72,8 @@ class LegMetrics(Metrics):
 @dataclass(frozen=True, slots=True)
 class FusionMetrics(Metrics):
     """Fusion: the legs it fused, in plan order, and under the convex combination each direct
-    leg's normalisation bounds `(leg, lo, hi)` (NaN for an empty leg)."""
+    leg's normalisation bounds `(leg, lo, hi)` (NaN for an empty leg, which EXPLAIN prints as
+    ``empty``)."""
 
     legs: tuple[LegMetrics, ...]
     bounds: tuple[tuple[str, float, float], ...] = ()
@@ -84,12 +85,13 @@ class FusionMetrics(Metrics):
     def properties(self) -> dict[str, Any]:
         if not self.bounds:
             return {}
-        return {"bounds": {leg: [_rounded(lo), _rounded(hi)] for leg, lo, hi in self.bounds}}
+        return {"bounds": {leg: _shown(lo, hi) for leg, lo, hi in self.bounds}}
 
 
-def _rounded(x: float) -> float | str:
-    """A bound as EXPLAIN prints it (4 decimals; `nan` for an empty leg)."""
-    return "nan" if x != x else round(x, 4)
+def _shown(lo: float, hi: float) -> list[float] | str:
+    """A leg's bounds as EXPLAIN prints them: ``[lo, hi]`` to 4 decimals, or ``empty`` for a
+    leg that returned no rows (its bounds are NaN)."""
+    return "empty" if lo != lo or hi != hi else [round(lo, 4), round(hi, 4)]
 
 
 @dataclass(frozen=True, slots=True)
