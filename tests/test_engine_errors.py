@@ -145,3 +145,12 @@ def test_equality_and_in_on_a_list_field_test_membership(db):
     for where in ("tags = 't1'", "tags IN ('t1', 'zz')", "tags CONTAINS 't1'"):
         assert db.execute(f"RETRIEVE 5 FROM kb WHERE {where}").ids() == ["a"]
     assert db.execute("RETRIEVE 5 FROM kb WHERE tags = 'zz'").ids() == []
+
+
+def test_a_like_pattern_ending_in_the_escape_character_is_refused(db):
+    """`LIKE '%\\'` was taken as a literal backslash at the end (PostgreSQL refuses it)."""
+    with pytest.raises(recallql.QuerySemanticError, match="must not end with the escape") as err:
+        db.execute("SEARCH kb MATCHING 'x' WHERE team LIKE '%\\'")
+    assert "^^^^" in str(err.value) and "\\\\" in str(err.value)
+    assert db.execute("RETRIEVE 5 FROM kb WHERE team LIKE '%\\\\'").ids() == []  # escaped: fine
+    assert db.execute("RETRIEVE 5 FROM kb WHERE team LIKE 'x%'").ids() == ["a"]

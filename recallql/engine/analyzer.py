@@ -316,7 +316,11 @@ def _where(stmt: s.StatementBase, pred: n.Predicate, fields: Mapping[str, FieldT
     if isinstance(pred, n.Like):
         if kind not in (FieldType.STR, FieldType.LIST_STR):
             _fail(stmt, pred.field, f"LIKE needs a string field; '{name}' is {kind.value}")
-        expr = f.Like(name, _value(stmt, pred.pattern, FieldType.STR, name))
+        pattern = _value(stmt, pred.pattern, FieldType.STR, name)
+        if (len(pattern) - len(pattern.rstrip("\\"))) % 2:  # as PostgreSQL refuses it
+            _fail(stmt, pred.pattern, "LIKE pattern must not end with the escape character \\",
+                  "write \\\\ for a literal backslash")
+        expr = f.Like(name, pattern)
         return f.Not(expr) if pred.negated else expr
     if isinstance(pred, n.Contains):
         if kind not in (FieldType.STR, FieldType.LIST_STR):
