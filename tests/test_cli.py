@@ -173,6 +173,11 @@ def test_ingest_help_names_every_format():
     assert "jsonl, json, text, cacm" in " ".join(done.stdout.split())
 
 
+def test_help_lists_every_exit_code():
+    assert "2 usage, 130 an ingest interrupted with Ctrl-C" in " ".join(
+        cli("--help").stdout.split())
+
+
 def test_unknown_collection_is_a_semantic_error(db):
     done = cli("query", "SEARCH dcos MATCHING 'x'", "--db", str(db))
     assert done.returncode == 1 and "did you mean 'docs'?" in done.stderr

@@ -30,7 +30,7 @@ def test_ingest_jsonl_and_text(tmp_path, monkeypatch):
     db = tmp_path / "db"
     result = _ingest(str(data), "--db", str(db), "--embedder", "hash")
     assert result.exit_code == 0, result.output
-    summary = "ingested 2 items into docs (2 new, 0 replaced, 0 unchanged, 2 embedded) in 1 batches"
+    summary = "ingested 2 items into docs (2 new, 0 replaced, 0 unchanged, 2 embedded) in 1 batch,"
     assert summary in result.stdout
     with recallql.connect(db, embedder=HashEmbedder(), readonly=True) as conn:
         assert sorted(conn.snapshot("docs").ids) == ["j1", "note.md#0"]
@@ -121,7 +121,7 @@ def test_binary_undecodable_and_other_files_are_skipped_with_a_named_warning(tmp
     (notes / "photo.png").write_bytes(b"\x89PNG")
     result = _ingest(str(notes), "--db", str(tmp_path / "db"), "--embedder", "hash")
     assert result.exit_code == 0, result.output
-    assert "ingested 1 items into docs" in result.stdout
+    assert "ingested 1 item into docs" in result.stdout
     err = result.stderr
     assert f"warning: skipped {notes / 'image.txt'}: a binary file" in err
     assert f"warning: skipped {notes / 'latin1.md'}: not valid UTF-8 (byte 0xe9 at offset 5)" \
@@ -174,7 +174,7 @@ def test_ctrl_c_keeps_the_committed_batches_and_exits_130(tmp_path, monkeypatch)
     result = _ingest(str(path), "--db", str(tmp_path / "db"), "--embedder", "hash",
                      "--batch-size", "2")
     assert result.exit_code == 130
-    assert ("interrupted: 2 items committed in 1 batches; the current batch was discarded"
+    assert ("interrupted: 2 items committed in 1 batch; the current batch was discarded"
             in result.stderr)
     monkeypatch.setattr(recallql.Database, "ingest", real)
     with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
@@ -347,7 +347,7 @@ def test_a_file_emptied_since_the_last_ingest_loses_its_chunks(tmp_path, monkeyp
     again = _ingest("kb/", *args)
     assert again.exit_code == 0, again.output
     assert "warning: skipped kb/sub/x.md: it holds no text" in again.stderr
-    assert "1 unchanged, 1 stale chunks removed" in again.stdout
+    assert "1 unchanged, 1 stale chunk removed" in again.stdout
     with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
         assert conn.execute("RETRIEVE 10 FROM docs").ids() == ["y.md#0"]
     kept = _ingest("kb/", *args, "--keep-old-chunks")  # nothing to remove, nothing new

@@ -15,7 +15,7 @@
     recallql bench                   run the benchmarks (source checkout)
 
 Exit codes: 0 ok, 1 query or data error (message on stderr; query errors show a caret under the
-offending token), 2 usage.
+offending token), 2 usage, 130 an ingest interrupted with Ctrl-C.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ Examples:
   recallql query "SEARCH docs MATCHING 'backup policy' LIMIT 5" --db mem.db
   recallql shell --db mem.db
 
-Exit codes: 0 ok, 1 query or data error (message on stderr), 2 usage. The language:
+Exit codes: 0 ok, 1 query or data error (message on stderr), 2 usage, 130 an ingest
+interrupted with Ctrl-C. The language:
 docs/language.md; every command has --help with examples."""
 
 app = typer.Typer(

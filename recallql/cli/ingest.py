@@ -362,8 +362,9 @@ def _run(database: Any, collection: str, items: Iterable[tuple[str, dict]], tota
             raise fail(f"{text}{note if tally.batches else ''}") from None
         except KeyboardInterrupt:
             progress.stop()
-            err.print(f"interrupted: {tally.items} items committed in {tally.batches} batches; "
-                      "the current batch was discarded", markup=False)
+            err.print(f"interrupted: {count(tally.items, 'item')} committed in "
+                      f"{count(tally.batches, 'batch')}; the current batch was discarded",
+                      markup=False)
             raise typer.Exit(130) from None
 
 
@@ -386,8 +387,14 @@ def _nothing(collection: str, paths: Sequence[Path]) -> None:
 def _summary(collection: str, tally: Tally, seconds: float, paths: Sequence[Path]) -> None:
     if not tally.items and not tally.removed:
         _nothing(collection, paths)
-    removed = f", {tally.removed} stale chunks removed" if tally.removed else ""
-    out.print(f"ingested {tally.items} items into {collection} ({tally.added} new, "
+    removed = f", {count(tally.removed, 'stale chunk')} removed" if tally.removed else ""
+    rate = tally.items / max(seconds, 1e-9)
+    out.print(f"ingested {count(tally.items, 'item')} into {collection} ({tally.added} new, "
               f"{tally.replaced} replaced, {tally.unchanged} unchanged{removed}, "
-              f"{tally.embedded} embedded) in {tally.batches} batches, "
-              f"{seconds:.1f} s ({tally.items / max(seconds, 1e-9):,.0f} items/s)", soft_wrap=True)
+              f"{tally.embedded} embedded) in {count(tally.batches, 'batch')}, "
+              f"{seconds:.1f} s ({rate:,.{1 if rate < 10 else 0}f} items/s)", soft_wrap=True)
+
+
+def count(n: int, noun: str) -> str:
+    """``1 item``, ``2 items``, ``1 batch``, ``0 batches``."""
+    return f"{n} {noun if n == 1 else noun + ('es' if noun.endswith('ch') else 's')}"
