@@ -661,7 +661,7 @@ EDGE_STATEMENTS = [
     ("SEARCH kb MATCHING 'alpha' WHERE year = 1e308", {}),
     ("SEARCH kb MATCHING 'alpha' WHERE score > 9223372036854775807", {}),
     ("SEARCH kb MATCHING 'alpha' WHERE position = 9223372036854775807", {}),
-    ("SEARCH kb MATCHING 'alpha' WHERE team LIKE '%[a-z](%\\'", {}),
+    ("SEARCH kb MATCHING 'alpha' WHERE team LIKE '%[a-z](%\\\\'", {}),  # regex chars, an escaped \\
     ("SEARCH kb MATCHING 'alpha' WHERE " + " AND ".join(["year > 0"] * 2000), {}),
     ("SEARCH kb MATCHING 'alpha' WHERE year IN (" + ", ".join(["1"] * 1000) + ")", {}),
     ("SEARCH kb MATCHING 'alpha' WHERE year IN :ys", {"ys": [1] * 20000}),
