@@ -473,5 +473,5 @@ def test_end_session_refuses_an_unknown_reason_unless_asked():
     ])
     assert typo.is_error and text(typo) == (
         "SessionError: unknown end reason 'compresion'; did you mean 'compression'? "
-        "(any_reason=true records another)")
+        "(any_reason=True records another)")
     assert data(closed)["end_reason"] == "handoff" and "compression" in END_REASONS

@@ -688,7 +688,7 @@ def test_session_writes_with_hostile_input_reject_cleanly(op, sid, value, at, te
         "create": lambda: s.create(sid, "agent", started_at=at),
         "annotate": lambda: s.annotate(sid if isinstance(sid, str) and sid else "s1", text_),
         "signal": lambda: s.signal("s1", "reward", value, entity=sid, at=at),
-        "close": lambda: s.close(sid, end_reason=text_, at=at),
+        "close": lambda: s.close(sid, end_reason=text_, at=at, any_reason=True),
         "archive": lambda: s.archive(sid),
         "snapshot": lambda: s.snapshot(sid, as_of=at),
         "sweep": lambda: s.sweep(value if value is not None else -1),

@@ -96,7 +96,7 @@ def test_close_sets_end_reason_and_time(db, clock):
 
 
 @pytest.mark.parametrize("case", ["unknown", "twice", "before-start", "before-last-signal",
-                                  "before-last-message", "empty-reason"])
+                                  "before-last-message", "empty-reason", "unknown-reason"])
 def test_close_mistakes_are_errors_and_write_nothing(db, clock, case):
     db.sessions.create("s-1", "agent")
     if case == "before-last-signal":
@@ -116,10 +116,18 @@ def test_close_mistakes_are_errors_and_write_nothing(db, clock, case):
                                 f"cannot close session 's-1' at {iso(T0 + 50)}: its last "
                                 f"message is at {iso(T0 + 100)}"),
         "empty-reason": ("s-1", {"end_reason": ""}, SessionError, "end_reason"),
+        "unknown-reason": ("s-1", {"end_reason": "compresion"}, SessionError,
+                           "unknown end reason 'compresion'; did you mean 'compression'\\? "
+                           "\\(any_reason=True records another\\)"),
     }[case]
     with pytest.raises(err, match=match):
         db.sessions.close(id_, **kwargs)
     assert dump(db) == before
+
+
+def test_close_records_another_reason_when_asked(db):
+    db.sessions.create("s-1", "agent")
+    assert db.sessions.close("s-1", end_reason="handoff", any_reason=True).end_reason == "handoff"
 
 
 def test_archive_freezes_and_persists_the_snapshot(db, clock):

@@ -272,7 +272,7 @@ def test_valid_non_ascii_text_is_stored(db):
     db.sessions.annotate("s-2", text)
     db.sessions.signal("s-2", "reward", 1.0, entity=text)
     db.messages.append("s-2", text, text)
-    snap = db.sessions.close("s-2", end_reason=text)
+    snap = db.sessions.close("s-2", end_reason=text, any_reason=True)
     assert (snap.source, snap.end_reason, snap.metadata) == (text, text, {text: [text]})
     assert snap.entities == {text: 1.0}
     snap.model_dump_json()

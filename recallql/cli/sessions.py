@@ -235,7 +235,7 @@ def close(
     """
     reason = check_reason(reason, any_reason)
     with open_db(db, write=True) as database, handled():
-        database.sessions.close(session, end_reason=reason)
+        database.sessions.close(session, end_reason=reason, any_reason=True)  # checked above
     out.print(f"closed session {session} ({reason})", markup=False)
 
 

@@ -384,27 +384,11 @@ class MemoryTools:
         """Close an open session (its signals stay frozen at the end). Returns JSON
         {"session", "status", "end_reason", "ended_at"}."""
         self._check_writable()
-        _check_reason(reason, any_reason)
-        snap = self.worker.write(lambda db: db.sessions.close(session, end_reason=reason))
+        snap = self.worker.write(lambda db: db.sessions.close(session, end_reason=reason,
+                                                              any_reason=any_reason))
         ended = format_timestamp(snap.ended_at) if snap.ended_at else None
         return shapes.dumps({"session": snap.id, "status": snap.status,
                              "end_reason": snap.end_reason, "ended_at": ended})
-
-
-def _check_reason(reason: str, any_reason: bool) -> None:
-    """Refuse an end reason that is not a known one (`recallql.sessions.edges.END_REASONS`)
-    unless `any_reason`, as ``recallql sessions close`` does.
-
-    Raises:
-        SessionError: naming the reason, with a did-you-mean and the known ones.
-    """
-    from recallql.grammar.suggest import did_you_mean
-    from recallql.sessions.edges import END_REASONS
-    from recallql.sessions.input import SessionError
-
-    if not any_reason and reason not in END_REASONS:
-        raise SessionError(f"unknown end reason {reason!r}; {did_you_mean(reason, END_REASONS)} "
-                           "(any_reason=true records another)")
 
 
 def message_rows(messages: list[Message]) -> list[dict[str, Any]]:

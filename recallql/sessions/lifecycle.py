@@ -28,11 +28,13 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from recallql.grammar.suggest import did_you_mean
 from recallql.grammar.timestamps import format_timestamp
 from recallql.index import requests
 from recallql.index.errors import SignalRejected, StoreError
 from recallql.sessions import roots, state
 from recallql.sessions import sweep as sweeping
+from recallql.sessions.edges import END_REASONS
 from recallql.sessions.input import (
     SessionError,
     SessionNotFound,
@@ -276,16 +278,22 @@ class Sessions(LineageAccess):
                 "entity": entity, "at": when}
 
     def close(self, id: str, end_reason: str = "user_exit",
-              at: datetime | float | None = None) -> SessionSnapshot:
+              at: datetime | float | None = None, *, any_reason: bool = False
+              ) -> SessionSnapshot:
         """Close an open session with `end_reason` at `at` (default now). Its signals then stay
         frozen at `at`.
+
+        `end_reason` must be one of `recallql.sessions.edges.END_REASONS` unless `any_reason`:
+        only ``compression`` continues a conversation, so a typo (``compresion``) would end
+        one without a word.
 
         Returns:
             The closed session's snapshot.
 
         Raises:
             SessionNotFound: no such session.
-            SessionError: not open, an empty end_reason (or one that is not valid Unicode), or
+            SessionError: not open, an empty or unknown end_reason (with a did-you-mean; or
+                one that is not valid Unicode), or
                 `at` before the session's start or its last message, signal or annotation
                 (naming both times).
             StoreError: the database is read-only.
@@ -293,6 +301,10 @@ class Sessions(LineageAccess):
         if not isinstance(end_reason, str) or not end_reason:
             raise SessionError(f"end_reason must be a non-empty string, got {end_reason!r}")
         check_text(end_reason, "end_reason")
+        if not any_reason and end_reason not in END_REASONS:
+            raise SessionError(f"unknown end reason {end_reason!r}; "
+                               f"{did_you_mean(end_reason, END_REASONS)} (any_reason=True "
+                               "records another)")
         when = None if at is None else to_epoch(at, self._clock(), "at")
         with self._write(f"close session {id!r}") as conn:
             if when is None:  # "now" once the writer is ours: after any write it waited for
