@@ -18,6 +18,7 @@ from pydantic import (
 
 from recallql.engine.reasons import Reason
 from recallql.engine.result_api import ResultConversions
+from recallql.grammar.construct import trusted as trusted  # re-exported (its home until session 5)
 from recallql.sessions.models import SessionSnapshot
 
 
