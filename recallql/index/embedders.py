@@ -122,7 +122,7 @@ def encode_prefixes(tokenizer: Any, texts: Sequence[str]) -> list[Any]:
     encodings: list[Any] = [None] * len(texts)
     while todo:
         prefixes = [text_prefix(texts[i], limit) for i in todo]
-        for i, prefix, enc in zip(todo, prefixes, tokenizer.encode_batch(prefixes), strict=True):
+        for i, enc in zip(todo, tokenizer.encode_batch(prefixes), strict=True):
             encodings[i] = enc
         todo = [i for i, prefix in zip(todo, prefixes, strict=True)
                 if len(prefix) < len(texts[i]) and sum(encodings[i].attention_mask) < MAX_TOKENS]

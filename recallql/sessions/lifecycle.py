@@ -160,8 +160,9 @@ class Sessions(LineageAccess):
 
         Raises:
             SignalRejected: rule `empty_text`, `bad_text` (not valid Unicode: a lone
-                surrogate), `bad_time`, `in_future` (dated more than `CLOCK_SKEW_SECONDS` after the clock),
-                `unknown_session`, `session_not_open` or `before_start`; nothing is written.
+                surrogate), `bad_time`, `in_future` (more than `CLOCK_SKEW_SECONDS` after
+                the clock), `unknown_session`, `session_not_open` or `before_start`; nothing
+                is written.
             StoreError: the database is read-only.
         """
         if not isinstance(text, str) or not text.strip():
