@@ -80,3 +80,22 @@ def test_random_documents_match_the_rule_by_hand():
         want = _by_hand(weight, doc, place, relevance, giver)
         for g, w in zip(got, want, strict=True):
             assert g.tolist() == w.tolist()
+
+
+def test_long_documents_match_the_rule_by_hand():
+    """Documents of up to 140 candidates, which pair each row with its `BAND` nearest rows
+    first and with every row of its document only when its best giver may lie beyond (weak or
+    absent givers nearby, exact ties, weight 1 or 0)."""
+    rng = np.random.default_rng(11)
+    for case in range(60):
+        m = int(rng.integers(60, 140))
+        doc = np.where(rng.random(m) < 0.1, -1, rng.integers(0, 2, m) * (case % 3 == 0))
+        place = rng.permutation(3 * m)[:m]
+        relevance = rng.random(m) if case % 2 else \
+            rng.choice([0.0, 1e-9, 1e-4, 0.125, 0.5, 1.0], m)  # givers far beyond weak ones
+        giver = rng.random(m) < float(rng.choice([0.05, 0.3, 0.9]))
+        weight = float(rng.choice([0.5, 0.25, 0.7, 1.0, 0.0]))
+        got = context_credit(weight, doc, place, relevance, giver)
+        want = _by_hand(weight, doc, place, relevance, giver)
+        for g, w in zip(got, want, strict=True):
+            assert g.tolist() == w.tolist()

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, PrivateAttr
 
-from recallql.engine.models import Notice, ReasonEntry, Result, Row, trusted
+from recallql.engine.models import Notice, ReasonEntry, Result, Row
 from recallql.engine.reasons import Reason
+from recallql.grammar.construct import trusted
 
 CASES = [
     (ReasonEntry, {"code": Reason.SEMANTIC_MATCH, "contribution": 0.4, "leg": "semantic",

@@ -19,10 +19,11 @@ from recallql.engine.candidates import (
     SignalDetail,
 )
 from recallql.engine.metrics import MetricsNode
-from recallql.engine.models import PlanNode, ReasonEntry, trusted
+from recallql.engine.models import PlanNode, ReasonEntry
 from recallql.engine.operators.base import Operator
 from recallql.engine.plan import LegKind
 from recallql.engine.reasons import Reason
+from recallql.grammar.construct import trusted
 
 
 def rows_reasons(cands: Candidates) -> list[list[ReasonEntry]]:

@@ -22,7 +22,7 @@ from recallql.engine.executor import Execution, Gathered, run
 from recallql.engine.explain import plan_node, rows_reasons
 from recallql.engine.legs import LegBatches
 from recallql.engine.metrics import LegMetrics, Output
-from recallql.engine.models import ContextItem, Explain, Notice, Result, Row, trusted
+from recallql.engine.models import ContextItem, Explain, Notice, Result, Row
 from recallql.engine.operators.base import ExecutionContext, Operator
 from recallql.engine.operators.fusion import Fusion, LegHits
 from recallql.engine.operators.scan import EligibleScan, LegScan
@@ -30,6 +30,7 @@ from recallql.engine.plan import LegKind, QueryPlan
 from recallql.engine.planner import build_tree
 from recallql.engine.reasons import Reason
 from recallql.engine.surrounding import Surrounding
+from recallql.grammar.construct import trusted
 from recallql.grammar.timestamps import format_timestamp
 from recallql.sessions.live_context import LiveContext
 from recallql.sessions.models import SessionSnapshot, SessionState

@@ -6,7 +6,7 @@ reason's `detail` text is rendered here from its typed fields.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -18,58 +18,12 @@ from pydantic import (
 
 from recallql.engine.reasons import Reason
 from recallql.engine.result_api import ResultConversions
+from recallql.grammar.construct import trusted as trusted  # re-exported (its home until session 5)
 from recallql.sessions.models import SessionSnapshot
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-M = TypeVar("M", bound=BaseModel)
-_set = object.__setattr__
-#: Per model class: its fields in order with their defaults (None: required or a factory) and
-#: the fields whose default comes from a factory.
-_TEMPLATES: dict[type, tuple[dict[str, Any], tuple[tuple[str, Any], ...]]] = {}
-
-
-def trusted(cls: type[M], values: dict[str, Any]) -> M:
-    """`cls(**values)` without validation, for internal values already of the field types
-    (floats and ints from numpy's `tolist()`, enum members, str; never user input).
-
-    The instance is what `cls.model_construct(**values)` builds — fields in declaration order,
-    the given names as the fields set — without its per-field default look-up, which costs
-    more than validating (about 1 µs against 2 for a `ReasonEntry`; a statement builds ~50).
-
-    Raises:
-        TypeError: `cls` has private attributes, a post-init hook or extra fields allowed (a
-            model whose construction needs more than its fields).
-    """
-    template = _TEMPLATES.get(cls)
-    if template is None:
-        template = _TEMPLATES[cls] = _template(cls)
-    fields, factories = template
-    data = fields.copy()
-    data.update(values)
-    for name, factory in factories:
-        if name not in values:
-            data[name] = factory()
-    obj = cls.__new__(cls)
-    _set(obj, "__dict__", data)
-    _set(obj, "__pydantic_fields_set__", set(values))
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
-    return obj
-
-
-def _template(cls: type[BaseModel]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
-    if cls.__private_attributes__ or cls.__pydantic_post_init__ \
-            or cls.model_config.get("extra") == "allow":
-        raise TypeError(f"{cls.__name__} needs validation to be constructed")
-    fields = {name: None if f.is_required() or f.default_factory is not None else f.default
-              for name, f in cls.model_fields.items()}
-    factories = tuple((name, f.default_factory) for name, f in cls.model_fields.items()
-                      if f.default_factory is not None)
-    return fields, factories
 
 
 class ReasonEntry(_Model):

@@ -104,9 +104,9 @@ def decode_filter(data: Any) -> Any:
     return cls(**args)
 
 
-def _vector(value: Any) -> np.ndarray:
-    """float32[d]; finiteness and dimension are checked where the vector is used (the index
-    refuses a zero or non-finite query vector)."""
+def query_vector(value: Any) -> np.ndarray:
+    """float32[d] (the array itself when it is one); finiteness and dimension are checked
+    where the vector is used (the index refuses a zero or non-finite query vector)."""
     if isinstance(value, np.ndarray) and value.dtype == np.float32 and value.ndim == 1:
         return value
     vec = np.asarray(value, dtype=np.float32)
@@ -117,7 +117,7 @@ def _vector(value: Any) -> np.ndarray:
 
 Filter = Annotated[Any, PlainValidator(decode_filter), PlainSerializer(encode_filter)]
 """A pushed-down filter (`recallql.index.filters` expression or None), JSON as tagged dicts."""
-Vector = Annotated[np.ndarray, PlainValidator(_vector),
+Vector = Annotated[np.ndarray, PlainValidator(query_vector),
                    PlainSerializer(lambda v: v.tolist(), return_type=list[float])]
 """A float32[d] query vector; JSON as a list of numbers (exact: float32 → float64 → float32)."""
 

@@ -47,9 +47,11 @@ from recallql.engine.plan import (
     QueryPlan,
     RecencyPlan,
     SessionBoostSpec,
+    query_vector,
 )
 from recallql.engine.reasons import Reason
 from recallql.engine.scoring import DecayShape
+from recallql.grammar.construct import trusted
 from recallql.index.schema import CollectionInfo, FieldType
 
 
@@ -87,21 +89,22 @@ def plan(
         recency.field if recency is not None else None,
         spec.session_id is not None and boost is not None,
         messages and (spec.session_id is not None or spec.group_by == "conversation"))
-    return QueryPlan(
-        statement=statement, kind=spec.kind, collection=spec.collection.name, messages=messages,
-        now=now, as_of=spec.as_of, window=n, limit=spec.limit, offset=spec.offset,
-        filter=spec.filter, legs=legs,
-        fusion=_fusion(spec.fusion, spec.k, n, spec.normalization, spec.weights)
+    return trusted(QueryPlan, {  # the analysed spec's values are of the field types
+        "statement": statement, "kind": spec.kind, "collection": spec.collection.name,
+        "messages": messages, "now": float(now), "as_of": spec.as_of, "window": n,
+        "limit": spec.limit, "offset": spec.offset, "filter": spec.filter, "legs": legs,
+        "fusion": _fusion(spec.fusion, spec.k, n, spec.normalization, spec.weights)
         if relevance else None,
-        session_id=spec.session_id, session_boost=None if boost is None else _session(*boost),
-        signal_weights=spec.signal_weights,
-        recency=None if recency is None else _recency(
+        "session_id": spec.session_id,
+        "session_boost": None if boost is None else _session(*boost),
+        "signal_weights": spec.signal_weights,
+        "recency": None if recency is None else _recency(
             recency.weight, recency.half_life_days, recency.field, recency.shape),
-        group_by=spec.group_by, budget=spec.budget, features=features,
-        context=None if spec.context is None else ContextSpec(
+        "group_by": spec.group_by, "budget": spec.budget, "features": features,
+        "context": None if spec.context is None else ContextSpec(
             before=spec.context[0], after=spec.context[1]),
-        timestamp_fields=_timestamp_fields(spec.collection), notices=tuple(notices),
-        explain=explain, embed_ms=None)
+        "timestamp_fields": _timestamp_fields(spec.collection), "notices": tuple(notices),
+        "explain": explain, "embed_ms": None})
 
 
 def _timestamp_fields(info: CollectionInfo) -> tuple[str, ...]:
@@ -142,10 +145,11 @@ def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool,
         if terms:
             counts = Counter(terms)
             weights = tuple(counts.values()) if len(counts) < len(terms) else ()
-            legs.append(LegSpec(
-                name="lexical", kind=LegKind.LEXICAL, operator="LexicalScan", window=n,
-                filter=spec.filter, fields=info.text_fields, terms=tuple(counts),
-                term_counts=weights, text=None, vector=None, options={}))
+            legs.append(trusted(LegSpec, {
+                "name": "lexical", "kind": LegKind.LEXICAL, "operator": "LexicalScan",
+                "window": n, "filter": spec.filter, "fields": tuple(info.text_fields),
+                "terms": tuple(counts), "term_counts": weights, "text": None, "vector": None,
+                "options": {}}))
         else:
             notices.append(Notice(code=Reason.LEXICAL_LEG_EMPTY, message=(
                 "the MATCHING text has no searchable terms (blank, punctuation or stopwords); "
@@ -154,12 +158,14 @@ def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool,
     if spec.using in ("hybrid", "semantic"):
         if spec.vector is not None or (spec.text is not None and can_embed):
             text = spec.text if spec.vector is None else None
-            legs.append(LegSpec(
-                name="semantic", kind=LegKind.SEMANTIC, operator="SemanticScan", window=n,
-                filter=spec.filter, fields=(), terms=(), term_counts=(), text=text,
-                vector=spec.vector, options={"dim": info.dim, **(
+            legs.append(trusted(LegSpec, {
+                "name": "semantic", "kind": LegKind.SEMANTIC, "operator": "SemanticScan",
+                "window": n, "filter": spec.filter, "fields": (), "terms": (),
+                "term_counts": (), "text": text,
+                "vector": None if spec.vector is None else query_vector(spec.vector),
+                "options": {"dim": info.dim, **(
                     {} if spec.semantic_method == "auto" else {"method": spec.semantic_method}),
-                    **({} if spec.semantic_ef is None else {"ef": spec.semantic_ef})}))
+                    **({} if spec.semantic_ef is None else {"ef": spec.semantic_ef})}}))
         else:
             notices.append(Notice(code=Reason.SEMANTIC_LEG_UNAVAILABLE, message=(
                 f"collection '{info.name}' has no embedder and no NEAR vector was given; ran "

@@ -151,19 +151,78 @@ def context_credit(weight: float, doc: np.ndarray, place: np.ndarray, relevance:
     order = order[doc[order] >= 0]
     if not order.shape[0]:
         return credit, source, distance
-    i, j = _same_document_pairs(doc[order])  # pairs of positions in `order`
-    keep = (i != j) & giver[order][j]
+    at, rel, gives = place[order], relevance[order], giver[order]
+    lo, hi = _documents(doc[order])
+    rows = np.arange(order.shape[0])
+    if 0.0 <= weight < 1.0 and int((hi - lo).sum()) > 2 * (2 * BAND + 1) * rows.shape[0]:
+        first, last = np.maximum(lo, rows - BAND), np.minimum(hi, rows + BAND + 1)
+        i, j, value, d = _best_givers(float(weight), rows, first, last, at, rel, gives)
+        again = _beyond(float(weight), (first > lo) | (last < hi), i, value, doc[order], at,
+                        rel[gives])
+        if again.shape[0]:  # these rows' best giver may lie beyond the band: every pair
+            held = ~np.isin(i, again)
+            more = _best_givers(float(weight), again, lo[again], hi[again], at, rel, gives)
+            i, j, value, d = (np.concatenate([x[held], y]) for x, y in
+                              zip((i, j, value, d), more, strict=True))
+    else:
+        i, j, value, d = _best_givers(float(weight), rows, lo, hi, at, rel, gives)
+    a, b = order[i], order[j]
+    credit[a], source[a], distance[a] = value, b, d
+    return credit, source, distance
+
+
+#: When a statement's candidates make more than twice as many same-document pairs as pairs
+#: with the `BAND` rows on each side of each row (in place order), `context_credit` pairs
+#: each row with those first: a document of m candidates has m² pairs (10,000 for a session's
+#: 100 rows in one document), and a row's best giver is nearly always one of the nearest.
+BAND = 8
+
+
+def _documents(doc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int64[m] each: each position's document as the range `[lo, hi)` of the sorted `doc`."""
+    m = doc.shape[0]
+    starts = np.flatnonzero(_starts(doc))
+    sizes = np.empty_like(starts)
+    sizes[:-1] = starts[1:] - starts[:-1]
+    sizes[-1] = m - starts[-1]
+    lo = np.repeat(starts, sizes)
+    return lo, lo + np.repeat(sizes, sizes)
+
+
+def _best_givers(weight: float, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 at: np.ndarray, rel: np.ndarray, gives: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For each of the ascending positions `rows` that has a giver among positions `[lo, hi)`
+    (its own excluded), the best one (`_best_pairs`): positions `(i, j)`, value and distance."""
+    width = hi - lo
+    i = np.repeat(rows, width)
+    j = np.repeat(lo - np.cumsum(width) + width, width) + np.arange(i.shape[0])
+    keep = (i != j) & gives[j]
     i, j = i[keep], j[keep]
     if not i.shape[0]:
-        return credit, source, distance
-    at = place[order]
+        return i, j, rel[:0], i
     pi, pj = at[i], at[j]
     d = np.abs(pi - pj)
-    value = _powers(float(weight), d) * relevance[order][j]
+    value = _powers(weight, d) * rel[j]
     first = _best_pairs(i, value, d, pj > pi)
-    a, b = order[i[first]], order[j[first]]
-    credit[a], source[a], distance[a] = value[first], b, d[first]
-    return credit, source, distance
+    return i[first], j[first], value[first], d[first]
+
+
+def _beyond(weight: float, partial: np.ndarray, i: np.ndarray, value: np.ndarray,
+            doc: np.ndarray, at: np.ndarray, given: np.ndarray) -> np.ndarray:
+    """The positions of `partial` rows (not paired with their whole document) whose best pair
+    within the band (`i`, `value`) may be beaten or tied beyond it: every pair beyond is at
+    least `BAND + 1` places away (places strictly increase in a document), so its value is at
+    most `weight^(BAND+1)` times the largest relevance a candidate gives (`given`)."""
+    if not partial.any():
+        return np.zeros(0, np.int64)
+    if (np.diff(at)[doc[1:] == doc[:-1]] <= 0).any():  # the distance bound does not hold
+        return np.flatnonzero(partial)
+    top = max(float(given.max()), 0.0) if given.shape[0] else 0.0  # NaN: no bound
+    bound = float(np.power(weight, BAND + 1)) * top * (1.0 + 1e-9)
+    partial = partial.copy()
+    partial[i[value > bound]] = False
+    return np.flatnonzero(partial)
 
 
 def _powers(base: float, exponent: np.ndarray) -> np.ndarray:
@@ -204,20 +263,6 @@ def _best_pairs(a: np.ndarray, value: np.ndarray, d: np.ndarray, after: np.ndarr
 
 
 _NO_KEY = np.iinfo(np.int64).max
-
-
-def _same_document_pairs(doc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every pair `(i, j)` of positions of the sorted `doc` with equal codes (i = j included),
-    grouped by i."""
-    m = doc.shape[0]
-    starts = np.flatnonzero(_starts(doc))
-    sizes = np.empty_like(starts)
-    sizes[:-1] = starts[1:] - starts[:-1]
-    sizes[-1] = m - starts[-1]
-    width = np.repeat(sizes, sizes)  # the group size of each position
-    a = np.repeat(np.arange(m), width)
-    offset = np.arange(a.shape[0]) - np.repeat(np.cumsum(width) - width, width)
-    return a, np.repeat(np.repeat(starts, sizes), width) + offset
 
 
 def decay(age_days: np.ndarray, half_life_days: float, shape: DecayShape) -> np.ndarray:

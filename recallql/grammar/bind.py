@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from recallql.grammar.checks import Slot, check_value, map_slots
+from recallql.grammar.construct import trusted
 from recallql.grammar.errors import ParameterError
 from recallql.grammar.literals import INT64_MAX
 from recallql.grammar.nodes import (
@@ -33,7 +34,7 @@ from recallql.grammar.nodes import (
     TimestampLiteral,
     VectorLiteral,
 )
-from recallql.grammar.statements import Explain, StatementBase
+from recallql.grammar.statements import StatementBase
 from recallql.grammar.timestamps import format_timestamp
 
 __all__ = ["bind"]
@@ -70,7 +71,7 @@ def bind(statement: StatementBase, /, *args: Any, **params: Any) -> StatementBas
         values = _positional(statement, args, params)
     else:
         values = _named(statement, args, params)
-    return _without_parameters(map_slots(statement, _binder(statement, values)))
+    return map_slots(statement, _binder(statement, values), {"parameters": ()})
 
 
 def _binder(statement: StatementBase, values: dict[Any, Any]) -> Callable[[Slot, Node], Node]:
@@ -93,13 +94,6 @@ def _binder(statement: StatementBase, values: dict[Any, Any]) -> Callable[[Slot,
         return bound
 
     return visit
-
-
-def _without_parameters(stmt: StatementBase) -> StatementBase:
-    update: dict[str, Any] = {"parameters": ()}
-    if isinstance(stmt, Explain):
-        update["statement"] = stmt.statement.model_copy(update={"parameters": ()})
-    return stmt.model_copy(update=update)
 
 
 def _positional(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, Any]) -> dict:
@@ -171,7 +165,7 @@ def _string(value: Any, node: Parameter) -> Node:
         except UnicodeEncodeError as exc:
             raise _Mistyped(f"valid Unicode text (a lone surrogate {value[exc.start]!r} at "
                             f"index {exc.start} cannot be stored or searched)") from None
-    return StringLiteral.model_construct(value=value, span=node.span)
+    return trusted(StringLiteral, {"value": value, "span": node.span})
 
 
 def _integer(value: Any, node: Parameter) -> Node:
@@ -180,7 +174,7 @@ def _integer(value: Any, node: Parameter) -> Node:
         raise _Mistyped("a whole number (int)")
     if abs(value) > INT64_MAX:
         raise _Mistyped("a whole number within the 64-bit range")
-    return IntegerLiteral.model_construct(value=value, span=node.span)
+    return trusted(IntegerLiteral, {"value": value, "span": node.span})
 
 
 def _number(value: Any, node: Parameter) -> Node:
@@ -188,7 +182,7 @@ def _number(value: Any, node: Parameter) -> Node:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise _Mistyped("a finite number")
-        return FloatLiteral.model_construct(value=value, span=node.span)
+        return trusted(FloatLiteral, {"value": value, "span": node.span})
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Mistyped("a number (int or float)")
     return _integer(value, node)
@@ -203,15 +197,15 @@ def _timestamp(value: Any, node: Parameter) -> Node:
         text = format_timestamp(value)  # naive means UTC
     except OverflowError:
         raise _Mistyped("a datetime within the representable UTC range") from None
-    return TimestampLiteral.model_construct(value=text, span=node.span)
+    return trusted(TimestampLiteral, {"value": text, "span": node.span})
 
 
 def _value(value: Any, node: Parameter) -> Node:
     value = _scalar(value)
     if value is None:
-        return NullLiteral.model_construct(value=None, span=node.span)
+        return trusted(NullLiteral, {"value": None, "span": node.span})
     if isinstance(value, bool):
-        return BooleanLiteral.model_construct(value=value, span=node.span)
+        return trusted(BooleanLiteral, {"value": value, "span": node.span})
     if isinstance(value, str):
         return _string(value, node)
     if isinstance(value, int | float):
@@ -242,7 +236,7 @@ def _duration(value: Any, node: Parameter) -> Node:
     for unit, size in (("DAYS", 86400), ("HOURS", 3600), ("MINUTES", 60), ("SECONDS", 1)):
         if seconds % size == 0:
             return Duration.model_construct(value=int(seconds // size), unit=unit, span=node.span)
-    return Duration.model_construct(value=seconds, unit="SECONDS", span=node.span)
+    return trusted(Duration, {"value": seconds, "unit": "SECONDS", "span": node.span})
 
 
 def _vector(value: Any, node: Parameter) -> Node:
@@ -264,7 +258,7 @@ def _vector(value: Any, node: Parameter) -> Node:
     if not np.isfinite(vector).all():
         raise _Mistyped("a vector of finite numbers (no NaN or infinity, within float32)")
     vector.setflags(write=False)
-    return VectorLiteral.model_construct(value=vector, name=node.name, span=node.span)
+    return trusted(VectorLiteral, {"value": vector, "name": node.name, "span": node.span})
 
 
 #: Slot kind -> converter of a Python value to its literal node (a tuple of nodes for IN lists).

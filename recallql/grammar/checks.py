@@ -111,16 +111,19 @@ _SOURCE_ORDER = ("count", "matching", "near", "where", "session", "boosts", "con
 error reported is the first in the text."""
 
 
-def map_slots(stmt: StatementBase, visit: Visitor) -> StatementBase:
+def map_slots(stmt: StatementBase, visit: Visitor, also: dict[str, Any] | None = None
+              ) -> StatementBase:
     """Return ``stmt`` with every value slot replaced by ``visit(slot, node)``.
 
     Slots are visited in source order. Nodes are rebuilt only where a visit returned a
-    different node, so a visitor that returns its input gives back ``stmt`` itself.
+    different node, so a visitor that returns its input gives back ``stmt`` itself (unless
+    `also` is given: fields set in the same copy, on an EXPLAIN and on its statement).
     """
     if isinstance(stmt, Explain):
-        inner = map_slots(stmt.statement, visit)
-        return stmt if inner is stmt.statement else stmt.model_copy(update={"statement": inner})
-    updates: dict[str, Any] = {}
+        inner = map_slots(stmt.statement, visit, also)
+        return stmt if inner is stmt.statement and not also else \
+            stmt.model_copy(update={**(also or {}), "statement": inner})
+    updates: dict[str, Any] = dict(also) if also else {}
     for name in _SOURCE_ORDER:
         old = getattr(stmt, name, None)
         if old is None:

@@ -38,6 +38,7 @@ class RowSet:
         self.size = size
         self._rows = None if rows is None else np.asarray(rows, np.int64)
         self._mask = mask
+        self._kept: list[tuple[np.ndarray, RowSet]] = []
 
     @classmethod
     def of(cls, allowed: RowSet | np.ndarray, size: int) -> RowSet:
@@ -84,11 +85,22 @@ class RowSet:
         return int(np.count_nonzero(self._mask))
 
     def keep(self, where: np.ndarray) -> RowSet:
-        """The rows of this set where the bool[size] `where` holds (O(rows) when sparse)."""
+        """The rows of this set where the bool[size] `where` holds (O(rows) when sparse).
+
+        `where` must not change while this set lives (the snapshot's read-only `live` mask, as
+        the legs pass it): the result is kept and returned again for the same array, since a
+        statement's legs each ask for the live rows of its filter."""
+        for array, kept in self._kept:
+            if array is where:
+                return kept
         if self._rows is not None:
-            return RowSet(self.size, rows=self._rows[where[self._rows]])
-        assert self._mask is not None
-        return RowSet(self.size, mask=self._mask & where)
+            kept = RowSet(self.size, rows=self._rows[where[self._rows]])
+        else:
+            assert self._mask is not None
+            kept = RowSet(self.size, mask=self._mask & where)
+        if len(self._kept) < 4:  # a statement asks for one or two arrays
+            self._kept.append((where, kept))
+        return kept
 
     def __getitem__(self, rowids: np.ndarray) -> np.ndarray:
         """bool[k]: membership of each of `rowids` (each in ``0 … size-1``), like indexing a

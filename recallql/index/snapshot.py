@@ -405,6 +405,11 @@ class CollectionSnapshot:
                 [int(self._searcher.doc_freq("text", t)) for t in terms])
 
     @functools.cached_property
+    def _graph_rows(self) -> int:
+        """Rows of the segments that have an HNSW graph (the semantic leg's method choice)."""
+        return sum(len(s.vecs) for s in self._segments if s.graph is not None)
+
+    @functools.cached_property
     def _live_vectors(self) -> np.ndarray:
         """bool[size]: live rows with a vector (computed once per snapshot; read-only)."""
         mask = self.live & self.has_vector
@@ -537,8 +542,7 @@ class CollectionSnapshot:
                   ) -> tuple[np.ndarray, np.ndarray, SemanticStats] | None:
         """The exact scan of a sparse eligible set, gathering just its rows
         (`recallql.index.gather`); None when the method chosen is not exact."""
-        graph_rows = sum(len(s.vecs) for s in self._segments if s.graph is not None)
-        chosen, why = semantic.choose(rows.count, graph_rows, method)
+        chosen, why = semantic.choose(rows.count, self._graph_rows, method)
         if chosen != "exact":
             return None
         prescan = [0, 0]
