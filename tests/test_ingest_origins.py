@@ -74,3 +74,17 @@ def test_the_common_parent_keeps_both_documents(tmp_path, monkeypatch):
     _projects(tmp_path, monkeypatch)
     assert _ingest(".", "--format", "text").exit_code == 0
     assert sorted(_live(tmp_path / "pab.db")) == ["pa/README.md#0", "pb/README.md#0"]
+
+
+def test_chunks_stored_before_origins_were_recorded_are_replaced_as_before(
+        tmp_path, monkeypatch):
+    """A chunk whose ``source`` is the old format name ``text`` has no known file: the run
+    replaces it (and records the file from then on)."""
+    _projects(tmp_path, monkeypatch)
+    with recallql.connect(tmp_path / "pab.db", embedder=HashEmbedder()) as db:
+        db.ingest("docs", [{"id": "README.md#0", "doc_id": "README.md", "position": 0,
+                            "body": "old", "source": "text"}])
+    result = _ingest("pb/")
+    assert result.exit_code == 0, result.output
+    origin = (tmp_path / "pb" / "README.md").resolve().as_posix()
+    assert _live(tmp_path / "pab.db") == {"README.md#0": ("Beta uses mysql.", origin)}

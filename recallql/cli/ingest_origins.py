@@ -13,7 +13,7 @@ documents as before.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 #: The field a text chunk records its file in (`docs`' field for an item's origin).
@@ -30,8 +30,9 @@ def conflicts(database: Any, collection: str, documents: Mapping[str, Path]
         documents: ``{doc_id: file}`` of the text files this run reads.
 
     Returns:
-        ``[(doc_id, stored origin, new file)]`` sorted by doc_id; chunks stored without an
-        origin path (before origins were recorded, or by JSON items) never conflict.
+        ``[(doc_id, stored origin, new file)]`` sorted by doc_id; chunks whose ``source`` is
+        not an absolute path (stored before origins were recorded: ``text``; JSON items)
+        never conflict.
     """
     from recallql.importers.files import file_origin
     from recallql.index.changes import live_doc_rows
@@ -44,10 +45,16 @@ def conflicts(database: Any, collection: str, documents: Mapping[str, Path]
     for doc, origin in zip(snap.doc_ids.take(rows), snap.values(ORIGIN_FIELD, rows),
                            strict=True):
         file = documents.get(doc)
-        if file is not None and isinstance(origin, str) and origin.startswith("/") \
-                and origin != file_origin(file):
+        if file is not None and _is_path(origin) and origin != file_origin(file):
             found.setdefault(doc, origin)
     return sorted((doc, origin, documents[doc]) for doc, origin in found.items())
+
+
+def _is_path(origin: object) -> bool:
+    """Whether a stored ``source`` is a file's origin (an absolute path, POSIX or Windows), not
+    a format name such as ``text`` (what chunks stored before origins were recorded hold)."""
+    return isinstance(origin, str) and (PurePosixPath(origin).is_absolute()
+                                        or PureWindowsPath(origin).is_absolute())
 
 
 def refusal(found: list[tuple[str, str, Path]]) -> str:
@@ -59,6 +66,7 @@ def refusal(found: list[tuple[str, str, Path]]) -> str:
     what = "a document" if len(found) == 1 else f"{len(found)} documents"
     return (f"{what} would be replaced by another file: {shown}{more}; "
             "nothing was written. A text file's doc_id is its path relative to the directory "
-            "named: ingest the common parent directory (doc_ids a/README.md, b/README.md), "
+            "named: ingest the common parent directory instead (doc_ids a/README.md, "
+            f"b/README.md; recallql delete --doc-id {found[0][0]!r} removes the stored one), "
             "use another --collection, or pass --replace-other-files if the new files replace "
             "the stored ones (a moved directory)")
