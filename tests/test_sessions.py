@@ -133,6 +133,7 @@ def test_close_records_another_reason_when_asked(db):
 def test_archive_freezes_and_persists_the_snapshot(db, clock):
     db.sessions.create("s-1", "agent")
     db.sessions.annotate("s-1", "alpha beta")
+    clock.now = T0 + DAY  # a write may not be dated after the clock
     db.sessions.signal("s-1", "reward", 1.0, entity="e1", at=T0 + DAY)
     db.sessions.close("s-1", at=T0 + 2 * DAY)
     at_close = db.sessions.snapshot("s-1", as_of=T0 + 2 * DAY)
@@ -160,6 +161,7 @@ def test_archive_of_an_unknown_session_is_an_error(db):
 
 def test_archived_session_as_of_before_its_end_is_computed_like_a_closed_one(db, clock):
     db.sessions.create("s-1", "agent")
+    clock.now = T0 + DAY
     db.sessions.signal("s-1", "reward", 1.0, at=T0 + DAY)
     db.sessions.close("s-1", at=T0 + 2 * DAY)
     before_archive = db.sessions.snapshot("s-1", as_of=T0 + 1.5 * DAY)
@@ -276,6 +278,7 @@ def test_policy_copies_its_mappings():
 def test_live_session_decays_to_now_and_as_of(db, clock):
     db.sessions.create("s-1", "agent")
     db.sessions.signal("s-1", "reward", 0.8, entity="e1", at=T0)
+    clock.now = T0 + 3 * DAY
     db.sessions.signal("s-1", "reward", -0.4, entity="e2", at=T0 + 3 * DAY)
     clock.now = T0 + 10 * DAY
     snap = db.sessions.snapshot("s-1")

@@ -91,6 +91,36 @@ def test_writes_before_the_session_started_are_rejected_alike(db, call, error, r
     assert dump(db) == before
 
 
+FUTURE_WRITES = {
+    "signal": (lambda db, t: db.sessions.signal("s-1", "reward", 1.0, entity="e", at=t),
+               SignalRejected, "rule in_future"),
+    "signal_many": (lambda db, t: db.sessions.signal_many(
+        [{"session_id": "s-1", "name": "reward", "value": 1.0, "at": T0 - 5},
+         {"session_id": "s-1", "name": "reward", "value": 1.0, "at": t}]),
+        SignalRejected, "signal #1: signal rejected .rule in_future"),
+    "annotate": (lambda db, t: db.sessions.annotate("s-1", "words", at=t), SignalRejected,
+                 "rule in_future"),
+    "append": (lambda db, t: db.messages.append("s-1", "user", "hello", at=t), SessionError,
+               "message at 2025-06-15T15:11:41.000000Z is after the clock"),
+}
+
+
+@pytest.mark.parametrize("call", list(FUTURE_WRITES))
+def test_a_write_dated_after_the_clock_is_refused_and_the_session_still_closes(tmp_path, call):
+    """Was (newcomer #41): a signal at 2999-01-01 was accepted, counted for nothing until
+    then, and `close()` (at now) was refused forever: "its last signal or annotation is at
+    2999". Writes dated more than CLOCK_SKEW_SECONDS (300 s) after the clock are refused."""
+    fn, error, message = FUTURE_WRITES[call]
+    with recallql.connect(tmp_path / "f.db", embedder=None, clock=lambda: T0) as db:
+        db.sessions.create("s-1", "agent", started_at=T0 - DAY)
+        before = dump(db)
+        with pytest.raises(error, match=message):
+            fn(db, T0 + 301)
+        assert dump(db) == before
+        fn(db, datetime.fromtimestamp(T0 + 300, tz=UTC))  # within the skew allowance: kept
+        assert db.sessions.close("s-1", at=T0 + 300).status == "closed"
+
+
 def test_a_message_at_the_session_start_is_accepted(db):
     db.messages.append("s-1", "user", "hello", at=datetime.fromtimestamp(T0 - DAY, tz=UTC))
     assert db.snapshot("messages").size == 1

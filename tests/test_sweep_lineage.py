@@ -59,13 +59,13 @@ def test_a_session_started_long_ago_with_a_recent_message_is_kept(db, clock):
 def test_signals_annotations_and_the_end_count_as_activity(db, clock, recent):
     db.sessions.create("s", "a", started_at=T0)
     at = T0 + 90 * DAY
+    clock.now = T0 + 100 * DAY  # writes are dated in the past (not after the clock)
     if recent == "signal":
         db.sessions.signal("s", "reward", 1.0, at=at)
     elif recent == "annotation":
         db.sessions.annotate("s", "still relevant", at=at)
     else:
         db.sessions.close("s", "user_exit", at=at)
-    clock.now = T0 + 100 * DAY
     assert db.sessions.sweep(30) == 0
     assert db.sessions.sweep(5) == 1 and ids(db) == []
 

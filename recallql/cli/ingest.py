@@ -107,13 +107,14 @@ def find_sources(paths: Sequence[Path], fmt: str) -> list[Source]:
             found.append(Source(path, kind, path.parent))
         else:
             found.append(Source(path, kind))
-    _check_doc_ids(found)
+    text_documents(found)
     return found
 
 
-def _check_doc_ids(sources: Sequence[Source]) -> None:
-    """Refuse two different text files that would get the same doc_id (the same relative path
-    under two directories named): the second would replace the first.
+def text_documents(sources: Sequence[Source]) -> dict[str, Path]:
+    """``{doc_id: file}`` of the text files the sources hold (files not read yet). Two
+    different files that would get the same doc_id (the same relative path under two
+    directories named) are refused: the second would replace the first.
 
     Raises:
         typer.Exit: (code 1) naming both files; nothing is read or written.
@@ -128,6 +129,8 @@ def _check_doc_ids(sources: Sequence[Source]) -> None:
         for file in files:
             if source.path.is_dir() and loaders.walked_kind(file, source.kind) != "text":
                 continue
+            if not source.path.is_dir() and source.kind != "text":
+                continue
             doc_id = loaders.doc_id_under(file, source.root)
             other = owners.setdefault(doc_id, file)
             if other.resolve() != file.resolve():
@@ -135,6 +138,7 @@ def _check_doc_ids(sources: Sequence[Source]) -> None:
                            "file's doc_id is its path relative to the directory named); "
                            "ingest them in separate runs into different collections, or name "
                            "their common parent directory")
+    return owners
 
 
 def read(sources: Sequence[Source], drop: set[str], seen: Any = None
@@ -256,6 +260,11 @@ def ingest(
         "--replace-documents/--keep-old-chunks",
         help="A document's chunks in the input replace all its stored chunks (a shrunk file "
              "leaves no stale chunks).")] = True,
+    replace_other_files: Annotated[bool, typer.Option(
+        "--replace-other-files",
+        help="Let a text file replace a stored document whose chunks came from another file "
+             "with the same relative path (refused by default: a/README.md then b/README.md "
+             "are both README.md); for a moved directory.")] = False,
 ) -> None:
     """Ingest files and directories into a collection, with a progress bar.
 
@@ -267,11 +276,12 @@ def ingest(
     binary files, text that is not UTF-8 and files of other types are skipped with a warning
     naming them. An item whose id exists replaces it; an item identical to the stored one is
     left as it is (not re-embedded); with --replace-documents (the default) a document's stored
-    chunks that the input no longer has are removed. Every item is read and checked before
-    anything is written: a bad item (named by FILE:LINE) exits 1 and writes nothing. Each batch
-    is then committed all-or-nothing; Ctrl-C keeps the committed batches and exits 130.
-    Creates the database when missing; exits 1 and creates nothing when there is nothing to
-    ingest.
+    chunks that the input no longer has are removed. A text chunk records its file's absolute
+    path (source); a document stored from another file is not replaced (exit 1, nothing
+    written) unless --replace-other-files. Every item is read and checked before anything is
+    written: a bad item (named by FILE:LINE) exits 1 and writes nothing. Each batch is then
+    committed all-or-nothing; Ctrl-C keeps the committed batches and exits 130. Creates the
+    database when missing; exits 1 and creates nothing when there is nothing to ingest.
 
     \b
     Examples:
@@ -288,7 +298,7 @@ def ingest(
     started = time.perf_counter()
     try:
         _ingest_into(db, collection, sources, embedder, batch_size, tally, replace_documents,
-                     paths)
+                     paths, replace_other_files)
     except BaseException:
         if created and not tally.batches:
             shutil.rmtree(db, ignore_errors=True)  # nothing was committed: leave no empty database
@@ -298,7 +308,7 @@ def ingest(
 
 def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder: str,
                  batch_size: int, tally: Tally, replace_documents: bool,
-                 paths: Sequence[Path]) -> None:
+                 paths: Sequence[Path], replace_other_files: bool = False) -> None:
     import recallql
     from recallql.api import resolve_embedder as resolve
     from recallql.importers.files import EXTRA_KEYS
@@ -323,8 +333,23 @@ def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder:
         emptied = list(seen.empty) if replace_documents else []
         if total == 0 and not emptied:
             _nothing(collection, paths)
+        if not replace_other_files:
+            _refuse_other_files(database, collection, sources)
         _run(database, collection, read(sources, drop), total, batch_size, tally, embed,
              replace_documents, emptied)
+
+
+def _refuse_other_files(database: Any, collection: str, sources: Sequence[Source]) -> None:
+    """Refuse a run that would replace documents stored from other files (`ingest_origins`).
+
+    Raises:
+        typer.Exit: (code 1) naming the documents and both files; nothing was written.
+    """
+    from recallql.cli.ingest_origins import conflicts, refusal
+
+    found = conflicts(database, collection, text_documents(sources))
+    if found:
+        raise fail(refusal(found))
 
 
 def _progress() -> Progress:

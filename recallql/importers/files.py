@@ -6,8 +6,9 @@ The corpus formats (``cacm``, ``cranfield``, ``debian``) come from `recallql.dat
 - Plain text / Markdown: files chunked by paragraphs.
 
 Items carry ``id``, ``title``, ``body``, ``created_at`` where known, ``doc_id``/``position`` for
-chunks, ``source`` (the format) and format-specific extras (``authors``, ``tags``,
-``citation``) that a collection may or may not declare (`EXTRA_KEYS`, see `project`).
+chunks, ``source`` (the format; for a text file's chunks the file's absolute path) and
+format-specific extras (``authors``, ``tags``, ``citation``) that a collection may or may not
+declare (`EXTRA_KEYS`, see `project`).
 """
 
 from __future__ import annotations
@@ -194,15 +195,23 @@ def doc_id_under(file: Path, root: Path) -> str:
     return absolute.relative_to(base).as_posix()
 
 
+def file_origin(file: Path) -> str:
+    """What a text file's chunks record as their ``source``: the file's absolute path, POSIX
+    separators, symbolic links resolved (so two names of one file are one origin).
+    ``recallql ingest`` refuses to replace a document stored from another file."""
+    return Path(file).resolve().as_posix()
+
+
 def load_text(path: str | Path, root: str | Path | None = None,
               max_chars: int = 1200, seen: Seen | None = None) -> Iterator[dict]:
     """Chunks of a text or Markdown file: doc_id = the path relative to `root` (default: the
     file's directory, so its name; see `doc_id_under`); position = chunk number, id =
-    ``<doc_id>#<position>``, created_at = the file's mtime (UTC), title = the first Markdown
-    heading or the file name. A heading that opens the file becomes the title only (it is not
-    repeated in the first chunk's body), so its words are not counted twice by BM25 nor
-    embedded twice. A binary or non-UTF-8 file yields nothing and is noted in
-    `seen.skipped`; so is a file without text, whose doc_id goes in `seen.empty`."""
+    ``<doc_id>#<position>``, created_at = the file's mtime (UTC), source = the file's absolute
+    path (`file_origin`), title = the first Markdown heading or the file name. A heading that
+    opens the file becomes the title only (it is not repeated in the first chunk's body), so
+    its words are not counted twice by BM25 nor embedded twice. A binary or non-UTF-8 file
+    yields nothing and is noted in `seen.skipped`; so is a file without text, whose doc_id goes
+    in `seen.empty`."""
     file = Path(path)
     doc_id = doc_id_under(file, Path(root) if root is not None else file.parent)
     text, why = read_text_file(file)
@@ -214,7 +223,7 @@ def load_text(path: str | Path, root: str | Path | None = None,
     title = heading.group(1).strip() if heading else file.stem
     if heading is not None and not text[:heading.start()].strip():
         text = text[heading.end():]
-    mtime = dt.datetime.fromtimestamp(file.stat().st_mtime, dt.UTC)
+    mtime, origin = dt.datetime.fromtimestamp(file.stat().st_mtime, dt.UTC), file_origin(file)
     chunks = chunk_paragraphs(text, max_chars)
     if not chunks and seen is not None:
         seen.skipped.append(f"skipped {file}: it holds no text (empty, blank or a heading "
@@ -222,7 +231,7 @@ def load_text(path: str | Path, root: str | Path | None = None,
         seen.empty.append(doc_id)
     for position, chunk in enumerate(chunks):
         yield {"id": f"{doc_id}#{position}", "doc_id": doc_id, "position": position,
-               "title": title, "body": chunk, "created_at": mtime, "source": "text"}
+               "title": title, "body": chunk, "created_at": mtime, "source": origin}
 
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}

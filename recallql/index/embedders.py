@@ -14,10 +14,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -95,6 +96,40 @@ def _load_model() -> tuple[object, object]:
         return _MODEL
 
 
+#: Characters of a text handed to the tokenizer first. MiniLM reads `MAX_TOKENS` word pieces and
+#: each covers at least one character, so a longer text is cut (at a space) before it is
+#: tokenised: the tokenizer would otherwise encode all of it, truncation keeping the rest as
+#: overflow (~95 bytes of memory per character: 900 MB for a 6 MB item).
+PREFIX_CHARS = 4096
+
+
+def text_prefix(text: str, limit: int) -> str:
+    """`text` cut after `limit` characters, at the next whitespace within 256 more (so no word
+    is split), else at `limit`; the whole text when it is no longer than that."""
+    if len(text) <= limit:
+        return text
+    space = re.compile(r"\s").search(text, limit, limit + 256)
+    return text[:space.start() if space else limit]
+
+
+def encode_prefixes(tokenizer: Any, texts: Sequence[str]) -> list[Any]:
+    """The tokenizer's encodings of `texts`, truncated to `MAX_TOKENS`, tokenising only a prefix
+    of each (`text_prefix`): the same encodings as of the whole texts, since a prefix that ends
+    at whitespace and yields `MAX_TOKENS` word pieces holds all the pieces MiniLM reads; a
+    prefix that yields fewer (long runs of whitespace or markup) is grown 8× and tokenised
+    again."""
+    limit, todo = PREFIX_CHARS, list(range(len(texts)))
+    encodings: list[Any] = [None] * len(texts)
+    while todo:
+        prefixes = [text_prefix(texts[i], limit) for i in todo]
+        for i, enc in zip(todo, tokenizer.encode_batch(prefixes), strict=True):
+            encodings[i] = enc
+        todo = [i for i, prefix in zip(todo, prefixes, strict=True)
+                if len(prefix) < len(texts[i]) and sum(encodings[i].attention_mask) < MAX_TOKENS]
+        limit *= 8
+    return encodings
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX): WordPiece, truncation to 256 tokens, mean pooling over the
     attention mask, L2 normalisation. Texts are embedded in batches of similar length (sorted by
@@ -121,7 +156,7 @@ class MiniLMEmbedder:
         if not texts:
             return out
         tokenizer, _ = _load_model()
-        encodings = tokenizer.encode_batch(list(texts))  # type: ignore[attr-defined]
+        encodings = encode_prefixes(tokenizer, texts)
         lengths = [sum(e.attention_mask) for e in encodings]
         order = sorted(range(len(texts)), key=lengths.__getitem__)
         for start in range(0, len(order), self.batch_size):
@@ -132,8 +167,11 @@ class MiniLMEmbedder:
     @staticmethod
     def _run(encodings: Sequence, width: int) -> np.ndarray:
         _, session = _load_model()
-        ids = np.array([e.ids[:width] for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask[:width] for e in encodings], dtype=np.int64)
+        ids = np.zeros((len(encodings), width), np.int64)  # [PAD] is 0; encodings tokenised
+        mask = np.zeros_like(ids)                          # in different calls differ in width
+        for row, e in enumerate(encodings):
+            n = min(width, len(e.ids))
+            ids[row, :n], mask[row, :n] = e.ids[:n], e.attention_mask[:n]
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         hidden = session.run(None, feeds)[0]  # type: ignore[attr-defined]
         weights = mask[..., None].astype(np.float32)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from recallql.grammar.timestamps import datetime64_to_datetime
+from recallql.grammar.timestamps import datetime64_to_datetime, format_timestamp
 from recallql.sessions import state
 from recallql.sessions.signals import short_repr
 
@@ -25,6 +25,23 @@ class SessionError(ValueError):
 
 class SessionNotFound(SessionError, LookupError):
     """No session with that id (never created, or swept)."""
+
+
+#: How far past the clock a signal, annotation or message may be dated, in seconds: an
+#: allowance for skew between the writer's clock and the database's. A later time would count
+#: only in the future (a signal decays from `at`) and would keep the session from closing now
+#: (`close` refuses an end before its last write), so it is refused at write time.
+CLOCK_SKEW_SECONDS = 300.0
+
+
+def future_problem(when: float, now: float, what: str) -> str | None:
+    """Why `when` (epoch seconds UTC) is too far in the future for `what`, or None when it is
+    at most `CLOCK_SKEW_SECONDS` after `now` (the database's clock)."""
+    if when <= now + CLOCK_SKEW_SECONDS:
+        return None
+    return (f"{what} at {format_timestamp(when)} is after the clock "
+            f"({format_timestamp(now)}) by more than {CLOCK_SKEW_SECONDS:.0f} s; "
+            "record it when it happens, or omit at= for now")
 
 
 def many(values: Any, what: str, error: type[ValueError]) -> Iterable[Any]:

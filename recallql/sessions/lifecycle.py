@@ -39,6 +39,7 @@ from recallql.sessions.input import (
     SessionError,
     SessionNotFound,
     check_text,
+    future_problem,
     many,
     metadata_json,
     retention_days,
@@ -164,8 +165,9 @@ class Sessions(LineageAccess):
 
         Raises:
             SignalRejected: rule `empty_text`, `bad_text` (not valid Unicode: a lone
-                surrogate), `bad_time`, `unknown_session`, `session_not_open` or
-                `before_start`; nothing is written.
+                surrogate), `bad_time`, `in_future` (more than `CLOCK_SKEW_SECONDS` after
+                the clock), `unknown_session`, `session_not_open` or `before_start`; nothing
+                is written.
             StoreError: the database is read-only.
         """
         if not isinstance(text, str) or not text.strip():
@@ -188,14 +190,15 @@ class Sessions(LineageAccess):
             name: a signal name the policy allows.
             value: a finite number within the name's bounds.
             entity: the item entity it is about (feeds the entity and signal boosts), or None.
-            at: datetime or epoch seconds UTC; default now; not before the session started.
+            at: datetime or epoch seconds UTC; default now; not before the session started nor
+                more than `CLOCK_SKEW_SECONDS` (300) after the clock.
             key: an idempotency key: a retry with the same key and arguments records nothing
                 (see `signal_many`).
 
         Raises:
             SignalRejected: naming the rule (`unknown_session`, `session_not_open`,
                 `unknown_name`, `not_finite`, `out_of_bounds`, `bad_entity`, `bad_time`,
-                `before_start`); nothing is written.
+                `in_future`, `before_start`); nothing is written.
             IdempotencyKeyReused: `key` was used for another request.
             StoreError: the database is read-only.
         """
@@ -478,10 +481,15 @@ class Sessions(LineageAccess):
             raise StoreError(f"cannot {action}: {exc}") from None
 
     def _write_time(self, at: datetime | float | None, what: str) -> float:
+        now = self._clock()
         try:
-            return to_epoch(at, self._clock(), "at")
+            when = to_epoch(at, now, "at")
         except SessionError as exc:
             raise SignalRejected(f"{what} rejected (rule bad_time): {exc}") from None
+        problem = future_problem(when, now, what)
+        if problem is not None:
+            raise SignalRejected(f"{what} rejected (rule in_future): {problem}")
+        return when
 
     def _validate(self, value: object, what: str) -> str:
         try:

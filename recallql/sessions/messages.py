@@ -24,7 +24,7 @@ from recallql.grammar.timestamps import format_timestamp
 from recallql.index import requests
 from recallql.index.errors import IngestError
 from recallql.index.filters import In
-from recallql.sessions.input import many
+from recallql.sessions.input import future_problem, many
 from recallql.sessions.lifecycle import (
     SessionError,
     SessionNotFound,
@@ -246,12 +246,16 @@ def message_time(at: datetime | float | None, now: float, started_at: float | No
     Raises:
         IngestError: `at` is not a time in years 1..9999 UTC (the item's `created_at`, which
             ingest validates). SessionError: `at` is before the session started (signals and
-            annotations refuse that too).
+            annotations refuse that too), or more than `CLOCK_SKEW_SECONDS` after `now` (it
+            would keep the session from closing now).
     """
     when = to_epoch(at, now, "at", error=IngestError)
     if started_at is not None and when < started_at:
         raise SessionError(f"message at {_iso(when)} is before its session started "
                            f"({_iso(started_at)})")
+    problem = future_problem(when, now, "message")
+    if problem is not None:
+        raise SessionError(problem)
     return when
 
 
