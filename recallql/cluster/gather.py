@@ -56,9 +56,10 @@ PREFETCH_MAX = 50
 #: stored record (`CollectionSnapshot.fetch_records`; `decode_row` makes it a row).
 PendingRow = tuple[tuple[tuple[str, ...], tuple[str, ...]], tuple[Any, ...]]
 
-#: `scatter(method, shards, args)`: call `method` on each shard with its arguments, wait, and
-#: return the results in shard order (Ray actor calls in `recallql.cluster.client`).
-Scatter = Callable[[str, Sequence[int], Sequence[tuple[Any, ...]]], list[Any]]
+#: `scatter(method, shards, args, then=None)`: call `method` on each shard with its arguments,
+#: wait, and return the results in shard order, each passed through `then(position, result)`
+#: as it arrives when given (`recallql.cluster.client.Cluster.scatter`).
+Scatter = Callable[..., list[Any]]
 
 
 @dataclasses.dataclass
@@ -67,6 +68,20 @@ class _ShardRun:
     lexical: dict[str, LexicalPart]
     windows: dict[str, int]
     local: dict[str, Bm25Stats] = dataclasses.field(default_factory=dict)
+    #: bool[t] per lexical leg: `unreturned_terms` of its part.
+    held: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    #: per leg (plan order): its item ids as a list (`_merged`).
+    ids: list[list[str]] = dataclasses.field(default_factory=list)
+
+    def prepare(self, plan: QueryPlan) -> None:
+        """What `_deeper` and `_merged` read of this shard alone, computed as its reply
+        arrives (while other shards still run): the local BM25 weights, the terms unreturned
+        rows may hold, the legs' item ids."""
+        for spec in plan.legs:
+            if spec.kind is LegKind.LEXICAL and spec.name in self.lexical:
+                self.local_stats(spec.name).weights(spec.terms, _counts(spec))
+                self.held[spec.name] = unreturned_terms(self.lexical[spec.name], spec.terms)
+        self.ids = [batch.ids.tolist() for batch in self.batches.legs]
 
     def local_stats(self, leg: str) -> Bm25Stats:
         """The shard's own statistics for a lexical leg (weights memoised)."""
@@ -119,16 +134,25 @@ def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
         if wkey not in requests:
             requests[wkey] = dumps((text, vectors, windows[s], ahead, key))
         sent.append(requests[wkey])
-    out = scatter("legs", shards, [(r,) for r in sent])
-    runs = {}
-    for s, reply in zip(shards, out, strict=True):
-        packed, parts, (names, records) = loads(reply)
-        batches = unpack(packed)  # each leg's window: the one the shard ran it with
-        runs[s] = _ShardRun(batches, parts, {b.name: b.window for b in batches.legs
-                                             if b.kind is not LegKind.CONTEXT})
-        if rows is not None:
-            rows.update({(s << SHIFT) | record[0]: (names, record) for record in records})
-    return runs
+
+    def decoded(i: int, reply: bytes) -> _ShardRun:  # as each reply arrives
+        run = _decoded(shards[i], reply, rows)
+        run.prepare(plan)
+        return run
+
+    out = scatter("legs", shards, [(r,) for r in sent], then=decoded)
+    return dict(zip(shards, out, strict=True))
+
+
+def _decoded(shard: int, reply: bytes, rows: dict[int, PendingRow | dict[str, Any]] | None
+             ) -> _ShardRun:
+    """A shard's reply unpacked (its rows sent ahead into `rows`, re-keyed)."""
+    packed, parts, (names, records) = loads(reply)
+    batches = unpack(packed)  # each leg's window: the one the shard ran it with
+    if rows is not None:
+        rows.update({(shard << SHIFT) | record[0]: (names, record) for record in records})
+    return _ShardRun(batches, parts, {b.name: b.window for b in batches.legs
+                                      if b.kind is not LegKind.CONTEXT})
 
 
 def _bare(plan: QueryPlan) -> tuple[str, dict[str, np.ndarray]]:
@@ -251,8 +275,10 @@ def _lexical_deeper(spec: LegSpec, run: _ShardRun, glob: Bm25Stats, window: int,
     local = run.local_stats(spec.name)
     if window >= spec.window and _same(local, glob):  # its order is the global one
         return False
-    return glob.bound(local, spec.terms, _counts(spec), unreturned_terms(part, spec.terms)) \
-        * part.cut_score > nth
+    held = run.held.get(spec.name)
+    if held is None:
+        held = unreturned_terms(part, spec.terms)
+    return glob.bound(local, spec.terms, _counts(spec), held) * part.cut_score > nth
 
 
 def unreturned_terms(part: LexicalPart, terms: tuple[str, ...]) -> np.ndarray:
@@ -285,7 +311,7 @@ def _merged(plan: QueryPlan, runs: dict[int, _ShardRun],
             batch = runs[s].batches.legs[i]
             rowids.append((s << SHIFT) | batch.rowids)
             scores.append(rescored.get((s, spec.name), batch.scores))
-            ids.extend(batch.ids.tolist())
+            ids.extend(runs[s].ids[i] if runs[s].ids else batch.ids.tolist())
         cut = _cut(spec, np.concatenate(rowids) if rowids else np.zeros(0, np.int64),
                    np.concatenate(scores) if scores else np.zeros(0), ids, elapsed)
         method, why = _how([runs[s].batches.legs[i] for s in shards])
