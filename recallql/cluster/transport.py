@@ -12,7 +12,6 @@ from typing import Any, Protocol
 from recallql.cluster.runtime import NAMESPACE, READ_RETRIES, ClusterError
 from recallql.cluster.shard import Shard
 
-
 #: `then(position, result)`: what `Transport.scatter` keeps of a shard's result, called as each
 #: result arrives (on Ray, in the order the shards finish: the coordinator decodes a reply
 #: while other shards still run).
