@@ -25,7 +25,7 @@ class _Method:
 
 
 class _ReverseRay:
-    """`wait` returns the last pending ref first (the shards finish in reverse order)."""
+    """`wait` returns the last pending refs first (the shards finish in reverse order)."""
 
     class exceptions:  # noqa: N801 - mirrors `ray.exceptions`
         class RayTaskError(Exception):
@@ -35,7 +35,8 @@ class _ReverseRay:
             pass
 
     def wait(self, pending: list, num_returns: int = 1) -> tuple[list, list]:
-        return pending[-num_returns:], pending[:-num_returns]
+        ready = pending[::-1][:num_returns]
+        return ready, [ref for ref in pending if ref not in ready]
 
     def get(self, ref: object) -> object:
         if isinstance(ref, list):

@@ -123,14 +123,16 @@ class RayShards:
         return self._as_ready(refs, then)
 
     def _as_ready(self, refs: list[Any], then: Then) -> list[Any]:
-        """`then` of each result as it arrives (`ray.wait`), kept in shard order."""
+        """`then` of each result, kept in shard order: the first ``n - 1`` as soon as they
+        have all arrived (one `ray.wait`), while the last shard still runs, then the last.
+        (A `ray.wait` per result costs the coordinator about 0.1 ms more CPU per statement
+        at 4 shards, and the shards finish about a shard's call apart on two cores.)"""
         out: list[Any] = [None] * len(refs)
         where = {ref: i for i, ref in enumerate(refs)}
-        pending = refs
-        while pending:
-            done, pending = self._ray.wait(pending, num_returns=1)
-            for ref in done:
-                out[where[ref]] = then(where[ref], self._get(ref))
+        first, last = self._ray.wait(refs, num_returns=len(refs) - 1)
+        for part in (first, last):
+            for ref, result in zip(part, self._get(part), strict=True):
+                out[where[ref]] = then(where[ref], result)
         return out
 
     def _method(self, shard: int, method: str, retries: int) -> Any:
