@@ -227,9 +227,9 @@ def _rescored(spec: LegSpec, stats: Bm25Stats, runs: dict[int, _ShardRun]
     tf = np.concatenate([part.tf for part in parts])
     codes = np.concatenate([part.codes for part in parts])
     scores = stats.score(spec.terms, _counts(spec), tf, codes).astype(np.float64)
-    ends = np.cumsum([part.codes.shape[0] for part in parts])
-    return {(s, spec.name): piece
-            for s, piece in zip(order, np.split(scores, ends[:-1]), strict=True)}
+    ends = np.cumsum([part.codes.shape[0] for part in parts]).tolist()
+    return {(s, spec.name): scores[a:b]
+            for s, a, b in zip(order, [0, *ends[:-1]], ends, strict=True)}
 
 
 def _deeper(plan: QueryPlan, runs: dict[int, _ShardRun], stats: dict[str, Bm25Stats],
@@ -374,9 +374,9 @@ def top_order(scores: np.ndarray, ids: Sequence[str], n: int) -> np.ndarray:
     tied = np.flatnonzero(ranked[1:end] == ranked[: end - 1])  # j: ranked[j] == ranked[j + 1]
     if not tied.shape[0]:
         return order[:n].astype(np.int64)
-    breaks = np.flatnonzero(np.diff(tied) > 1)
-    starts = tied[np.r_[0, breaks + 1]].tolist()
-    stops = (tied[np.r_[breaks, tied.shape[0] - 1]] + 2).tolist()
+    breaks = np.flatnonzero(tied[1:] - tied[:-1] > 1)  # a new tied group starts after each
+    starts = [int(tied[0]), *(tied[breaks + 1]).tolist()]
+    stops = [*(tied[breaks] + 2).tolist(), int(tied[-1]) + 2]
     out = order[:end].tolist()
     for a, b in zip(starts, stops, strict=True):
         out[a:b] = sorted(out[a:b], key=ids.__getitem__)
