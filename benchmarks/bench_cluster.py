@@ -1,6 +1,8 @@
 """The cluster's cost over one database (issue 16): added p50 per statement at 1, 2 and 4 shards
 (scatter-gather over a shared collection, and tenant-routed), and throughput with concurrent
-clients, with CPU (coordinator + shard processes), wall time and the load average.
+clients, with CPU (coordinator + shard processes), wall time and the load average; and where a
+scatter-gather statement's wall time goes (until the first shard starts its legs, the shards,
+after the last shard: `Shard.legs_span`).
 
 Ray's servers listen on every interface, so this runs only inside a private network namespace:
 
@@ -99,6 +101,27 @@ def ray_floor(c, calls: int) -> tuple[float, float]:
     return percentile(times, 50), (cpu_now(c) - cpu) * 1000.0 / calls
 
 
+def phases(c, queries) -> tuple[float, float, float]:
+    """Medians over one pass of hybrid statements, in ms: from `execute` until the first shard
+    starts its legs, until the last shard ends them, and from then until the answer (the
+    coordinator's serial part after the shards, the last reply's transit included). Shards'
+    times are `time.perf_counter` in their own processes: one clock on a Linux machine."""
+    before, during, after = [], [], []
+    for q, v in queries:
+        start = time.perf_counter()
+        c.execute(STATEMENTS["hybrid"], q=q, v=v)
+        end = time.perf_counter()
+        spans = c.scatter("legs_span", range(c.shards), [()] * c.shards)
+        first, last = min(a for a, _ in spans), max(b for _, b in spans)
+        before.append(first - start)
+        during.append(last - first)
+        after.append(end - last)
+    def ms(xs: list[float]) -> float:
+        return percentile([x * 1000.0 for x in xs], 50)
+
+    return ms(before), ms(during), ms(after)
+
+
 def shard_cpu(c) -> float:
     """CPU seconds used so far by every shard process."""
     return float(sum(c.scatter("cpu_seconds", range(c.shards), [()] * c.shards)))
@@ -154,7 +177,7 @@ def main() -> None:
     print(f"CACM {len(docs)} docs, {len(queries)} queries x {args.rounds} rounds; "
           f"{os.cpu_count()} cores shared with other work; load at start "
           f"{load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
-    rows, floors = [], []
+    rows, floors, splits = [], [], []
     for n in [int(x) for x in args.shards.split(",")]:
         c = cluster.connect(shards=n, path=tmp / f"c{n}", embedder=None, num_cpus=2)
         c.create_collection("cacm", text_fields=("title", "body"), fields=FIELDS, dim=384,
@@ -164,6 +187,7 @@ def main() -> None:
         rate, cpu = throughput(c, queries, args.clients, args.per_client, {})
         rows.append((f"scatter-gather, {n} shard{'s' if n > 1 else ''}", p50, rate, cpu, seq))
         floors.append((n, *ray_floor(c, args.rounds * len(queries))))
+        splits.append((n, *phases(c, queries)))
         c.close()
         report(rows[-1:], header=len(rows) == 1)
     rows.append(tenant_rows(tmp, docs, queries, args))
@@ -174,6 +198,10 @@ def main() -> None:
     for n, wall, cpu in floors:
         print(f"Ray's floor, {n} shard{'s' if n > 1 else ''}: a no-op call on every shard "
               f"p50 {wall:.2f} ms, CPU {cpu:.2f} ms (coordinator + shards)")
+    for n, before, during, after in splits:
+        print(f"hybrid, {n} shard{'s' if n > 1 else ''}: {before:.2f} ms until the first shard "
+              f"starts, {during:.2f} ms of shards, {after:.2f} ms after the last one ends "
+              "(medians, one pass)")
     load1 = os.getloadavg()
     print(f"wall {time.perf_counter() - wall0:.0f} s; load at end {load1[0]:.2f} {load1[1]:.2f} "
           f"{load1[2]:.2f}; throughput: {args.clients} client threads x {args.per_client} "

@@ -124,10 +124,10 @@ def test_a_shard_is_asked_again_when_its_rows_could_enter_the_top_n(systems, mon
     calls = []
     scatter = c.transport.scatter
 
-    def counting(method, shards, args, write=False):
+    def counting(method, shards, args, write=False, **kw):
         if method == "legs":
             calls.append(len(shards))
-        return scatter(method, shards, args, write=write)
+        return scatter(method, shards, args, write=write, **kw)
 
     monkeypatch.setattr(c.transport, "scatter", counting)
     deeper = 0
@@ -234,8 +234,8 @@ def test_one_shard_is_one_database_in_one_round(systems, tmp_path):
     c.ingest("cacm", docs[:500])
     rounds = []
     scatter = c.transport.scatter
-    c.transport.scatter = lambda m, s, a, write=False: (
-        rounds.append(m) if m == "legs" else None) or scatter(m, s, a, write=write)
+    c.transport.scatter = lambda m, s, a, write=False, **kw: (
+        rounds.append(m) if m == "legs" else None) or scatter(m, s, a, write=write, **kw)
     some = dict(list(queries.items())[:16])
     assert differences(c, ref, cases(some)) == []
     assert rounds.count("legs") == len(cases(some))  # one round per statement

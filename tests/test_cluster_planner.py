@@ -36,9 +36,9 @@ def _calls(c):
     seen: list[tuple[str, int]] = []
     scatter = c.transport.scatter
 
-    def counting(method, shards, args, write=False):
+    def counting(method, shards, args, write=False, **kw):
         seen.append((method, len(shards)))
-        return scatter(method, shards, args, write=write)
+        return scatter(method, shards, args, write=write, **kw)
 
     c.transport.scatter = counting
     return seen

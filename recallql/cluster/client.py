@@ -22,7 +22,7 @@ from recallql.cluster.placement import CollectionDef, Placement, item_shard
 from recallql.cluster.planner import PlanContext, Planner, StalePlan
 from recallql.cluster.routed import ClusterMessages, ClusterSessions, ClusterWriteReport, grouped
 from recallql.cluster.runtime import ClusterError, start
-from recallql.cluster.transport import InProcess, RayShards, Transport
+from recallql.cluster.transport import InProcess, RayShards, Then, Transport
 from recallql.engine.models import Explain, Result
 from recallql.engine.plan import ExplainSpec, QueryPlan
 from recallql.engine.refill import run_statement
@@ -113,10 +113,11 @@ class Cluster:
         return self.transport.handle(index)
 
     def scatter(self, method: str, shards: Sequence[int], args: Sequence[tuple[Any, ...]],
-                *, write: bool = False) -> list[Any]:
+                *, write: bool = False, then: Then | None = None) -> list[Any]:
         """Call `method` on shards with their arguments and wait for every result (reads are
-        retried across an actor restart, writes are not)."""
-        return self.transport.scatter(method, shards, args, write=write)
+        retried across an actor restart, writes are not); `then(position, result)`, when
+        given, is applied to each result as it arrives (`Transport.scatter`)."""
+        return self.transport.scatter(method, shards, args, write=write, then=then)
 
     def wait_ready(self) -> list[int]:
         """Wait until every shard answers; returns their process ids."""

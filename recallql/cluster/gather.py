@@ -56,9 +56,10 @@ PREFETCH_MAX = 50
 #: stored record (`CollectionSnapshot.fetch_records`; `decode_row` makes it a row).
 PendingRow = tuple[tuple[tuple[str, ...], tuple[str, ...]], tuple[Any, ...]]
 
-#: `scatter(method, shards, args)`: call `method` on each shard with its arguments, wait, and
-#: return the results in shard order (Ray actor calls in `recallql.cluster.client`).
-Scatter = Callable[[str, Sequence[int], Sequence[tuple[Any, ...]]], list[Any]]
+#: `scatter(method, shards, args, then=None)`: call `method` on each shard with its arguments,
+#: wait, and return the results in shard order, each passed through `then(position, result)`
+#: as it arrives when given (`recallql.cluster.client.Cluster.scatter`).
+Scatter = Callable[..., list[Any]]
 
 
 @dataclasses.dataclass
@@ -67,6 +68,20 @@ class _ShardRun:
     lexical: dict[str, LexicalPart]
     windows: dict[str, int]
     local: dict[str, Bm25Stats] = dataclasses.field(default_factory=dict)
+    #: bool[t] per lexical leg: `unreturned_terms` of its part.
+    held: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    #: per leg (plan order): its item ids as a list (`_merged`).
+    ids: list[list[str]] = dataclasses.field(default_factory=list)
+
+    def prepare(self, plan: QueryPlan) -> None:
+        """What `_deeper` and `_merged` read of this shard alone, computed as its reply
+        arrives (while other shards still run): the local BM25 weights, the terms unreturned
+        rows may hold, the legs' item ids."""
+        for spec in plan.legs:
+            if spec.kind is LegKind.LEXICAL and spec.name in self.lexical:
+                self.local_stats(spec.name).weights(spec.terms, _counts(spec))
+                self.held[spec.name] = unreturned_terms(self.lexical[spec.name], spec.terms)
+        self.ids = [batch.ids.tolist() for batch in self.batches.legs]
 
     def local_stats(self, leg: str) -> Bm25Stats:
         """The shard's own statistics for a lexical leg (weights memoised)."""
@@ -119,16 +134,25 @@ def _run(plan: QueryPlan, scatter: Scatter, shards: Sequence[int],
         if wkey not in requests:
             requests[wkey] = dumps((text, vectors, windows[s], ahead, key))
         sent.append(requests[wkey])
-    out = scatter("legs", shards, [(r,) for r in sent])
-    runs = {}
-    for s, reply in zip(shards, out, strict=True):
-        packed, parts, (names, records) = loads(reply)
-        batches = unpack(packed)  # each leg's window: the one the shard ran it with
-        runs[s] = _ShardRun(batches, parts, {b.name: b.window for b in batches.legs
-                                             if b.kind is not LegKind.CONTEXT})
-        if rows is not None:
-            rows.update({(s << SHIFT) | record[0]: (names, record) for record in records})
-    return runs
+
+    def decoded(i: int, reply: bytes) -> _ShardRun:  # as each reply arrives
+        run = _decoded(shards[i], reply, rows)
+        run.prepare(plan)
+        return run
+
+    out = scatter("legs", shards, [(r,) for r in sent], then=decoded)
+    return dict(zip(shards, out, strict=True))
+
+
+def _decoded(shard: int, reply: bytes, rows: dict[int, PendingRow | dict[str, Any]] | None
+             ) -> _ShardRun:
+    """A shard's reply unpacked (its rows sent ahead into `rows`, re-keyed)."""
+    packed, parts, (names, records) = loads(reply)
+    batches = unpack(packed)  # each leg's window: the one the shard ran it with
+    if rows is not None:
+        rows.update({(shard << SHIFT) | record[0]: (names, record) for record in records})
+    return _ShardRun(batches, parts, {b.name: b.window for b in batches.legs
+                                      if b.kind is not LegKind.CONTEXT})
 
 
 def _bare(plan: QueryPlan) -> tuple[str, dict[str, np.ndarray]]:
@@ -203,9 +227,9 @@ def _rescored(spec: LegSpec, stats: Bm25Stats, runs: dict[int, _ShardRun]
     tf = np.concatenate([part.tf for part in parts])
     codes = np.concatenate([part.codes for part in parts])
     scores = stats.score(spec.terms, _counts(spec), tf, codes).astype(np.float64)
-    ends = np.cumsum([part.codes.shape[0] for part in parts])
-    return {(s, spec.name): piece
-            for s, piece in zip(order, np.split(scores, ends[:-1]), strict=True)}
+    ends = np.cumsum([part.codes.shape[0] for part in parts]).tolist()
+    return {(s, spec.name): scores[a:b]
+            for s, a, b in zip(order, [0, *ends[:-1]], ends, strict=True)}
 
 
 def _deeper(plan: QueryPlan, runs: dict[int, _ShardRun], stats: dict[str, Bm25Stats],
@@ -251,8 +275,10 @@ def _lexical_deeper(spec: LegSpec, run: _ShardRun, glob: Bm25Stats, window: int,
     local = run.local_stats(spec.name)
     if window >= spec.window and _same(local, glob):  # its order is the global one
         return False
-    return glob.bound(local, spec.terms, _counts(spec), unreturned_terms(part, spec.terms)) \
-        * part.cut_score > nth
+    held = run.held.get(spec.name)
+    if held is None:
+        held = unreturned_terms(part, spec.terms)
+    return glob.bound(local, spec.terms, _counts(spec), held) * part.cut_score > nth
 
 
 def unreturned_terms(part: LexicalPart, terms: tuple[str, ...]) -> np.ndarray:
@@ -285,7 +311,7 @@ def _merged(plan: QueryPlan, runs: dict[int, _ShardRun],
             batch = runs[s].batches.legs[i]
             rowids.append((s << SHIFT) | batch.rowids)
             scores.append(rescored.get((s, spec.name), batch.scores))
-            ids.extend(batch.ids.tolist())
+            ids.extend(runs[s].ids[i] if runs[s].ids else batch.ids.tolist())
         cut = _cut(spec, np.concatenate(rowids) if rowids else np.zeros(0, np.int64),
                    np.concatenate(scores) if scores else np.zeros(0), ids, elapsed)
         method, why = _how([runs[s].batches.legs[i] for s in shards])
@@ -348,9 +374,9 @@ def top_order(scores: np.ndarray, ids: Sequence[str], n: int) -> np.ndarray:
     tied = np.flatnonzero(ranked[1:end] == ranked[: end - 1])  # j: ranked[j] == ranked[j + 1]
     if not tied.shape[0]:
         return order[:n].astype(np.int64)
-    breaks = np.flatnonzero(np.diff(tied) > 1)
-    starts = tied[np.r_[0, breaks + 1]].tolist()
-    stops = (tied[np.r_[breaks, tied.shape[0] - 1]] + 2).tolist()
+    breaks = np.flatnonzero(tied[1:] - tied[:-1] > 1)  # a new tied group starts after each
+    starts = [int(tied[0]), *(tied[breaks + 1]).tolist()]
+    stops = [*(tied[breaks] + 2).tolist(), int(tied[-1]) + 2]
     out = order[:end].tolist()
     for a, b in zip(starts, stops, strict=True):
         out[a:b] = sorted(out[a:b], key=ids.__getitem__)

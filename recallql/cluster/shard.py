@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import time
 import urllib.parse
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -114,10 +115,16 @@ class Shard:
         self._terms: dict[str, RowTerms] = {}
         self._plans: OrderedDict[str, QueryPlan] = OrderedDict()
         self._keys: dict[str, tuple[CollectionInfo, int, object, str]] = {}
+        self._legs_span = (0.0, 0.0)
 
     def pid(self) -> int:
         """The actor's process id (tests watch it change after a kill)."""
         return os.getpid()
+
+    def legs_span(self) -> tuple[float, float]:
+        """When the last `legs` call started and ended (`time.perf_counter` seconds: one clock
+        for every process on a Linux machine; benchmarks)."""
+        return self._legs_span
 
     def cpu_seconds(self) -> float:
         """CPU time (user + system, seconds) this shard's process has used (benchmarks)."""
@@ -253,6 +260,7 @@ class Shard:
         Raises:
             StalePlan: the plan was made with another context than this shard's (its key).
         """
+        start = time.perf_counter()
         plan_json, vectors, windows, prefetch, key = loads(request)
         plan = self._parsed(plan_json)
         db = self.shared()
@@ -269,7 +277,9 @@ class Shard:
                                                  batch.rowids, batch.scores, spec.window)
         wanted = _ahead(batches, prefetch)  # records: the coordinator decodes the page's
         records = snap.fetch_records(wanted) if wanted.shape[0] else []
-        return dumps((pack(batches), parts, (snap.field_names, records)))
+        out = dumps((pack(batches), parts, (snap.field_names, records)))
+        self._legs_span = (start, time.perf_counter())
+        return out
 
     def _parsed(self, plan_json: str) -> QueryPlan:
         """The plan of a JSON text (the last `PLAN_CACHE` parsed plans are kept by text)."""

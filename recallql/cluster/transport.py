@@ -12,6 +12,11 @@ from typing import Any, Protocol
 from recallql.cluster.runtime import NAMESPACE, READ_RETRIES, ClusterError
 from recallql.cluster.shard import Shard
 
+#: `then(position, result)`: what `Transport.scatter` keeps of a shard's result, called as each
+#: result arrives (on Ray, in the order the shards finish: the coordinator decodes a reply
+#: while other shards still run).
+Then = Callable[[int, Any], Any]
+
 
 class Transport(Protocol):
     """Calls on shards by index."""
@@ -26,8 +31,9 @@ class Transport(Protocol):
     def handle(self, index: int) -> Any: ...
 
     def scatter(self, method: str, shards: Sequence[int], args: Sequence[tuple[Any, ...]],
-                *, write: bool = False) -> list[Any]:
-        """`method` on each shard with its arguments; results in shard order."""
+                *, write: bool = False, then: Then | None = None) -> list[Any]:
+        """`method` on each shard with its arguments; results in shard order (each passed
+        through `then(position, result)` as it arrives, when given)."""
         ...
 
     def close(self) -> None: ...
@@ -51,8 +57,12 @@ class InProcess:
         return self._shards[index]
 
     def scatter(self, method: str, shards: Sequence[int], args: Sequence[tuple[Any, ...]],
-                *, write: bool = False) -> list[Any]:
-        return [getattr(self._shards[s], method)(*a) for s, a in zip(shards, args, strict=True)]
+                *, write: bool = False, then: Then | None = None) -> list[Any]:
+        out = []
+        for i, (s, a) in enumerate(zip(shards, args, strict=True)):
+            result = getattr(self._shards[s], method)(*a)
+            out.append(result if then is None else then(i, result))
+        return out
 
     def close(self) -> None:
         for shard in self._shards:
@@ -103,11 +113,27 @@ class RayShards:
         return self._actors[index]
 
     def scatter(self, method: str, shards: Sequence[int], args: Sequence[tuple[Any, ...]],
-                *, write: bool = False) -> list[Any]:
+                *, write: bool = False, then: Then | None = None) -> list[Any]:
         retries = 0 if write else READ_RETRIES
         refs = [self._method(s, method, retries).remote(*a)
                 for s, a in zip(shards, args, strict=True)]
-        return list(self._get(refs))
+        if then is None or len(refs) == 1:
+            results = list(self._get(refs))
+            return results if then is None else [then(0, results[0])]
+        return self._as_ready(refs, then)
+
+    def _as_ready(self, refs: list[Any], then: Then) -> list[Any]:
+        """`then` of each result, kept in shard order: the first ``n - 1`` as soon as they
+        have all arrived (one `ray.wait`), while the last shard still runs, then the last.
+        (A `ray.wait` per result costs the coordinator about 0.1 ms more CPU per statement
+        at 4 shards, and the shards finish about a shard's call apart on two cores.)"""
+        out: list[Any] = [None] * len(refs)
+        where = {ref: i for i, ref in enumerate(refs)}
+        first, last = self._ray.wait(refs, num_returns=len(refs) - 1)
+        for part in (first, last):
+            for ref, result in zip(part, self._get(part), strict=True):
+                out[where[ref]] = then(where[ref], result)
+        return out
 
     def _method(self, shard: int, method: str, retries: int) -> Any:
         """The actor method with its retry option (built once: `.options` costs per call)."""
