@@ -77,19 +77,24 @@ def _scored(data: Corpus) -> list[tuple[str, Question]]:
     return [(c, q) for c, q in data.questions if q.category in SCORED_CATEGORIES]
 
 
-def run_systems(data: Corpus, tmp: Path) -> dict[str, dict[tuple[str, int], Ranked]]:
-    """Every system's top 10 for every scored question."""
-    systems: dict[str, object] = {
-        "messages": MessagesSystem(tmp / "messages", data),
-        "bare": MessagesSystem(tmp / "bare", data, content=lambda t: t.text),
-        "plain": PlainSystem(tmp / "plain", data),
+def run_systems(data: Corpus, tmp: Path,
+                statements: dict[str, tuple[str, str]] | None = None
+                ) -> dict[str, dict[tuple[str, int], Ranked]]:
+    """Every system's top 10 for every scored question: the recallql rows of `statements`
+    (default `STATEMENTS`; only the systems they name are built) and the peers."""
+    statements = STATEMENTS if statements is None else statements
+    build: dict[str, Callable[[], object]] = {
+        "messages": lambda: MessagesSystem(tmp / "messages", data),
+        "bare": lambda: MessagesSystem(tmp / "bare", data, content=lambda t: t.text),
+        "plain": lambda: PlainSystem(tmp / "plain", data),
     }
-    out: dict[str, dict[tuple[str, int], Ranked]] = {name: {} for name in STATEMENTS}
+    systems = {name: build[name]() for name in dict.fromkeys(s for s, _ in statements.values())}
+    out: dict[str, dict[tuple[str, int], Ranked]] = {name: {} for name in statements}
     try:
         peer = PeerSystems(tmp / "lance", data)
         for conv, q in _scored(data):
             key = (conv, q.index)
-            for name, (system, statement) in STATEMENTS.items():
+            for name, (system, statement) in statements.items():
                 out[name][key] = systems[system].search(statement, conv, q)  # type: ignore[attr-defined]
             for name, ranked in peer.runs(conv, q).items():
                 out.setdefault(name, {})[key] = ranked[:10]

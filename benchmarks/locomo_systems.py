@@ -30,6 +30,7 @@ import numpy as np
 from benchmarks import corpus, peers
 from benchmarks.vectors_cache import embed_cached
 from recallql.datasets.locomo import Conversation, Question, Session, Turn, load_locomo
+from recallql.index.embedders import Embedder
 
 DEPTH = 100
 #: Ranked turn ids of one question, best first.
@@ -53,17 +54,25 @@ class Corpus:
     Attributes:
         conversations: in file order.
         questions: every question with existing evidence, with its conversation id.
-        vectors: turn id -> float32[384] (the vector of `turn_text`).
-        qvectors: (conversation id, question index) -> float32[384].
+        vectors: turn id -> float32[dim] (the vector of `turn_text`; 384-d for MiniLM).
+        qvectors: (conversation id, question index) -> float32[dim].
+        embedder: the model of the vectors (None: the default, all-MiniLM-L6-v2), which also
+            embeds the other texts some systems store (`MessagesSystem`'s bare contents).
     """
 
     conversations: list[Conversation]
     questions: list[tuple[str, Question]]
     vectors: dict[str, np.ndarray]
     qvectors: dict[tuple[str, int], np.ndarray]
+    embedder: Embedder | None = None
+
+    @property
+    def dim(self) -> int:
+        """The dimension of the vectors."""
+        return len(next(iter(self.vectors.values())))
 
     def texts(self, conv: Conversation) -> tuple[list[str], list[str], np.ndarray]:
-        """(turn ids, texts, float32[n, 384] vectors) of one conversation, in order."""
+        """(turn ids, texts, float32[n, dim] vectors) of one conversation, in order."""
         ids = [turn_id(conv, t) for _, t in conv.turns()]
         texts = [turn_text(t) for _, t in conv.turns()]
         return ids, texts, np.stack([self.vectors[i] for i in ids])
@@ -75,20 +84,26 @@ def locomo_root() -> Path | None:
                 None)
 
 
-def load_corpus(root: Path) -> Corpus:
-    """Load the conversations and their (cached) vectors."""
+def load_corpus(root: Path, embedder: Embedder | None = None) -> Corpus:
+    """Load the conversations and their (cached) vectors of `embedder` (None: MiniLM)."""
     convs = load_locomo(root)
     turns = [(c, t) for c in convs for _, t in c.turns()]
-    tvecs = embed_cached([turn_text(t) for _, t in turns], "LoCoMo turns")
+    tvecs = embed_cached([turn_text(t) for _, t in turns], "LoCoMo turns", embedder=embedder)
     questions = [(c.id, q) for c in convs for q in c.questions]
-    qvecs = embed_cached([q.question for _, q in questions], "LoCoMo questions")
+    qvecs = embed_cached([q.question for _, q in questions], "LoCoMo questions",
+                         embedder=embedder)
     return Corpus(convs, questions,
                   {turn_id(c, t): tvecs[i] for i, (c, t) in enumerate(turns)},
-                  {(cid, q.index): qvecs[i] for i, (cid, q) in enumerate(questions)})
+                  {(cid, q.index): qvecs[i] for i, (cid, q) in enumerate(questions)}, embedder)
 
 
 class LookupEmbedder:
-    """An embedder that returns precomputed vectors of known texts (the cache's MiniLM vectors).
+    """An embedder that returns precomputed vectors of known texts (the cache's vectors).
+
+    Args:
+        texts: the known texts.
+        vectors: float32[len(texts), dim], their vectors; `dim` is taken from them.
+        name: the embedder's name (default: the cached MiniLM's).
 
     Raises:
         KeyError: a text it was not given (a benchmark bug, never silently embedded).
@@ -97,8 +112,11 @@ class LookupEmbedder:
     name = "all-MiniLM-L6-v2-onnx-int8-cached"
     dim = 384
 
-    def __init__(self, texts: Sequence[str], vectors: np.ndarray):
+    def __init__(self, texts: Sequence[str], vectors: np.ndarray, name: str | None = None):
         self._vectors = dict(zip(texts, vectors, strict=True))
+        self.dim = int(vectors.shape[1])
+        if name is not None:
+            self.name = name
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         return np.stack([self._vectors[t] for t in texts]).astype(np.float32)
@@ -114,11 +132,13 @@ def _embedder(data: Corpus, conv: Conversation, content: Callable[[Turn], str]
     ids, _, vecs = data.texts(conv)
     contents = [content(t) for _, t in conv.turns()]
     if content is not turn_text:
-        vecs = embed_cached(contents, f"LoCoMo {conv.id} contents", verbose=False)
+        vecs = embed_cached(contents, f"LoCoMo {conv.id} contents", verbose=False,
+                            embedder=data.embedder)
     questions = [q for cid, q in data.questions if cid == conv.id]
     qvecs = np.stack([data.qvectors[(conv.id, q.index)] for q in questions])
     return LookupEmbedder([*contents, *(q.question for q in questions)],
-                          np.concatenate([vecs, qvecs]))
+                          np.concatenate([vecs, qvecs]),
+                          None if data.embedder is None else f"{data.embedder.name}-cached")
 
 
 class MessagesSystem:
@@ -168,7 +188,7 @@ class PlainSystem:
         self._now = 0.0
         self.db = recallql.connect(root, embedder=None, clock=lambda: self._now)
         self.db.create_collection("turns", text_fields=("text",), fields={
-            "conv": str, "session": int, "speaker": str}, dim=384, embedder=None)
+            "conv": str, "session": int, "speaker": str}, dim=data.dim, embedder=None)
         self._ends = {c.id: _epoch(c.sessions[-1].at) for c in data.conversations}
         self._now = max(self._ends.values())
         self.db.ingest("turns", [

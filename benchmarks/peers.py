@@ -169,18 +169,23 @@ class RecallqlSystem:
     Args:
         path: an empty directory for the database.
         items: items for `Database.ingest` (``id``, text fields, ``created_at``, ...).
-        vectors: float32[n, 384], one per item, in order.
+        vectors: float32[n, dim], one per item, in order (384-d unless `embedder` says).
         batch: items per ingest batch.
         clock: the database's clock ("now", epoch seconds UTC), or None for the wall clock.
+        embedder: the ``embedder=`` of `recallql.connect` (default None: vectors only from the
+            caller, the built-in ``docs`` 384-d); an `Embedder` of another dimension makes
+            ``docs`` that dimension.
     """
 
     name = "recallql"
 
     def __init__(self, path: Path, items: Sequence[dict], vectors: np.ndarray,
-                 batch: int = 20_000, clock: Callable[[], float] | None = None):
+                 batch: int = 20_000, clock: Callable[[], float] | None = None,
+                 embedder: object = None):
         import recallql
 
-        self.db = recallql.connect(path, embedder=None, **({"clock": clock} if clock else {}))
+        self.db = recallql.connect(path, embedder=embedder,
+                                   **({"clock": clock} if clock else {}))
         for start in range(0, len(items), batch):
             chunk = [dict(item, vector=vectors[start + i])
                      for i, item in enumerate(items[start:start + batch])]

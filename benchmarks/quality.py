@@ -55,12 +55,18 @@ def _run_all(queries: dict[str, str], search: Callable[[str, str, np.ndarray], l
     return {qid: search(qid, text, qvecs[i]) for i, (qid, text) in enumerate(queries.items())}
 
 
-def system_runs(ir: corpus.IRSet, dvecs: np.ndarray, qvecs: np.ndarray, tmp: Path
-                ) -> dict[str, Runs]:
-    """Ranked id lists of every system, keyed by system name then query id."""
+def system_runs(ir: corpus.IRSet, dvecs: np.ndarray, qvecs: np.ndarray, tmp: Path,
+                embedder: object = None) -> dict[str, Runs]:
+    """Ranked id lists of every system, keyed by system name then query id.
+
+    `embedder` is what recallql's ``docs`` is created with (`peers.RecallqlSystem`): None for
+    the 384-d MiniLM vectors; for another model's vectors, an embedder of their dimension
+    (every statement passes its query vector, so it is never called for the queries).
+    """
     ids = [d["id"] for d in ir.docs]
     runs: dict[str, Runs] = {}
-    rq = peers.RecallqlSystem(tmp / "recallql", ir.docs, dvecs, clock=lambda: NOW_1980)
+    rq = peers.RecallqlSystem(tmp / "recallql", ir.docs, dvecs, clock=lambda: NOW_1980,
+                              embedder=embedder)
     try:
         for name, statement in STATEMENTS.items():
             runs[name] = _run_all(ir.queries, lambda _q, t, v, s=statement: rq.search(
