@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -216,7 +217,7 @@ class QueryEngine:
                 *planned.notices, _retention_notice(snapshot.retention_loss))})
         if spec.as_of is not None and now > (current_time := self._clock()):
             planned = planned.model_copy(update={"notices": (
-                *planned.notices, _future_notice(now, current_time))})
+                *planned.notices, _future_notice(spec.as_of, current_time))})
         return self._embedded(planned, embedder), snapshot
 
     def _current(self, name: str) -> CollectionSnapshot | None:
@@ -316,7 +317,7 @@ def _searchable_messages(spec: QuerySpec) -> QuerySpec:
     return dataclasses.replace(spec, filter=combined)
 
 
-def _future_notice(at: float, now: float) -> Notice:
+def _future_notice(at: datetime, now: float) -> Notice:
     """`AS_OF_IN_FUTURE`: the AS OF time is after now, so the answer is today's data aged to
     that time (recency and signal decay), and it changes as rows are committed until then."""
     return Notice(code=Reason.AS_OF_IN_FUTURE, message=(
