@@ -85,7 +85,7 @@ from recallql.sessions.messages import (
     session_item_ids,
 )
 from recallql.sessions.models import SessionSnapshot, SessionState
-from recallql.sessions.signals import SignalPolicy
+from recallql.sessions.signals import SignalPolicy, no_session
 from recallql.sessions.stored import RootResolver
 
 if TYPE_CHECKING:
@@ -452,8 +452,8 @@ class Database:
             The `IngestReport` (added, replaced, unchanged, removed, embedded).
 
         Raises:
-            IngestError: an invalid item (names the item and field) or key; nothing was
-                written.
+            IngestError: an invalid item (names the item and field) or key, or an item of
+                ``messages`` whose ``session_id`` names no session; nothing was written.
             IdempotencyKeyReused: `key` was used before for other items.
             StoreError: unknown collection, read-only database, or a storage failure (disk
                 full, permissions, I/O; the file and cause are named, nothing was written).
@@ -463,8 +463,25 @@ class Database:
         if collection == MESSAGES:  # as db.messages.append: a flag left out is not 'rewound'
             items = ({**MESSAGE_FLAGS, **message_place(item), **item}
                      if isinstance(item, Mapping) else item for item in items)
+            items = self._in_sessions(items)
         return self.store.ingest(collection, items, self.embedder(collection),
                                  replace_documents=replace_documents, key=key)
+
+    def _in_sessions(self, items: Iterable[Mapping[str, object]]
+                     ) -> Iterator[Mapping[str, object]]:
+        """`items` of ``messages``, refusing one whose ``session_id`` names no session (as
+        `Messages.append` does): it would be an orphan row no session owns. Ids of other
+        types are left for ingest's type check."""
+        known: set[str] = set()
+        for item in items:
+            sid = item.get("session_id") if isinstance(item, Mapping) else None
+            if isinstance(sid, str) and sid not in known:  # a non-Mapping: ingest reports it
+                if self.sessions.get(sid) is None:
+                    raise IngestError(f"{no_session(sid)}: a message belongs to an existing "
+                                      "session (create it first with db.sessions.create)",
+                                      item=repr(str(item.get("id"))), field="session_id")
+                known.add(sid)
+            yield item
 
     def delete(self, collection: str, ids: Iterable[str | int] | None = None, *,
                doc_ids: Iterable[str | int] | None = None) -> DeleteReport:

@@ -211,3 +211,22 @@ def test_connect_names_the_option_that_is_wrong(kwargs, message):
 def test_connect_takes_a_huge_retention_as_forever():
     with recallql.connect(embedder=None, retention=10**400) as db:
         assert db.store.retention == math.inf
+
+
+def test_as_of_in_the_future_warns_naming_the_time_and_now(clock):
+    """Newcomer: ``AS OF`` a time after now answered silently. It answers from the rows
+    committed so far, aged to that time, with the warning `AS_OF_IN_FUTURE` (also in
+    EXPLAIN); a past or present time gives none."""
+    db = make(clock)
+    db.ingest("kb", [item("old", "alpha", V, created_at=T0 - DAY)])
+    later = db.execute(HYBRID.format(at=iso(T0 + DAY)), v=V)
+    assert later.ids() == ["old"]
+    assert [(n.code.value, n.message) for n in later.warnings] == [(
+        "AS_OF_IN_FUTURE",
+        "AS OF 2025-10-10T08:53:20.000000Z is in the future (now is 2025-10-09T08:53:20.000000Z): "
+        "the result shows the rows "
+        "committed so far, with recency and signal decay computed at that time, and is not "
+        "reproducible until then")]
+    text = db.explain(HYBRID.format(at=iso(T0 + DAY)), v=V).to_text()
+    assert "warning: AS_OF_IN_FUTURE: AS OF 2025-10-10T08:53:20.000000Z is in the future" in text
+    assert not db.execute(HYBRID.format(at=iso(T0)), v=V).warnings

@@ -348,3 +348,21 @@ def test_readers_call_a_database_without_its_metadata_damaged(tmp_path, command)
     done = cli(*command, "--db", str(db))
     assert done.returncode == 1 and "the database is damaged" in done.stderr, done.stderr
     assert f"{db / 'meta.sqlite'} is missing" in " ".join(done.stderr.split())
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("sessions", "list", "--limit", "x"),
+     "Invalid value for '--limit': expected a whole number, got 'x'"),
+    (("ingest", "a.jsonl", "--batch-size", "0"),
+     "Invalid value for '--batch-size': must be at least 1, got 0"),
+    (("sessions", "signal", "s", "reward", "abc"),
+     "Invalid value for 'value': expected a number, got 'abc'"),
+], ids=["int", "minimum", "number-argument"])
+def test_usage_errors_are_in_the_products_words_naming_the_option(tmp_path, args, message):
+    """Newcomer: usage errors read like pydantic ("Input should be a valid integer, unable to
+    parse string as an integer"); they name the option or argument in the product's words,
+    exit 2."""
+    result = cli(*args, "--db", str(tmp_path / "db"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == f"Error: {message}"
+    assert "Input should" not in result.stderr and "validation error" not in result.stderr

@@ -391,3 +391,22 @@ def test_ingest_into_a_damaged_database_is_a_data_error_not_an_internal_one(tmp_
     assert result.stderr.startswith("error: ")
     assert "meta.json is missing" in result.stderr
     assert "internal error" not in result.stderr and "--debug" not in result.stderr
+
+
+def test_items_without_text_are_stored_with_a_warning_naming_their_place(tmp_path):
+    """Newcomer: a JSONL line ``{"id": "x"}`` went in silently and SEARCH could never match it
+    (no terms; its vector embeds empty text). It is still stored — `Database.ingest` takes
+    such items, RETRIEVE ... WHERE finds them, and corpora hold some (Cranfield's cran:471) —
+    but the command warns with FILE:LINE; an item with a vector is not warned about."""
+    path = tmp_path / "items.jsonl"
+    lines = [{"id": "a", "body": "hello world"}, {"id": "x"}, {"id": "v", "vector": [1.0] * 64},
+             *({"id": f"e{n}", "title": " "} for n in range(6))]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = _ingest(str(path), "--db", str(tmp_path / "db"), "--embedder", "hash")
+    assert result.exit_code == 0, result.output
+    note = ("has no text (its text fields title, body are all empty or missing): it is stored, "
+            "but SEARCH can match it only by chance (no terms; its vector embeds empty text)")
+    assert result.stderr.replace("\n", " ").split("warning: ")[1:] == [
+        f"{path}:2: item 'x' {note} ", *(f"{path}:{n + 4}: item 'e{n}' {note} " for n in range(4)),
+        "2 more item(s) have no text "]
+    assert "ingested 9 items" in result.stdout

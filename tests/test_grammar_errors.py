@@ -87,6 +87,10 @@ HINTS = [
     ("curly-quotes", "SEARCH d MATCHING \u2018backup\u2019", "use straight quotes"),
     ("curly-double-quotes", "SEARCH d MATCHING 'x' WHERE \u201ctag\u201d = 1",
      "use straight quotes"),
+    ("show-session-unquoted", "SHOW SESSION s-42", "session ids are string literals: "
+     "SHOW SESSION 's-42'"),
+    ("show-lineage-unquoted", "SHOW LINEAGE ops-7", "session ids are string literals: "
+     "SHOW LINEAGE 'ops-7'"),
 ]  # fmt: skip
 
 

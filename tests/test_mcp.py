@@ -478,3 +478,23 @@ def test_end_session_refuses_an_unknown_reason_unless_asked():
         "SessionError: unknown end reason 'compresion'; did you mean 'compression'? "
         "(any_reason=True records another)")
     assert data(closed)["end_reason"] == "handoff" and "compression" in END_REASONS
+
+
+def test_remember_into_messages_for_a_missing_session_is_refused_naming_it(tmp_path):
+    """Newcomer: `remember` into `messages` with a session_id no session has wrote an orphan
+    row; it is refused as append_messages refuses it, and nothing is written."""
+    async def go():
+        async with Client(server(tmp_path / "db")) as client:
+            refused = await client.call_tool("remember", {"collection": "messages", "items": [
+                {"text": "hi", "fields": {"session_id": "s-404", "role": "user"}}]})
+            found = data(await client.call_tool(
+                "run_statement", {"statement": "RETRIEVE 5 FROM messages"}))
+            return refused, found
+
+    refused, found = run(go)
+    assert refused.is_error
+    assert text(refused).startswith("IngestError: item 'mem:")
+    assert text(refused).endswith("field 'session_id': no session 's-404': a message belongs "
+                                  "to an existing session (create it first with "
+                                  "db.sessions.create)")
+    assert found["rows"] == []

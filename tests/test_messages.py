@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from test_conversations_support import T0, connect, session
 
+import recallql
 from recallql.sessions.lifecycle import SessionError, SessionNotFound
 
 
@@ -35,9 +36,9 @@ def test_append_numbers_messages_and_orders_them_per_session(db):
 
 
 def test_appending_after_an_import_continues_ids_and_seq(db):
+    db.sessions.create("a", "agent-1")  # first: ingest refuses a message of no session
     db.ingest("messages", [{"id": "hermes:a:7", "content": "x", "session_id": "a",
                             "message_id": 40, "seq": 9, "active": True, "compacted": False}])
-    db.sessions.create("a", "agent-1")
     assert db.messages.append("a", "user", "next") == 41
     assert stored(db, 41)["seq"] == 10
 
@@ -152,3 +153,20 @@ def test_an_ingested_message_gets_its_session_as_document_and_its_seq_as_positio
     grouped = db.execute("SEARCH messages MATCHING 'zebra hello thanks' USING LEXICAL "
                          "GROUP BY DOCUMENT")
     assert sorted(r.fields["doc_id"] for r in grouped) == ["elsewhere", "session:a"]
+
+
+def test_ingest_into_messages_for_a_missing_session_is_refused_like_append():
+    """Newcomer: db.ingest('messages', ...) for a session that does not exist wrote an orphan
+    row, where db.messages.append refuses it. Now an `IngestError` names the item and the
+    session id, and nothing of the batch is written."""
+    db = recallql.connect(None, embedder=None)
+    db.sessions.create("s-1", "agent")
+    items = [{"id": "ok", "content": "hello", "session_id": "s-1"},
+             {"id": "m2", "content": "hello", "session_id": "s-404"}]
+    with pytest.raises(recallql.IngestError) as err:
+        db.ingest("messages", items)
+    assert str(err.value) == ("item 'm2', field 'session_id': no session 's-404': a message "
+                              "belongs to an existing session (create it first with "
+                              "db.sessions.create)")
+    assert db.snapshot("messages").size == 0
+    assert db.ingest("messages", items[:1]).added == 1

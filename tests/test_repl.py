@@ -300,3 +300,117 @@ def test_history_keeps_statements_and_a_command_on_one_line_as_typed():
 
     assert history_entry("DESCRIBE docs; \\format json") == "DESCRIBE docs; \\format json"
     assert history_entry("SEARCH docs\n\\x") == "\\x"
+
+
+class _TooMuchWork(Exception):
+    pass
+
+
+def _count_repl_lines(limit: int, stop: bool = True) -> tuple[list[int], object]:
+    """A trace function counting the lines run in recallql/repl (the shell's own work per
+    key); past `limit` it raises `_TooMuchWork`, or (``stop=False``: prompt_toolkit would
+    catch it) stops counting."""
+    repl_dir = str(Path(recallql.repl.__file__).parent)
+    count = [0]
+
+    def local(frame, event, arg):
+        if event == "line":
+            count[0] += 1
+            if count[0] > limit and stop:
+                raise _TooMuchWork(count[0])
+        return local
+
+    def tracer(frame, event, arg):
+        if count[0] > limit:
+            return None
+        return local if frame.f_code.co_filename.startswith(repl_dir) else None
+
+    return count, tracer
+
+
+def _pasted(lines: int) -> str:
+    body = "\n".join(f"word{i:03d} " * 5 for i in range(lines))
+    return f"SEARCH docs MATCHING '{body}' LIMIT 3;"
+
+
+def test_a_20k_statement_typed_key_by_key_costs_the_shell_linear_work():
+    """Newcomer: pasting a 17k-character statement (un-bracketed: one key per character,
+    Enter for each newline) never finished. Each Enter asked whether the input was complete
+    and each drawn line which continuation prompt it gets, both by rescanning the whole
+    buffer: quadratic (thousands of lines run per character, growing with the input). Now
+    the shell's code runs a bounded number of lines per key."""
+    from recallql.repl.input import continuation
+
+    statement = _pasted(500)
+    assert len(statement) > 20_000
+    count, tracer = _count_repl_lines(limit=60 * len(statement))
+    line = 0
+    sys.settrace(tracer)
+    try:
+        for end in range(1, len(statement) + 1):
+            text = statement[:end]
+            if text[-1] == "\n":  # Enter: run it, or a new line? then a redraw of 20 lines
+                line += 1
+                assert not is_complete(text)
+                assert {continuation(text, n) for n in range(max(1, line - 19), line + 1)} \
+                    == {"..'> "}
+        assert is_complete(statement)
+    finally:
+        sys.settrace(None)
+    assert 0 < count[0] <= 60 * len(statement)
+
+
+def test_a_pasted_statement_through_prompt_toolkit_costs_the_shell_linear_work(tmp_path):
+    """The same through a real prompt session (pipe input: the multi-line condition and the
+    continuation prompts as prompt_toolkit calls them)."""
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from recallql.repl.input import make_session
+
+    statement = _pasted(30)
+    count, tracer = _count_repl_lines(limit=40 * len(statement), stop=False)
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        session = make_session(tmp_path / "history", lambda: {"docs": ["body"]}, ["\\q"])
+        pipe.send_text(statement + "\r")
+        sys.settrace(tracer)
+        try:
+            text = session.prompt()
+        finally:
+            sys.settrace(None)
+    assert text == statement
+    assert 0 < count[0] <= 40 * len(statement)
+
+
+@pytest.mark.parametrize("edits", [
+    ["SEARCH docs MATCHING 'a", "SEARCH docs MATCHING 'a'';", "SEARCH docs MATCHING 'a'';\n"],
+    ["SHOW COLLECTIONS -", "SHOW COLLECTIONS --", "SHOW COLLECTIONS --;\n;", "SHOW COLLECTIONS -;"],
+    ['DESCRIBE "a\n;b', 'DESCRIBE "a\n;b";\n\\x', "DESCRIBE 'a\n;b';\n\\x", "DE\n;"],
+    ["x;\ny;\n'z", "x;\n'z", "x;\ny;\n'z';\\x", ""],
+], ids=["string-grows", "dash-becomes-comment", "edit-inside-prefix", "delete-and-retype"])
+def test_the_incremental_scanner_agrees_with_a_fresh_scan(edits):
+    from recallql.repl.input import continuation
+    from recallql.repl.scanning import Scanner
+
+    shared = Scanner()
+    for text in edits:
+        fresh = Scanner()
+        assert shared.scan(text) == fresh.scan(text), text
+        lines = text.count("\n") + 2
+        assert [shared.quote_before_line(text, n) for n in range(lines)] == \
+            [fresh.quote_before_line(text, n) for n in range(lines)]
+    assert Scanner().scan("x;\ny;\n'z';\\x") == ([1, 4, 9], "x", False, "", (10,))
+    assert continuation("SEARCH docs MATCHING 'a\nb';\n", 1) == "..'> "
+    assert continuation("SEARCH docs MATCHING 'a\nb';\n", 2) == "...> "
+
+
+def test_typing_at_the_end_scans_only_the_new_characters():
+    from recallql.repl.scanning import Scanner
+
+    scanner, text = Scanner(), ""
+    for ch in "SEARCH docs MATCHING 'a long\nstatement' LIMIT 3;" * 100:
+        text += ch
+        scanner.scan(text)
+        scanner.quote_before_line(text, text.count("\n"))
+    assert scanner.steps == len(text)

@@ -65,3 +65,19 @@ def test_a_field_added_by_another_process_is_seen_at_once(tmp_path):
         assert run.returncode == 0, run.stderr
         assert sorted(db.execute(TEAM_X).ids()) == sorted(before)
         assert db.snapshot("c").values("team", [0, 1]) == ["x", "y"]
+
+
+def test_add_fields_works_on_an_in_memory_database():
+    """Newcomer: on an in-memory database `add_fields` broke the collection with a raw
+    KeyError ('b1.npy'): rebuilding the collection's state for the new schema re-opened its
+    text index and vector files, which in memory live only in that state. They are kept now."""
+    db = make(None)
+    db.store.add_fields("c", {"team": "str"}, lambda row: {"team": "x"} if row["tenant"] == "t1"
+                        else {})
+    db.ingest("c", [{"id": "new", "body": "backup new", "team": "x",
+                     "vector": np.eye(DIM, dtype=np.float32)[0]}])
+    found = db.execute(TEAM_X)
+    assert sorted(found.ids()) == sorted([f"i{j:02d}" for j in range(1, 20, 2)] + ["new"])
+    near = db.execute("SEARCH c USING SEMANTIC NEAR :v WHERE team = 'x' LIMIT 3",
+                      v=np.eye(DIM, dtype=np.float32)[1])
+    assert near.ids() == ["i01", "i05", "i09"]  # cosine 1 each: ties by id

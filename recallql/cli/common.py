@@ -307,15 +307,53 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
     err.print(text, soft_wrap=True)
 
 
+#: pydantic error types (typer converts option values with pydantic) → the product's words.
+_REWORDED = {
+    "int_parsing": "expected a whole number, got {input!r}",
+    "int_from_float": "expected a whole number, got {input!r}",
+    "float_parsing": "expected a number, got {input!r}",
+    "bool_parsing": "expected true or false, got {input!r}",
+    "greater_than_equal": "must be at least {ge}, got {input}",
+    "greater_than": "must be more than {gt}, got {input}",
+    "less_than_equal": "must be at most {le}, got {input}",
+    "less_than": "must be less than {lt}, got {input}",
+}
+
+
+def reword(exc: BaseException) -> None:
+    """Rewrite a usage error that typer built from a pydantic `ValidationError` ("Input
+    should be a valid integer, unable to parse string as an integer") in the product's words
+    ("expected a whole number, got 'x'"); click still names the option or argument."""
+    from pydantic import ValidationError
+
+    cause = exc.__cause__
+    if not isinstance(exc, typer.BadParameter) or not isinstance(cause, ValidationError):
+        return
+    error = cause.errors()[0]
+    template = _REWORDED.get(error["type"])
+    if template is not None:
+        exc.message = template.format(input=error.get("input"), **(error.get("ctx") or {}))
+    else:
+        exc.message = str(error["msg"]).replace("Input should be", "expected")
+
+
 def run_main(app: typer.Typer) -> None:
     """Run the typer app; an unexpected exception prints one line (the traceback with
-    ``--debug`` or ``RECALLQL_DEBUG=1``) and exits 1."""
+    ``--debug`` or ``RECALLQL_DEBUG=1``) and exits 1; a usage error (exit 2) is worded by
+    `reword`."""
     args, debug = take_debug(sys.argv[1:])
     args = take_wait(args)
     State.debug = debug or os.environ.get("RECALLQL_DEBUG", "") not in ("", "0")
     warnings.showwarning = _show_warning
     try:
-        app(args=args, prog_name="recallql")
+        code = app(args=args, prog_name="recallql", standalone_mode=False)
+    except typer.Abort:
+        err.print("Aborted!", markup=False)
+        sys.exit(1)
+    except typer.TyperException as exc:  # click's usage errors (typer bundles click)
+        reword(exc)
+        exc.show()  # type: ignore[attr-defined]
+        sys.exit(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
@@ -324,3 +362,4 @@ def run_main(app: typer.Typer) -> None:
             raise
         fail(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)")
         sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

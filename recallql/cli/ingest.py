@@ -180,7 +180,7 @@ def check(info: Any, sources: Sequence[Source], drop: set[str], batch_size: int
     seen, total, places = loaders.Seen(), 0, dict[str, str]()
     try:
         for chunk in _batches(read(sources, drop, seen), batch_size):
-            _validate(info, chunk)
+            seen.textless.extend(_validate(info, chunk))
             _unique(chunk, places)
             total += len(chunk)
     except (recallql.IngestError, OSError) as exc:
@@ -188,9 +188,11 @@ def check(info: Any, sources: Sequence[Source], drop: set[str], batch_size: int
     return total, seen
 
 
-def _validate(info: Any, chunk: list[tuple[str, dict]]) -> None:
+def _validate(info: Any, chunk: list[tuple[str, dict]]) -> list[str]:
     """`Database.ingest`'s item checks on one batch; an error is prefixed with the place of
-    the item it names."""
+    the item it names. Returns the items with no text and no vector (``FILE:LINE: item
+    'x'``): `Database.ingest` takes them (RETRIEVE ... WHERE finds them by their fields), but
+    SEARCH has nothing to match, so the command warns (corpora such as Cranfield hold a few)."""
     from recallql.index.errors import IngestError
     from recallql.index.items import validate
 
@@ -203,12 +205,29 @@ def _validate(info: Any, chunk: list[tuple[str, dict]]) -> None:
         done[0] = True
 
     try:
-        validate(info, items())
+        batch = validate(info, items())
     except IngestError as exc:
         if done[0]:  # a check after the loop (vectors): find the item by the id it names
             current[0] = next((where for where, item in chunk
                                if repr(str(item.get("id"))) == exc.item), current[0])
         raise IngestError(f"{current[0]}: {exc}") from None
+    return [f"{chunk[i][0]}: item {batch.ids[i]!r}" for i, text in enumerate(batch.texts)
+            if not text.strip() and not batch.has_vector[i]]
+    _has_text(info, chunk, batch)
+
+
+def _has_text(info: Any, chunk: list[tuple[str, dict]], batch: Any) -> None:
+    """Refuse an item of a file with no text and no vector: no SEARCH could ever find it (a
+    misnamed text field, usually). `Database.ingest` takes such items (RETRIEVE ... WHERE
+    finds them by their fields); a file of them is a mistake worth stopping for."""
+    from recallql.index.errors import IngestError
+
+    for i, text in enumerate(batch.texts):
+        if not text.strip() and not batch.has_vector[i]:
+            fields = ", ".join(info.text_fields)
+            raise IngestError(f"{chunk[i][0]}: item {batch.ids[i]!r}: no text (its text fields "
+                              f"{fields} are all empty or missing), so no SEARCH could find it; "
+                              "give it text, or a vector")
 
 
 def _unique(chunk: list[tuple[str, dict]], places: dict[str, str]) -> None:
@@ -328,7 +347,7 @@ def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder:
             raise fail(f"no collection {collection!r} in {db}")
         drop = set(EXTRA_KEYS) - set(info.text_fields) - set(info.fields)
         total, seen = check(info, sources, drop, batch_size)
-        for note in seen.skipped:
+        for note in [*seen.skipped, *_textless(info, seen.textless)]:
             err.print(f"warning: {note}", style="yellow", markup=False, soft_wrap=True)
         emptied = list(seen.empty) if replace_documents else []
         if total == 0 and not emptied:
@@ -337,6 +356,17 @@ def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder:
             _refuse_other_files(database, collection, sources)
         _run(database, collection, read(sources, drop), total, batch_size, tally, embed,
              replace_documents, emptied)
+
+
+def _textless(info: Any, places: Sequence[str], shown: int = 5) -> list[str]:
+    """Warnings for the items without text (the first `shown`, then how many more)."""
+    fields = ", ".join(info.text_fields)
+    notes = [f"{place} has no text (its text fields {fields} are all empty or missing): it is "
+             "stored, but SEARCH can match it only by chance (no terms; its vector embeds empty "
+             "text)" for place in places[:shown]]
+    if len(places) > shown:
+        notes.append(f"{len(places) - shown} more item(s) have no text")
+    return notes
 
 
 def _refuse_other_files(database: Any, collection: str, sources: Sequence[Source]) -> None:

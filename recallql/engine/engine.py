@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -214,6 +215,9 @@ class QueryEngine:
         if snapshot.retention_loss is not None:
             planned = planned.model_copy(update={"notices": (
                 *planned.notices, _retention_notice(snapshot.retention_loss))})
+        if spec.as_of is not None and now > (current_time := self._clock()):
+            planned = planned.model_copy(update={"notices": (
+                *planned.notices, _future_notice(spec.as_of, current_time))})
         return self._embedded(planned, embedder), snapshot
 
     def _current(self, name: str) -> CollectionSnapshot | None:
@@ -311,6 +315,15 @@ def _searchable_messages(spec: QuerySpec) -> QuerySpec:
     searchable = f.Or((f.Cmp("active", "=", True), f.Cmp("compacted", "=", True)))
     combined = searchable if spec.filter is None else f.And((spec.filter, searchable))
     return dataclasses.replace(spec, filter=combined)
+
+
+def _future_notice(at: datetime, now: float) -> Notice:
+    """`AS_OF_IN_FUTURE`: the AS OF time is after now, so the answer is today's data aged to
+    that time (recency and signal decay), and it changes as rows are committed until then."""
+    return Notice(code=Reason.AS_OF_IN_FUTURE, message=(
+        f"AS OF {format_timestamp(at)} is in the future (now is {format_timestamp(now)}): "
+        "the result shows the rows committed so far, with recency and signal decay computed "
+        "at that time, and is not reproducible until then"))
 
 
 def _retention_notice(loss: RetentionLoss) -> Notice:

@@ -36,7 +36,8 @@ Statement-level codes (warnings): `SESSION_NOT_FOUND`, `LEXICAL_LEG_EMPTY`,
 `SEMANTIC_LEG_UNAVAILABLE`, `LINEAGE_UNRESOLVED_DROPPED`, `LINEAGE_BUDGET_TRUNCATED`,
 `WINDOW_EXHAUSTED`, `LIVE_CONTEXT_HIDDEN`, `LINEAGE_ROOT_MISMATCH` (SHOW LINEAGE: a stored
 conversation root disagrees with the walk), `AS_OF_BEYOND_RETENTION` (rows deleted after the
-`AS OF` time were already purged and are not shown), `VECTORS_NOT_FINITE` (stored vectors of a
+`AS OF` time were already purged and are not shown), `AS_OF_IN_FUTURE` (the `AS OF` time is
+after now: the rows committed so far, aged to that time), `VECTORS_NOT_FINITE` (stored vectors of a
 damaged segment were skipped by the semantic leg).
 """
 
@@ -72,6 +73,7 @@ class Reason(StrEnum):
     LIVE_CONTEXT_HIDDEN = "LIVE_CONTEXT_HIDDEN"
     LINEAGE_ROOT_MISMATCH = "LINEAGE_ROOT_MISMATCH"
     AS_OF_BEYOND_RETENTION = "AS_OF_BEYOND_RETENTION"
+    AS_OF_IN_FUTURE = "AS_OF_IN_FUTURE"
     VECTORS_NOT_FINITE = "VECTORS_NOT_FINITE"
 
 

@@ -112,6 +112,21 @@ def _unquoted_value(token: Token, expected: set[str], prev: Token | None, _: lis
     return None
 
 
+def _unquoted_session(
+    token: Token, expected: set[str], prev: Token | None, previous: list[Token]
+) -> str | None:
+    """``FOR SESSION s-42``: the id lexes as a name and a number, and the parser stops at the
+    number; say that session ids are string literals, with the whole id quoted."""
+    if prev is None or len(previous) < 3 or token.type == "$END" or \
+            prev.end_pos != token.start_pos or prev.type not in _NAMES | {"INT"}:
+        return None
+    head = (previous[-3].type, previous[-2].type)
+    if head not in (("FOR", "SESSION"), ("SHOW", "SESSION"), ("SHOW", "LINEAGE")):
+        return None
+    quoted = f"{prev}{token}".replace("'", "''")
+    return f"session ids are string literals: {' '.join(head)} '{quoted}'"
+
+
 def _double_equals(token: Token, expected: set[str], prev: Token | None, _: list) -> str | None:
     if token.type == "EQ" and prev is not None and prev.type == "EQ":
         return "compare with a single '='"
@@ -148,6 +163,7 @@ _RULES: tuple[Rule, ...] = (
     _matching_text,
     _missing_from,
     _unquoted_value,
+    _unquoted_session,
     _double_equals,
     _statement_start,
     _misspelled,

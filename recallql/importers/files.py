@@ -283,12 +283,15 @@ class Seen:
             line each.
         empty: the doc_ids of text files read that hold no text (empty, blank, or a heading
             alone): they yield no chunk, so a re-ingest that replaces documents deletes theirs.
+        textless: one line per item read with no text and no vector (``FILE:LINE: item 'x'``):
+            it is stored, but SEARCH has nothing to match (filled by ``recallql ingest``'s check).
     """
 
     entries: set[str] = field(default_factory=set)
     files: set[str] = field(default_factory=set)
     skipped: list[str] = field(default_factory=list)
     empty: list[str] = field(default_factory=list)
+    textless: list[str] = field(default_factory=list)
 
     def first_visit(self, file: Path) -> bool:
         """Whether `file` was not read before in this run (and mark it read)."""

@@ -216,9 +216,10 @@ class Store:
             info = make_info(name, old.text_fields, {**old.fields, **fields}, old.dim,
                              old.embedder_name)
             self.meta.add_fields(row, info, fill)
-            state = self._states.pop(name, None)
-            if state is not None:
-                state.text.close()
+            if self._collection_dir(name) is not None:  # in memory: `_state` keeps the indexes
+                state = self._states.pop(name, None)
+                if state is not None:
+                    state.text.close()
             return info
 
     # -- writes --------------------------------------------------------------------------------
@@ -632,15 +633,20 @@ class Store:
         schema change starts no batch, so the schema version is compared)."""
         state = self._states.get(name)
         schema = self.meta.schema_version()  # read before the row: never older than it
+        base = self._collection_dir(name)
+        kept = None  # in memory, the text index and vectors live only in the state: keep them
         if state is not None and (state.broken or state.schema != schema):
-            state.text.close()  # a failed refresh or a new schema: rebuild from SQLite
+            if base is None:
+                kept = (state.text, state.files)
+            else:
+                state.text.close()  # a failed refresh or a new schema: rebuild from SQLite
             state = None
         if state is None:
             row = self._row(name)
-            base = self._collection_dir(name)
-            text = TextIndex(self._text_dir(name), readonly=self.readonly,
-                             keywords=keyword_fields(row.info.fields))
-            files = SegmentFiles(None if base is None else base / "vectors", row.info.dim)
+            text, files = kept or (
+                TextIndex(self._text_dir(name), readonly=self.readonly,
+                          keywords=keyword_fields(row.info.fields)),
+                SegmentFiles(None if base is None else base / "vectors", row.info.dim))
             state = self._states[name] = CollectionState(row, self.meta, text, files)
             state.schema = schema
         return state

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from recallql.repl.scanning import scan
+from recallql.repl.scanning import quote_before_line, scan
 
 _QUIT_WORDS = ("quit", "exit")
 
@@ -28,7 +28,10 @@ def split_command(text: str) -> tuple[str, str | None]:
     on the same line (``DESCRIBE docs; \\format json``)."""
     body = text.rstrip("\n")
     line_start = body.rfind("\n") + 1
-    at = next((i for i in scan(body).backslashes if i >= line_start), None)
+    # scan(text), not scan(body): the trailing newlines change no offset, and the shell's
+    # scanner then resumes from the text it scanned for the previous key
+    at = next((i for i in scan(text).backslashes if line_start <= i < len(body)),
+              None)
     if at is None:
         return text, None
     return body[:at], body[at:].strip()
@@ -58,8 +61,8 @@ def is_complete(text: str) -> bool:
 def continuation(text: str, line_number: int) -> str:
     """The prompt of continuation line `line_number` (0-based) of `text`: ``'> `` inside a
     string, ``"> `` inside a quoted identifier, ``...> `` otherwise (psql's ``'>``)."""
-    before = "\n".join(text.split("\n")[:line_number])
-    return {"'": "..'> ", '"': '.."> '}.get(scan(before).quote, "...> ")
+    # the scanner's state at the line start: no rescan of the text before it per line
+    return {"'": "..'> ", '"': '.."> '}.get(quote_before_line(text, line_number), "...> ")
 
 
 def history_entry(text: str) -> str:
