@@ -213,21 +213,6 @@ def _validate(info: Any, chunk: list[tuple[str, dict]]) -> list[str]:
         raise IngestError(f"{current[0]}: {exc}") from None
     return [f"{chunk[i][0]}: item {batch.ids[i]!r}" for i, text in enumerate(batch.texts)
             if not text.strip() and not batch.has_vector[i]]
-    _has_text(info, chunk, batch)
-
-
-def _has_text(info: Any, chunk: list[tuple[str, dict]], batch: Any) -> None:
-    """Refuse an item of a file with no text and no vector: no SEARCH could ever find it (a
-    misnamed text field, usually). `Database.ingest` takes such items (RETRIEVE ... WHERE
-    finds them by their fields); a file of them is a mistake worth stopping for."""
-    from recallql.index.errors import IngestError
-
-    for i, text in enumerate(batch.texts):
-        if not text.strip() and not batch.has_vector[i]:
-            fields = ", ".join(info.text_fields)
-            raise IngestError(f"{chunk[i][0]}: item {batch.ids[i]!r}: no text (its text fields "
-                              f"{fields} are all empty or missing), so no SEARCH could find it; "
-                              "give it text, or a vector")
 
 
 def _unique(chunk: list[tuple[str, dict]], places: dict[str, str]) -> None:
