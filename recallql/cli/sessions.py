@@ -196,8 +196,8 @@ def signal(
     value: Annotated[float, typer.Argument(help="Signal value, e.g. 1.0 or -1 (a negative "
                                                 "number is a value, not an option).")],
     entity: Annotated[str | None, typer.Option(
-        metavar="ENTITY", help="What it is about: an item's entity, or its doc_id (e.g. "
-        "notes/postgres.md).")] = None,
+        metavar="ENTITY", help="What it is about: an item's entity; a text chunk's is its "
+        "doc_id (postgres.md after `recallql ingest notes/`).")] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Record a signal, e.g. a reward on an entity.
@@ -208,7 +208,7 @@ def signal(
     \b
     Examples:
       recallql sessions signal s-42 reward 1.0 --entity debian:openssl
-      recallql sessions signal s-42 reward -1 --entity notes/postgres.md
+      recallql sessions signal s-42 reward -1 --entity postgres.md
     """
     with open_db(db, write=True) as database, handled():
         database.sessions.signal(session, name, value, entity=entity)
