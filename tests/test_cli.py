@@ -275,7 +275,7 @@ def test_help_has_examples():
 
 
 COMMANDS = [["ingest"], ["query"], ["explain"], ["shell"], ["demo"], ["bench"], ["mcp"],
-            ["import", "hermes"], *(["sessions", c] for c in (
+            ["import", "hermes"], ["cluster", "serve"], *(["sessions", c] for c in (
                 "list", "show", "lineage", "create", "annotate", "signal", "close", "archive",
                 "sweep"))]
 
@@ -294,6 +294,32 @@ def test_every_command_has_examples_and_plain_placeholders(command):
         assert odd not in text, odd
     usage = text.splitlines()[0]
     assert usage.startswith("Usage: ") and usage == usage.rstrip()
+
+
+def test_top_level_help_cuts_no_command_summary():
+    """Every command's line in `recallql --help` is whole (click cuts a long first sentence
+    with '...': 'Run a recallql cluster on Ray (shard actors that each own...')."""
+    from typer.testing import CliRunner
+
+    from recallql.cli import app
+
+    done = CliRunner().invoke(app, ["--help"], terminal_width=80)
+    listing = done.output.split("Commands:", 1)[1].split("Examples:", 1)[0]
+    assert "..." not in listing, listing
+
+
+def test_mcp_help_says_how_several_writers_share_a_database():
+    """`recallql mcp --help` says what the server does (writes take turns at the writer lock,
+    waiting LOCK_WAIT seconds), not that the process is the database's only writer."""
+    from typer.testing import CliRunner
+
+    from recallql.cli import app
+    from recallql.mcp import LOCK_WAIT
+
+    text = " ".join(CliRunner().invoke(app, ["mcp", "--help"], terminal_width=100
+                                       ).output.split())
+    assert "This process is the database's writer" not in text
+    assert f"taking turns at the writer lock: a write waits up to {LOCK_WAIT:g} s" in text
 
 
 def test_help_paragraphs_are_rewrapped_not_ragged():
