@@ -322,6 +322,21 @@ def test_mcp_help_says_how_several_writers_share_a_database():
     assert f"taking turns at the writer lock: a write waits up to {LOCK_WAIT:g} s" in text
 
 
+@pytest.mark.parametrize("command", [["check"], ["import", "hermes"], *(["sessions", c] for c in (
+    "list", "show", "lineage", "create", "sweep"))], ids=" ".join)
+def test_json_help_of_a_command_that_runs_no_statements_says_what_it_prints(command):
+    """`--json` of check, import and sessions prints one object; its help said "one object per
+    statement", which only query and explain run."""
+    from typer.testing import CliRunner
+
+    from recallql.cli import app
+
+    text = " ".join(CliRunner().invoke(app, [*command, "--help"], terminal_width=100
+                                       ).output.split())
+    assert "--json Print the result as JSON, one object on one line" in text
+    assert "per statement" not in text
+
+
 def test_help_paragraphs_are_rewrapped_not_ragged():
     from typer.testing import CliRunner
 

@@ -8,7 +8,15 @@ from typing import Annotated, Any
 
 import typer
 
-from recallql.cli.common import DEFAULT_DB, DbOption, JsonOption, fail, handled, open_db, out
+from recallql.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    StatementsJsonOption,
+    fail,
+    handled,
+    open_db,
+    out,
+)
 from recallql.cli.params import bind_with_fallback, parse_params, used_by
 
 ParamOption = Annotated[list[str] | None, typer.Option(
@@ -44,7 +52,7 @@ def query(
     text: TextArgument,
     db: DbOption = DEFAULT_DB,
     param: ParamOption = None,
-    as_json: JsonOption = False,
+    as_json: StatementsJsonOption = False,
     fmt: FormatOption = "table",
 ) -> None:
     """Run statements and print their results as tables (or --format json|jsonl|csv|markdown).
@@ -112,7 +120,7 @@ def explain(
     verbose: Annotated[bool, typer.Option("--verbose", help="Add tantivy's BM25 explanation "
                                           "per row.")] = False,
     param: ParamOption = None,
-    as_json: JsonOption = False,
+    as_json: StatementsJsonOption = False,
 ) -> None:
     """Show a statement's plan and every row's score arithmetic (--json: as JSON).
 
