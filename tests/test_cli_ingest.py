@@ -431,3 +431,22 @@ def test_items_without_text_are_stored_with_a_warning_naming_their_place(tmp_pat
         f"{path}:2: item 'x' {note} ", *(f"{path}:{n + 4}: item 'e{n}' {note} " for n in range(4)),
         "2 more item(s) have no text "]
     assert "ingested 9 items" in result.stdout
+
+
+def test_an_unknown_collection_names_the_known_ones_and_how_to_add_one(tmp_path, monkeypatch):
+    """`--collection notez` said only "no collection 'notez' in db", with no way on from there
+    (the CLI cannot declare a collection), and a new path was left without a database."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.md").write_text("# A\n\nalpha text\n")
+    fresh = _ingest("a.md", "--db", "db", "--embedder", "hash", "--collection", "notez")
+    assert fresh.exit_code == 1
+    assert fresh.stderr.strip() == (
+        "error: no collection 'notez' in db (collections: docs, messages); ingest writes into "
+        "an existing collection: declare a new one with its fields in Python, "
+        "recallql.connect(DB).create_collection(NAME, ...)")
+    assert not (tmp_path / "db").exists()
+    assert _ingest("a.md", "--db", "db", "--embedder", "hash").exit_code == 0
+    typo = _ingest("a.md", "--db", "db", "--collection", "doc")
+    assert typo.exit_code == 1
+    assert "no collection 'doc' in db (did you mean 'docs'? collections: docs, messages)" in (
+        " ".join(typo.stderr.split()))

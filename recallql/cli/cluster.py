@@ -33,8 +33,8 @@ committed batch is on disk) and Ray stops."""
 def serve(
     path: Annotated[Path, typer.Option("--path", metavar="DIR",
                                        help="The cluster directory (created when missing).")],
-    shards: Annotated[int, typer.Option(min=1, metavar="N", help="Shards of a new cluster (an existing "
-                                        "one keeps its own).")] = 4,
+    shards: Annotated[int, typer.Option(min=1, metavar="N", help="Shards of a new cluster "
+                                        "(an existing one keeps its own).")] = 4,
     num_cpus: Annotated[int | None, typer.Option(
         "--num-cpus", min=1, metavar="N", help="CPUs Ray may use (default: all).")] = None,
     object_store_mb: Annotated[int, typer.Option(
