@@ -260,6 +260,20 @@ def test_explain_of_a_catalog_statement_exits_1(db):
     assert done.returncode == 1 and "EXPLAIN applies to SEARCH and RETRIEVE" in done.stderr
 
 
+def test_explain_of_two_statements_points_at_the_second_with_a_hint_for_the_cli(db):
+    """The parser's hint named db.execute and parse_script(), Python the command line user
+    cannot call from here."""
+    done = cli("explain", "SEARCH docs MATCHING 'x'; SEARCH docs MATCHING 'y'", "--db", str(db))
+    assert done.returncode == 1
+    assert done.stderr == (
+        "QuerySyntaxError: expected one statement, found a second one (line 1, column 27)\n"
+        "\n"
+        "  SEARCH docs MATCHING 'x'; SEARCH docs MATCHING 'y'\n"
+        "                            ^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        "  hint: recallql explain takes one statement; explain several with recallql query "
+        "\"EXPLAIN ...; EXPLAIN ...\"\n")
+
+
 def test_query_reads_statements_from_stdin(db):
     done = cli("query", "-", "--db", str(db), stdin="SHOW COLLECTIONS;\n")
     assert done.returncode == 0 and "messages" in done.stdout

@@ -48,6 +48,25 @@ def _check_unused(statements: list[Any], names: set[str]) -> None:
                                  param_hint="--param")
 
 
+def _one_statement(source: str) -> None:
+    """Refuse a second statement for `recallql explain` with the caret under it and a hint
+    for the command line (the parser's names parse_script, a Python function).
+
+    Raises:
+        QuerySyntaxError: more than one statement.
+    """
+    from recallql.grammar import parse_script
+    from recallql.grammar.errors import QuerySyntaxError
+
+    statements = parse_script(source)
+    if len(statements) > 1:
+        raise QuerySyntaxError(
+            "expected one statement, found a second one", text=source,
+            span=tuple(statements[1].span),
+            hint='recallql explain takes one statement; explain several with recallql query '
+                 '"EXPLAIN ...; EXPLAIN ..."')
+
+
 def query(
     text: TextArgument,
     db: DbOption = DEFAULT_DB,
@@ -137,10 +156,13 @@ def explain(
     from recallql.ui.render import Catalog, print_outcome, to_json
 
     params = parse_params(param)
+    source = _source(text)
+    with handled():
+        _one_statement(source)
     with open_db(db) as database, handled():
         catalog = Catalog.of(database)
         outcome = bind_with_fallback(
-            lambda values: database.explain(_source(text), analyze=analyze, verbose=verbose,
+            lambda values: database.explain(source, analyze=analyze, verbose=verbose,
                                             **values), params)
     if as_json:
         out.print(to_json(outcome, catalog, indent=None), markup=False, soft_wrap=True)
