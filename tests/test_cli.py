@@ -274,6 +274,15 @@ def test_explain_of_two_statements_points_at_the_second_with_a_hint_for_the_cli(
         "\"EXPLAIN ...; EXPLAIN ...\"\n")
 
 
+def test_explain_from_stdin_with_a_number_for_text(db):
+    """`explain -` with `-p q=2024` (inferred a number, retried as the string MATCHING wants)
+    read stdin again on the retry and failed with "found end of input"."""
+    done = cli("explain", "-", "-p", "q=2024", "--db", str(db),
+               stdin="SEARCH docs MATCHING :q LIMIT 1\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("TopK: k=1 offset=0\n")
+
+
 def test_query_reads_statements_from_stdin(db):
     done = cli("query", "-", "--db", str(db), stdin="SHOW COLLECTIONS;\n")
     assert done.returncode == 0 and "messages" in done.stdout
