@@ -62,7 +62,7 @@ def _one_statement(source: str) -> None:
     if len(statements) > 1:
         raise QuerySyntaxError(
             "expected one statement, found a second one", text=source,
-            span=tuple(statements[1].span),
+            span=(statements[1].span.start, statements[1].span.end),
             hint='recallql explain takes one statement; explain several with recallql query '
                  '"EXPLAIN ...; EXPLAIN ..."')
 
