@@ -260,6 +260,29 @@ def test_explain_of_a_catalog_statement_exits_1(db):
     assert done.returncode == 1 and "EXPLAIN applies to SEARCH and RETRIEVE" in done.stderr
 
 
+def test_explain_of_two_statements_points_at_the_second_with_a_hint_for_the_cli(db):
+    """The parser's hint named db.execute and parse_script(), Python the command line user
+    cannot call from here."""
+    done = cli("explain", "SEARCH docs MATCHING 'x'; SEARCH docs MATCHING 'y'", "--db", str(db))
+    assert done.returncode == 1
+    assert done.stderr == (
+        "QuerySyntaxError: expected one statement, found a second one (line 1, column 27)\n"
+        "\n"
+        "  SEARCH docs MATCHING 'x'; SEARCH docs MATCHING 'y'\n"
+        "                            ^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        "  hint: recallql explain takes one statement; explain several with recallql query "
+        "\"EXPLAIN ...; EXPLAIN ...\"\n")
+
+
+def test_explain_from_stdin_with_a_number_for_text(db):
+    """`explain -` with `-p q=2024` (inferred a number, retried as the string MATCHING wants)
+    read stdin again on the retry and failed with "found end of input"."""
+    done = cli("explain", "-", "-p", "q=2024", "--db", str(db),
+               stdin="SEARCH docs MATCHING :q LIMIT 1\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("TopK: k=1 offset=0\n")
+
+
 def test_query_reads_statements_from_stdin(db):
     done = cli("query", "-", "--db", str(db), stdin="SHOW COLLECTIONS;\n")
     assert done.returncode == 0 and "messages" in done.stdout
@@ -275,7 +298,7 @@ def test_help_has_examples():
 
 
 COMMANDS = [["ingest"], ["query"], ["explain"], ["shell"], ["demo"], ["bench"], ["mcp"],
-            ["import", "hermes"], *(["sessions", c] for c in (
+            ["import", "hermes"], ["cluster", "serve"], *(["sessions", c] for c in (
                 "list", "show", "lineage", "create", "annotate", "signal", "close", "archive",
                 "sweep"))]
 
@@ -294,6 +317,47 @@ def test_every_command_has_examples_and_plain_placeholders(command):
         assert odd not in text, odd
     usage = text.splitlines()[0]
     assert usage.startswith("Usage: ") and usage == usage.rstrip()
+
+
+def test_top_level_help_cuts_no_command_summary():
+    """Every command's line in `recallql --help` is whole (click cuts a long first sentence
+    with '...': 'Run a recallql cluster on Ray (shard actors that each own...')."""
+    from typer.testing import CliRunner
+
+    from recallql.cli import app
+
+    done = CliRunner().invoke(app, ["--help"], terminal_width=80)
+    listing = done.output.split("Commands:", 1)[1].split("Examples:", 1)[0]
+    assert "..." not in listing, listing
+
+
+def test_mcp_help_says_how_several_writers_share_a_database():
+    """`recallql mcp --help` says what the server does (writes take turns at the writer lock,
+    waiting LOCK_WAIT seconds), not that the process is the database's only writer."""
+    from typer.testing import CliRunner
+
+    from recallql.cli import app
+    from recallql.mcp import LOCK_WAIT
+
+    text = " ".join(CliRunner().invoke(app, ["mcp", "--help"], terminal_width=100
+                                       ).output.split())
+    assert "This process is the database's writer" not in text
+    assert f"taking turns at the writer lock: a write waits up to {LOCK_WAIT:g} s" in text
+
+
+@pytest.mark.parametrize("command", [["check"], ["import", "hermes"], *(["sessions", c] for c in (
+    "list", "show", "lineage", "create", "sweep"))], ids=" ".join)
+def test_json_help_of_a_command_that_runs_no_statements_says_what_it_prints(command):
+    """`--json` of check, import and sessions prints one object; its help said "one object per
+    statement", which only query and explain run."""
+    from typer.testing import CliRunner
+
+    from recallql.cli import app
+
+    text = " ".join(CliRunner().invoke(app, [*command, "--help"], terminal_width=100
+                                       ).output.split())
+    assert "--json Print the result as JSON, one object on one line" in text
+    assert "per statement" not in text
 
 
 def test_help_paragraphs_are_rewrapped_not_ragged():

@@ -370,11 +370,32 @@ def test_delete_removes_documents_and_counts_missing_ids(tmp_path, monkeypatch):
     assert _ingest("a.md", "b.md", "--db", "db", "--embedder", "hash").exit_code == 0
     result = CliRunner().invoke(app, ["delete", "--doc-id", "a.md", "--id", "nope", "--db", "db"])
     assert result.exit_code == 0, result.output
-    assert "deleted 1 items from docs, 1 not found" in result.stdout
+    assert "deleted 1 item from docs, 1 not found" in result.stdout
     with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
         assert conn.execute("SEARCH docs MATCHING 'text'").ids() == ["b.md#0"]
     usage = CliRunner().invoke(app, ["delete", "--db", "db"])
     assert usage.exit_code == 2 and "give at least one --id or --doc-id" in usage.output
+
+
+def test_the_delete_help_examples_delete_what_they_name(tmp_path, monkeypatch):
+    """`recallql delete --help`'s examples, run as written after the `recallql ingest notes/`
+    they name, find their rows (they said notes/old.md, a doc_id that ingest never stores)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "old.md").write_text("# Old\n\nan old note\n")
+    (tmp_path / "notes" / "big.md").write_text(
+        "\n\n".join(f"paragraph {n} " + "word " * 250 for n in range(6)) + "\n")
+    assert _ingest("notes/", "--db", "mem.db", "--embedder", "hash").exit_code == 0
+    helped = CliRunner().invoke(app, ["delete", "--help"], terminal_width=200)
+    examples = [line.split()[2:] for line in helped.output.splitlines()
+                if line.strip().startswith("recallql delete ")]
+    assert len(examples) == 2, helped.output
+    printed = []
+    for args in examples:
+        result = CliRunner().invoke(app, ["delete", *args])
+        assert result.exit_code == 0, result.output
+        printed.append(result.stdout.strip())
+    assert printed == ["deleted 1 item from docs", "deleted 2 items from docs"]
 
 
 def test_ingest_into_a_damaged_database_is_a_data_error_not_an_internal_one(tmp_path):
@@ -410,3 +431,22 @@ def test_items_without_text_are_stored_with_a_warning_naming_their_place(tmp_pat
         f"{path}:2: item 'x' {note} ", *(f"{path}:{n + 4}: item 'e{n}' {note} " for n in range(4)),
         "2 more item(s) have no text "]
     assert "ingested 9 items" in result.stdout
+
+
+def test_an_unknown_collection_names_the_known_ones_and_how_to_add_one(tmp_path, monkeypatch):
+    """`--collection notez` said only "no collection 'notez' in db", with no way on from there
+    (the CLI cannot declare a collection), and a new path was left without a database."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.md").write_text("# A\n\nalpha text\n")
+    fresh = _ingest("a.md", "--db", "db", "--embedder", "hash", "--collection", "notez")
+    assert fresh.exit_code == 1
+    assert fresh.stderr.strip() == (
+        "error: no collection 'notez' in db (collections: docs, messages); ingest writes into "
+        "an existing collection: declare a new one with its fields in Python, "
+        "recallql.connect(DB).create_collection(NAME, ...)")
+    assert not (tmp_path / "db").exists()
+    assert _ingest("a.md", "--db", "db", "--embedder", "hash").exit_code == 0
+    typo = _ingest("a.md", "--db", "db", "--collection", "doc")
+    assert typo.exit_code == 1
+    assert "no collection 'doc' in db (did you mean 'docs'? collections: docs, messages)" in (
+        " ".join(typo.stderr.split()))

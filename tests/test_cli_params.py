@@ -68,3 +68,15 @@ def test_when_the_string_does_not_fit_either_the_inferred_values_error_stands():
             bind_with_fallback(lambda values: db.execute(stmt, **values),
                                parse_params(["n=99999999999999999999999"]))
     assert "within the 64-bit range, got int 99999999999999999999999" in str(err.value)
+
+
+def test_a_missing_parameter_is_hinted_with_the_option_that_gives_it():
+    """`recallql query "... MATCHING :q"` without -p said "hint: pass q=...", db.execute's
+    words; the command line's are -p q=VALUE."""
+    with recallql.connect(embedder=HashEmbedder()) as db:
+        stmt = parse("SEARCH docs MATCHING :q LIMIT :n")
+        with pytest.raises(recallql.ParameterError) as err:
+            bind_with_fallback(lambda values: db.execute(stmt, **values),
+                               parse_params(["n=3"]))
+    assert err.value.hint == "give its value with -p q=VALUE"
+    assert str(err.value).endswith("^^\n  hint: give its value with -p q=VALUE")

@@ -182,3 +182,14 @@ def test_a_failed_first_write_leaves_no_database_behind(tmp_path, args):
     assert done.returncode == 1 and "error:" in done.stderr and not db.exists()
     assert cli("sessions", "create", "s0", "--agent", "a", "--db", str(db)).returncode == 0
     assert cli(*args, "--db", str(db)).returncode == 1 and db.is_dir()  # it was there: stays
+
+
+@pytest.mark.parametrize(("status", "hint"), [("opn", "did you mean 'open'?"),
+                                              ("done", "known: open, closed, archived")])
+def test_list_refuses_an_unknown_status(db, status, hint):
+    """A typo in --status is a usage error naming the states, not an empty list that reads as
+    "there are no sessions"."""
+    done = cli("sessions", "list", "--status", status, "--db", str(db))
+    assert done.returncode == 2, done.stdout
+    assert f"unknown status '{status}'; {hint}" in done.stderr
+    assert done.stdout == ""

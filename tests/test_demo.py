@@ -61,6 +61,32 @@ def test_demo_rebuilds_its_own_database_and_refuses_others(tmp_path):
     assert not built.exists()
 
 
+def test_demo_keeps_its_database_once_something_else_wrote_to_it(tmp_path):
+    """`recallql demo` rebuilt its database even after the user had written to it (a session
+    created in the demo database was gone on the next run, without a word); reading it
+    (the shell the demo suggests) still lets it rebuild."""
+    import shutil
+
+    import recallql
+    from recallql.index.embedders import HashEmbedder
+
+    path = tmp_path / "demo.db"
+    run_demo(path, size="small", embedder="hash",
+             console=Console(file=io.StringIO(), width=120, color_system=None))
+    with recallql.connect(path, embedder=HashEmbedder(), readonly=True) as db:
+        assert db.execute("SEARCH docs MATCHING 'crash' LIMIT 1").ids()
+    looked_at = tmp_path / "looked-at.db"
+    shutil.copytree(path, looked_at)
+    prepare(looked_at)
+    assert not looked_at.exists()
+    with recallql.connect(path, embedder=HashEmbedder()) as db:
+        db.sessions.create("mine", "me")
+    with pytest.raises(DemoError, match="built by the demo and written to since"):
+        prepare(path)
+    with recallql.connect(path, embedder=HashEmbedder(), readonly=True) as db:
+        assert db.sessions.snapshot("mine").agent_id == "me"
+
+
 def test_demo_falls_back_to_python_news_without_debian_changelogs(tmp_path):
     if not list(Path("/usr/share/doc").glob("python3*/NEWS.gz")):
         pytest.skip("no Python NEWS.gz on this machine")

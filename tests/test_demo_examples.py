@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,19 @@ def test_readme_tour_outputs_follow_the_commands_that_print_them(tmp_path):
             assert got[-1].startswith("(") == expected[-1].startswith("(")
             if expected[-1].startswith("("):
                 assert got[-1] == expected[-1], (body, done.stdout)
+            if "RETRIEVE" in body and "MATCHING" not in body:  # boosts only: no embedder in it
+                assert _ranked(got) == _ranked(expected), (body, done.stdout)
+
+
+def _ranked(lines: list[str]) -> list[tuple[str, list[str]]]:
+    """A result table's rows as (id, the boosts its `why` names: keywords, entity, ...)."""
+    rows: list[tuple[str, list[str]]] = []
+    for line in lines:
+        if re.match(r"\d+\s", line):
+            rows.append((line.split()[1], []))
+        if rows:
+            rows[-1][1].extend(re.findall(r"([a-z]+) \+\d", line))
+    return rows
 
 
 def _doc_statements() -> list[str]:

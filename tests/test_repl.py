@@ -107,6 +107,21 @@ def test_statements_before_a_syntax_error_on_the_same_line_run(repl):
     assert "(line 1, column 32)" in text and "messages" not in text and repl.failed
 
 
+def test_a_parameter_in_the_shell_says_how_to_give_its_value_here(repl):
+    """The shell binds no parameters; a statement with one said "hint: pass q=...", advice
+    for db.execute that cannot be followed at the prompt."""
+    repl.run_lines(["SEARCH docs MATCHING 'x' WHERE tags CONTAINS :tag LIMIT :n;\n",
+                    "SHOW COLLECTIONS;\n"])
+    assert repl.output.getvalue() == (
+        "ParameterError: the shell has no value for parameter :tag (line 1, column 46)\n"
+        "\n"
+        "  SEARCH docs MATCHING 'x' WHERE tags CONTAINS :tag LIMIT :n\n"
+        "                                               ^^^^\n"
+        "  hint: write the value into the statement (MATCHING 'disk full', LIMIT 5), or run it "
+        "with recallql query \"...\" -p name=value\n")
+    assert repl.failed
+
+
 def test_an_error_in_the_interactive_shell_does_not_end_it(repl):
     assert repl.handle("SEARCH dcos MATCHING 'x';") is True
     assert repl.handle("SHOW COLLECTIONS;") is True

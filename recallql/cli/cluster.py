@@ -13,6 +13,7 @@ from recallql.cli.common import Command, err, out
 
 app = typer.Typer(no_args_is_help=True, help="Run a recallql cluster on Ray (shard actors "
                   "that each own many tenant databases).",
+                  short_help="Run shard actors on Ray, each owning many tenant databases.",
                   epilog="docs/cluster.md explains tenants, shared collections and routing.")
 
 SERVE_EPILOG = """Ray's servers listen on every interface even when told 127.0.0.1, so serve
@@ -32,12 +33,12 @@ committed batch is on disk) and Ray stops."""
 def serve(
     path: Annotated[Path, typer.Option("--path", metavar="DIR",
                                        help="The cluster directory (created when missing).")],
-    shards: Annotated[int, typer.Option(min=1, help="Shards of a new cluster (an existing "
-                                        "one keeps its own).")] = 4,
+    shards: Annotated[int, typer.Option(min=1, metavar="N", help="Shards of a new cluster "
+                                        "(an existing one keeps its own).")] = 4,
     num_cpus: Annotated[int | None, typer.Option(
-        "--num-cpus", min=1, help="CPUs Ray may use (default: all).")] = None,
+        "--num-cpus", min=1, metavar="N", help="CPUs Ray may use (default: all).")] = None,
     object_store_mb: Annotated[int, typer.Option(
-        "--object-store-mb", min=64, help="Ray's shared object store, in MB.")] = 200,
+        "--object-store-mb", min=64, metavar="MB", help="Ray's shared object store, in MB.")] = 200,
     embedder: Annotated[str, typer.Option(
         metavar="NAME", help="What 'default' collections embed with: default (MiniLM), none "
         "(vectors from the caller) or hash.")] = "default",
@@ -48,7 +49,9 @@ def serve(
     """Start a local Ray instance and the cluster's shard actors, print the address clients
     join, and serve until interrupted.
 
-    Example: recallql cluster serve --path mem-cluster/ --shards 4
+    \b
+    Examples:
+      recallql cluster serve --path mem-cluster/ --shards 4
     """
     from recallql.cluster import ClusterError, connect
 

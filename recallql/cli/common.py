@@ -41,6 +41,11 @@ DbOption = Annotated[Path, typer.Option(
     help="Database directory.")]
 JsonOption = Annotated[bool, typer.Option(
     "--json", callback=_json_mode, is_eager=True,
+    help="Print the result as JSON, one object on one line; errors as a JSON object on "
+         "stderr.")]
+#: `--json` of the commands that run statements (query, explain).
+StatementsJsonOption = Annotated[bool, typer.Option(
+    "--json", callback=_json_mode, is_eager=True,
     help="Print JSON: one object per statement, one per line; errors as a JSON object on "
          "stderr.")]
 EmbedderOption = Annotated[str, typer.Option(

@@ -29,13 +29,15 @@ def delete(
 ) -> None:
     """Delete items, or every chunk of whole documents, as one all-or-nothing batch.
 
-    Ids that are not there are counted, not an error. The rows disappear from every search at
-    once; readers see the deletion when the batch commits.
+    A text file's doc_id is its path relative to the directory ingested (after `recallql ingest
+    notes/`, notes/old.md is old.md) and its chunks' ids are DOC#0, DOC#1, ...; SEARCH shows
+    them. Ids that are not there are counted, not an error. The rows disappear from every
+    search at once; readers see the deletion when the batch commits.
 
     \b
-    Examples:
-      recallql delete --doc-id notes/old.md --db mem.db
-      recallql delete --id notes/big.md#3 --id notes/big.md#4 --db mem.db
+    Examples (after recallql ingest notes/ --db mem.db):
+      recallql delete --doc-id old.md --db mem.db
+      recallql delete --id big.md#3 --id big.md#4 --db mem.db
     """
     if not ids and not doc_ids:
         raise typer.BadParameter("give at least one --id or --doc-id", param_hint="--id")
@@ -44,4 +46,5 @@ def delete(
     with handled(), open_db(db, write=True) as database:
         report = database.delete(collection, ids or None, doc_ids=doc_ids or None)
     missing = f", {report.missing} not found" if report.missing else ""
-    out.print(f"deleted {report.deleted} items from {collection}{missing}", markup=False)
+    noun = "item" if report.deleted == 1 else "items"
+    out.print(f"deleted {report.deleted} {noun} from {collection}{missing}", markup=False)

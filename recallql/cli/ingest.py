@@ -250,8 +250,9 @@ def _batches(items: Iterable[tuple[str, dict]], size: int
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Files or directories to ingest.")],
     db: DbOption = DEFAULT_DB,
-    collection: Annotated[str, typer.Option(metavar="NAME", help="Target collection.")
-                          ] = "docs",
+    collection: Annotated[str, typer.Option(
+        metavar="NAME", help="Target collection: one that exists (the built-ins docs and "
+        "messages, or one declared with Database.create_collection).")] = "docs",
     fmt: Annotated[str, typer.Option("--format", metavar="FORMAT",
                                      help="auto (by file name), jsonl, json, text, cacm, "
                                           "cranfield or debian.")] = "auto",
@@ -310,6 +311,17 @@ def ingest(
     _summary(collection, tally, time.perf_counter() - started, paths)
 
 
+def _no_collection(collection: str, db: Path, names: Sequence[str]) -> str:
+    """Why `recallql ingest --collection NAME` has nowhere to write, and what to do: the CLI
+    writes into collections that exist; a new one is declared in Python (its fields)."""
+    from recallql.grammar import did_you_mean
+
+    close = did_you_mean(collection, names, listing=False)
+    return (f"no collection {collection!r} in {db} ({close + ' ' if close else ''}collections: "
+            f"{', '.join(names)}); ingest writes into an existing collection: declare a new one "
+            "with its fields in Python, recallql.connect(DB).create_collection(NAME, ...)")
+
+
 def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder: str,
                  batch_size: int, tally: Tally, replace_documents: bool,
                  paths: Sequence[Path], replace_other_files: bool = False) -> None:
@@ -329,7 +341,7 @@ def _ingest_into(db: Path, collection: str, sources: Sequence[Source], embedder:
     with database:
         info = next((c for c in database.collections() if c.name == collection), None)
         if info is None:
-            raise fail(f"no collection {collection!r} in {db}")
+            raise fail(_no_collection(collection, db, [c.name for c in database.collections()]))
         drop = set(EXTRA_KEYS) - set(info.text_fields) - set(info.fields)
         total, seen = check(info, sources, drop, batch_size)
         for note in [*seen.skipped, *_textless(info, seen.textless)]:

@@ -34,10 +34,12 @@ def mcp(
     retrieve_context, explain, run_statement, remember, append_messages, record_signal,
     annotate_session, start_session, end_session; resources: the collections).
 
-    Over stdio by default, which is what MCP clients launch. This process is the database's
-    writer: to let several clients write to one database, run one server with --http and
-    point every client at it. Creates the database when missing. Needs the extra
-    `recallql[mcp]`.
+    Over stdio by default, which is what MCP clients launch (each client its own server).
+    Several servers and CLI commands may write one database, taking turns at the writer lock:
+    a write waits up to 2 s for another process's write, then fails with a tool error naming
+    the holder. Writes arriving at one server together are committed as one batch, so for
+    many agents writing a lot run one server with --http and point every client at it.
+    Creates the database when missing. Needs the extra `recallql[mcp]`.
 
     \b
     Examples:

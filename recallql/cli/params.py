@@ -97,8 +97,9 @@ def bind_with_fallback(run: Callable[[dict[str, Any]], T], params: dict[str, Par
     """Call ``run(values)``; when a query error points at a parameter whose type was inferred,
     retry with that parameter as the plain string it was given as. When the string does not
     fit either, the error about the inferred value is raised (``LIMIT :n`` with ``n=1e30``:
-    out of range, not 'got str')."""
-    from recallql.grammar.errors import QueryError
+    out of range, not 'got str'). A parameter given no value gets the hint the command line
+    takes (``-p q=VALUE``, not db.execute's ``pass q=...``)."""
+    from recallql.grammar.errors import ParameterError, QueryError
 
     values = {name: p.value for name, p in params.items()}
     first: dict[str, QueryError] = {}
@@ -107,6 +108,9 @@ def bind_with_fallback(run: Callable[[dict[str, Any]], T], params: dict[str, Par
             return run(values)
         except QueryError as exc:
             name = culprit(exc)
+            if name is not None and name not in params and isinstance(exc, ParameterError):
+                exc.hint = f"give its value with -p {name}=VALUE"
+                raise
             param = params.get(name) if name else None
             if name is None or param is None or not param.inferred:
                 raise

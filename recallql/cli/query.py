@@ -8,7 +8,15 @@ from typing import Annotated, Any
 
 import typer
 
-from recallql.cli.common import DEFAULT_DB, DbOption, JsonOption, fail, handled, open_db, out
+from recallql.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    StatementsJsonOption,
+    fail,
+    handled,
+    open_db,
+    out,
+)
 from recallql.cli.params import bind_with_fallback, parse_params, used_by
 
 ParamOption = Annotated[list[str] | None, typer.Option(
@@ -40,11 +48,30 @@ def _check_unused(statements: list[Any], names: set[str]) -> None:
                                  param_hint="--param")
 
 
+def _one_statement(source: str) -> None:
+    """Refuse a second statement for `recallql explain` with the caret under it and a hint
+    for the command line (the parser's names parse_script, a Python function).
+
+    Raises:
+        QuerySyntaxError: more than one statement.
+    """
+    from recallql.grammar import parse_script
+    from recallql.grammar.errors import QuerySyntaxError
+
+    statements = parse_script(source)
+    if len(statements) > 1:
+        raise QuerySyntaxError(
+            "expected one statement, found a second one", text=source,
+            span=(statements[1].span.start, statements[1].span.end),
+            hint='recallql explain takes one statement; explain several with recallql query '
+                 '"EXPLAIN ...; EXPLAIN ..."')
+
+
 def query(
     text: TextArgument,
     db: DbOption = DEFAULT_DB,
     param: ParamOption = None,
-    as_json: JsonOption = False,
+    as_json: StatementsJsonOption = False,
     fmt: FormatOption = "table",
 ) -> None:
     """Run statements and print their results as tables (or --format json|jsonl|csv|markdown).
@@ -112,7 +139,7 @@ def explain(
     verbose: Annotated[bool, typer.Option("--verbose", help="Add tantivy's BM25 explanation "
                                           "per row.")] = False,
     param: ParamOption = None,
-    as_json: JsonOption = False,
+    as_json: StatementsJsonOption = False,
 ) -> None:
     """Show a statement's plan and every row's score arithmetic (--json: as JSON).
 
@@ -129,10 +156,13 @@ def explain(
     from recallql.ui.render import Catalog, print_outcome, to_json
 
     params = parse_params(param)
+    source = _source(text)
+    with handled():
+        _one_statement(source)
     with open_db(db) as database, handled():
         catalog = Catalog.of(database)
         outcome = bind_with_fallback(
-            lambda values: database.explain(_source(text), analyze=analyze, verbose=verbose,
+            lambda values: database.explain(source, analyze=analyze, verbose=verbose,
                                             **values), params)
     if as_json:
         out.print(to_json(outcome, catalog, indent=None), markup=False, soft_wrap=True)

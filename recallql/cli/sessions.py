@@ -26,6 +26,23 @@ from recallql.sessions.edges import END_REASONS
 app = typer.Typer(no_args_is_help=True, help="List, inspect and change agent sessions.",
                   epilog="Each command has --help with examples.")
 SessionArg = Annotated[str, typer.Argument(metavar="SESSION", help="Session id.")]
+#: The lifecycle states a session can be in (`SessionSnapshot.status`).
+STATUSES = ("open", "closed", "archived")
+
+
+def _check_status(status: str | None) -> str | None:
+    """``--status``'s callback: one of `STATUSES` (a typo would list nothing and look like no
+    sessions at all).
+
+    Raises:
+        typer.BadParameter: (exit 2) another value, with a did-you-mean.
+    """
+    from recallql.grammar import did_you_mean
+
+    if status is None or status in STATUSES:
+        return status
+    raise typer.BadParameter(f"unknown status {status!r}; {did_you_mean(status, STATUSES)}",
+                             param_hint="--status")
 
 
 def _print(outcome, as_json: bool) -> None:
@@ -40,7 +57,7 @@ def _print(outcome, as_json: bool) -> None:
 @app.command("list", cls=Command, short_help="List sessions, oldest first.")
 def list_(
     db: DbOption = DEFAULT_DB,
-    status: Annotated[str | None, typer.Option(metavar="STATUS",
+    status: Annotated[str | None, typer.Option(metavar="STATUS", callback=_check_status,
                                                help="open, closed or archived.")] = None,
     agent: Annotated[str | None, typer.Option(metavar="AGENT",
                                               help="Only this agent's sessions.")] = None,
@@ -179,8 +196,8 @@ def signal(
     value: Annotated[float, typer.Argument(help="Signal value, e.g. 1.0 or -1 (a negative "
                                                 "number is a value, not an option).")],
     entity: Annotated[str | None, typer.Option(
-        metavar="ENTITY", help="What it is about: an item's entity, or its doc_id (e.g. "
-        "notes/postgres.md).")] = None,
+        metavar="ENTITY", help="What it is about: an item's entity; a text chunk's is its "
+        "doc_id (postgres.md after `recallql ingest notes/`).")] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Record a signal, e.g. a reward on an entity.
@@ -191,7 +208,7 @@ def signal(
     \b
     Examples:
       recallql sessions signal s-42 reward 1.0 --entity debian:openssl
-      recallql sessions signal s-42 reward -1 --entity notes/postgres.md
+      recallql sessions signal s-42 reward -1 --entity postgres.md
     """
     with open_db(db, write=True) as database, handled():
         database.sessions.signal(session, name, value, entity=entity)

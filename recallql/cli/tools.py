@@ -89,7 +89,8 @@ def _create_empty(db: Path, create: bool) -> None:
 def demo(
     db: Annotated[Path, typer.Option("--db", metavar="PATH",
                                      help="Where to build the demo database (rebuilt if it was "
-                                          "built by the demo).")] = Path("recallql-demo.db"),
+                                          "built by the demo and not written to since)."
+                                     )] = Path("recallql-demo.db"),
     small: Annotated[bool, typer.Option("--small", help="A few hundred documents and "
                                         "messages (seconds, for tests).")] = False,
     all_docs: Annotated[bool, typer.Option("--all", help="Every changelog entry on the "

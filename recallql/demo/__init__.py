@@ -8,6 +8,7 @@ Documents come from Debian changelogs (or Python's NEWS, or CACM), conversations
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import time
@@ -44,15 +45,39 @@ __all__ = ["DemoError", "MARKER", "run_demo"]
 MARKER = "recallql-demo.json"
 
 
+def fingerprint(path: Path) -> str:
+    """sha256 of the database's SQLite metadata (``meta.sqlite`` and any write-ahead log): every
+    committed write changes it (sessions, annotations, signals and every ingest batch), reading
+    never does."""
+    digest = hashlib.sha256()
+    for name in ("meta.sqlite", "meta.sqlite-wal"):
+        part = path / name
+        if part.is_file():
+            digest.update(part.read_bytes())
+    return digest.hexdigest()
+
+
 def prepare(path: Path) -> None:
-    """Make `path` ready for a new demo database: remove an earlier demo database there.
+    """Make `path` ready for a new demo database: remove an earlier demo database there, unless
+    something was written to it after the demo finished (its marker records the fingerprint
+    the demo left; a marker without one, from an older recallql, is rebuilt as before).
 
     Raises:
-        DemoError: `path` holds something the demo did not build.
+        DemoError: `path` holds something the demo did not build, or a demo database that was
+            written to since.
     """
     if not path.exists():
         return
     if (path / MARKER).is_file():
+        try:
+            recorded = json.loads((path / MARKER).read_text()).get("fingerprint")
+        except (ValueError, AttributeError, OSError):
+            recorded = None
+        if recorded is not None and recorded != fingerprint(path):
+            raise DemoError(
+                f"{path} was built by the demo and written to since (sessions, messages or "
+                "items added), so the demo does not remove it; choose another --db, or remove "
+                f"{path} yourself to rebuild it there")
         shutil.rmtree(path)
     elif not path.is_dir() or any(path.iterdir()):
         raise DemoError(f"{path} exists and was not built by the demo; choose another --db")
@@ -147,6 +172,8 @@ def run_demo(path: Path, size: str = "default", embedder: str = "default",
         tour = Tour(db, console, built)
         for section in SECTIONS:
             section(tour)
+    marker = {"size": size, "embedder": embedder, "fingerprint": fingerprint(path)}
+    (path / MARKER).write_text(json.dumps(marker))  # after the tour's own writes, closed
     counts["sections"] = tour.sections
     counts["total_s"] = round(time.perf_counter() - started, 1)
     console.print()

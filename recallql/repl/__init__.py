@@ -211,7 +211,21 @@ class Repl:
         return True
 
     def run_statement(self, stmt: Any) -> None:
-        """Execute one parsed statement and print its outcome (and time with \\timing)."""
+        """Execute one parsed statement and print its outcome (and time with \\timing).
+
+        Raises:
+            ParameterError: the statement has a parameter (``:q``, ``?``): the shell has no
+                values to bind, so the caret goes under the first, with a hint that works here
+                (the statement's own, "pass q=...", is for `db.execute`).
+        """
+        if stmt.parameters:
+            from recallql.grammar.errors import ParameterError
+
+            first = stmt.parameters[0]
+            raise ParameterError(
+                f"the shell has no value for parameter {first.label}", text=stmt.source,
+                span=first.span, hint="write the value into the statement (MATCHING 'disk "
+                "full', LIMIT 5), or run it with recallql query \"...\" -p name=value")
         started = time.perf_counter()
         outcome = self.db.execute(stmt)
         self.show(outcome)
