@@ -9,6 +9,11 @@ Two fetch backends, same resolver:
 - ``sqlite-txn``: the same, with the whole resolution inside one read transaction
   (``BEGIN`` … ``ROLLBACK``), as the engine should run a statement's fetches.
 
+``engine`` is recallql's own walk (``db.sessions.fetcher``: recursive read-ahead up chains),
+which statements use only where no root is stored (a pre-roots database opened read-only, or
+``AS OF`` before a session's end); ``stored`` is what a statement reads: the root that writes
+keep (below), through ``db.sessions.resolver``.
+
 Each figure is the median of several fresh resolvers (a fresh resolver = an empty memo and row
 cache, as for a new statement). Also reports a warm re-resolve (memo hit) and a full
 ``chain()`` walk.
@@ -136,7 +141,28 @@ def bench_engine(path: Path, rows: list[SessionRow], depth: int) -> None:
         cold_ms = timed(cold)
         print(f"{'engine':10s} depth={depth}  resolve cold={cold_ms:8.2f} ms  "
               f"({cold_ms * 1000.0 / (depth + 1):5.2f} µs/session)  (recallql database, "
-              "db.sessions.fetcher, one read transaction)")
+              "db.sessions.fetcher, one read transaction: the query-time walk, used only where "
+              "no root is stored)")
+
+        # What a statement runs: the roots that writes keep (`roots.refresh`), read through
+        # `db.sessions.resolver` in the statement's read transaction; no walk.
+        from recallql.sessions import roots
+        from recallql.sessions.stored import StoredRoots
+
+        with db.store.transaction() as conn:
+            roots.refresh(conn, ["s0"])
+
+        def stored() -> None:
+            with db.read_transaction() as conn:
+                resolver = db.sessions.resolver(conn, budget=depth + 1)
+                assert isinstance(resolver, StoredRoots), resolver
+                res = resolver.resolve(f"s{depth}")
+            assert res.root == "s0" and res.depth == depth, res
+
+        stored_ms = timed(stored)
+        print(f"{'stored':10s} depth={depth}  resolve cold={stored_ms:8.3f} ms  (recallql "
+              "database, db.sessions.resolver: the stored root a statement reads, one read "
+              "transaction)")
 
 
 def bench_roots(path: Path, depth: int) -> None:
