@@ -114,7 +114,7 @@ def test_targets_read_script_output():
     assert "(SEARCH) | 0.61 ms | met |" in table and "(RETRIEVE) | 1.80 ms | **missed** |" in table
     assert "| ingest without embedding ≥ 20,000 chunks/s | 27,594 chunks/s | met |" in table
     assert "| 1.40× | **missed** |" in table
-    assert table.count("see the section") == 3  # bench_lineage printed nothing
+    assert table.count("see the section") == 5  # bench_lineage printed nothing
     targets.clear()
 
 
@@ -124,9 +124,13 @@ def test_targets_read_the_conversation_and_root_figures():
         "             LIMIT 10: e2e p50 plain  7.20 ms, grouped  7.38 ms (1.03x, target <= 1.1x)\n"
         "            LIMIT 100: e2e p50 plain 11.02 ms, grouped 12.60 ms (1.14x, target <= 1.1x)\n"
         "FOR SESSION, LIMIT 10: e2e p50 plain  9.29 ms, grouped  8.00 ms (0.86x, target)"))
-    targets.from_script_output("bench_lineage",
-                               "roots      root update depth=10000     61.50 ms for 10,000 roots")
+    targets.from_script_output("bench_lineage", (
+        "engine     depth=10000  resolve cold=   61.20 ms  ( 6.12 µs/session)  (recallql ...)\n"
+        "stored     depth=10000  resolve cold=    0.044 ms  (recallql database, ...)\n"
+        "roots      root update depth=10000     61.50 ms for 10,000 roots"))
     table = targets.summary()
+    assert "(engine walk, where no root is stored) | 61.2 ms | **missed** |" in table
+    assert "(a statement's path: the stored root) | 0.04 ms | met |" in table
     assert "(LIMIT 10, 10k-deep chain) | 1.03× | met |" in table
     assert "(LIMIT 100, 10k-deep chain) | 1.14× | **missed** |" in table
     assert "updated in one batch ≤ 100 ms | 61.5 ms | met |" in table
