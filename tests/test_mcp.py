@@ -498,3 +498,21 @@ def test_remember_into_messages_for_a_missing_session_is_refused_naming_it(tmp_p
                                   "to an existing session (create it first with "
                                   "db.sessions.create)")
     assert found["rows"] == []
+
+
+def test_an_empty_id_is_refused_not_replaced_by_a_default():
+    """`remember(items=[{"id": ""}])` stored the item under an id derived from its text, and
+    `start_session(session="")` started a session with a random id: a caller's empty id (a
+    variable left unset) was silently swapped for another, as `db.ingest` refuses it."""
+    stored, started, found = _in_process_call([
+        ("remember", {"items": [{"text": "zebra crossing", "id": ""}]}),
+        ("start_session", {"agent_id": "a", "session": ""}),
+        ("run_statement", {"statement": "SHOW SESSIONS"}),
+    ])
+    assert stored.is_error and text(stored) == (
+        "ArgumentError: remember was called with invalid arguments:\n"
+        "  items.0.id: String should have at least 1 character (got '')")
+    assert started.is_error and text(started) == (
+        "ArgumentError: start_session was called with invalid arguments:\n"
+        "  session: String should have at least 1 character (got '')")
+    assert data(found)["records"] == []

@@ -65,7 +65,8 @@ class Memory(BaseModel):
 
     text: str = Field(description="The text (BM25-indexed and embedded).", min_length=1)
     id: str | None = Field(None, description="A stable id: remembering an id again replaces "
-                           "it. Default: derived from the text (the same text is stored once).")
+                           "it. Default: derived from the text (the same text is stored once).",
+                           min_length=1)
     title: str | None = Field(None, description="A short title (searched too).")
     tags: list[str] | None = Field(None, description="Tags, filterable with "
                                    "search_memory(filters={\"tags\": \"ops\"}).")
@@ -353,7 +354,8 @@ class MemoryTools:
         agent_id: Annotated[str, Field(description="Who runs the session, e.g. `ops-agent`.",
                                        min_length=1, max_length=128)],
         session: Annotated[str | None, Field(description="The new session's id (default: "
-                                             "a new random id).")] = None,
+                                             "a new random id).", min_length=1,
+                                             max_length=128)] = None,
         parent: Annotated[str | None, Field(description="The session this one continues "
                                             "(after context compression): they form one "
                                             "conversation.")] = None,
