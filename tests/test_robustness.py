@@ -346,6 +346,18 @@ def test_declared_field_named_rowid_is_reserved():
     assert "x" not in [c.name for c in db.collections()]
 
 
+@pytest.mark.parametrize("as_of", [math.nan, math.inf, True], ids=["nan", "inf", "bool"])
+def test_snapshot_as_of_a_non_time_is_a_value_error(as_of):
+    """Was: `db.snapshot("kb", as_of=nan)` returned an empty snapshot (every commit-time
+    comparison with NaN is false) and `as_of=True` the database as of 1970-01-01T00:00:01Z,
+    where `AS OF :t` refuses both."""
+    db = small_db()
+    with pytest.raises(ValueError, match=r"^as_of must be a datetime or finite epoch seconds, "
+                                         rf"got {re.escape(repr(as_of))}$"):
+        db.snapshot("kb", as_of=as_of)
+    assert db.snapshot("kb", as_of=NOW_TS).size == db.snapshot("kb").size == 4
+
+
 # -- sessions --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("started_at", [1e300, -1e300,
