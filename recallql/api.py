@@ -697,7 +697,11 @@ class Database:
             QuerySemanticError: a filter that cannot be evaluated.
             ExecutionError: a leg failed (names the operator).
             StoreError: the database is closed, or the collection is unknown.
+            TypeError: `plan` is not a `QueryPlan` (a statement's text goes to `plan` first).
         """
+        if not isinstance(plan, QueryPlan):
+            raise TypeError(f"run_legs takes a QueryPlan (db.plan(text)), not "
+                            f"{type(plan).__name__}")
         self.store.check_open()
         return self._engine.run_legs(plan)
 

@@ -540,6 +540,20 @@ def test_execute_with_a_non_str_statement_raises_type_error(text):
         db.execute(text)
 
 
+@pytest.mark.parametrize("value", ["SEARCH kb MATCHING :q", None], ids=["text", "none"])
+def test_bind_and_run_legs_of_something_else_raise_type_error(value):
+    """Was: `recallql.bind("SEARCH ...", q=...)` and `db.run_legs(None)` raised a raw
+    AttributeError ('str' object has no attribute 'parameters' / 'as_of'), as db.execute(b"...")
+    did before it said TypeError."""
+    db = small_db()
+    with pytest.raises(TypeError, match=r"^bind takes a parsed statement \(parse\(text\)\), "
+                                        rf"not {type(value).__name__}$"):
+        recallql.bind(value, q="alpha")
+    with pytest.raises(TypeError, match=r"^run_legs takes a QueryPlan \(db.plan\(text\)\), "
+                                        rf"not {type(value).__name__}$"):
+        db.run_legs(value)
+
+
 # -- Hermes import ---------------------------------------------------------------------------------
 
 def _hermes_store(tmp_path: Path, sql: str) -> Path:

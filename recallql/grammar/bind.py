@@ -58,7 +58,11 @@ def bind(statement: StatementBase, /, *args: Any, **params: Any) -> StatementBas
     Raises:
         ParameterError: a value is missing, unexpected, of the wrong type or out of range;
             the message names the parameter and the caret points at it.
+        TypeError: `statement` is not a parsed statement (text goes through `parse` first).
     """
+    if not isinstance(statement, StatementBase):
+        raise TypeError(f"bind takes a parsed statement (parse(text)), not "
+                        f"{type(statement).__name__}")
     if not statement.parameters:
         if args or params:
             given = ", ".join([*(repr(a) for a in args[:3]), *(f":{k}" for k in params)])
