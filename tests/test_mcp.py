@@ -516,3 +516,23 @@ def test_an_empty_id_is_refused_not_replaced_by_a_default():
         "ArgumentError: start_session was called with invalid arguments:\n"
         "  session: String should have at least 1 character (got '')")
     assert data(found)["records"] == []
+
+
+def test_a_filter_value_of_no_accepted_shape_is_one_line_naming_the_filter():
+    """Was: seven lines per filter, one per member of the value's union type
+    (`filters.tags.str: should be a valid string`, `filters.tags.int: ...`, ...,
+    `filters.tags.list[float].0: ...`)."""
+    nothing, nested = _in_process_call([
+        ("search_memory", {"text": "x", "filters": {"tags": None, "source": "wiki"}}),
+        ("search_memory", {"text": "x", "filters": {"tags": [[1]], "source": {"a": 1}}}),
+    ])
+    assert nothing.is_error and text(nothing) == (
+        "ArgumentError: search_memory was called with invalid arguments:\n"
+        "  filters.tags: should be a string, a number, true or false, or a list of strings or "
+        "of numbers (got None)")
+    assert nested.is_error and text(nested) == (
+        "ArgumentError: search_memory was called with invalid arguments:\n"
+        "  filters.tags: should be a string, a number, true or false, or a list of strings or "
+        "of numbers (got [[1]])\n"
+        "  filters.source: should be a string, a number, true or false, or a list of strings or "
+        "of numbers (got {'a': 1})")
