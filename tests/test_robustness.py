@@ -554,6 +554,22 @@ def test_bind_and_run_legs_of_something_else_raise_type_error(value):
         db.run_legs(value)
 
 
+def test_explain_text_and_warnings_show_control_characters_of_values_escaped():
+    """Was: a MATCHING text or FOR SESSION id holding ESC sequences or U+202E came back raw in
+    EXPLAIN's text (`text=`, `session=`) and in the SESSION_NOT_FOUND warning, so printing
+    them (the CLI, the shell) let a value drive the terminal or reorder the line."""
+    db = small_db()
+    sid, text = "s\x1b[31m\u202e", "alpha\x1b[2J"
+    result = db.execute("SEARCH kb MATCHING :q FOR SESSION :s", q=text, s=sid)
+    (notice,) = [n for n in result.warnings if n.code.value == "SESSION_NOT_FOUND"]
+    assert notice.message == ("session 's\\x1b[31m\\u202e' does not exist (never created, "
+                              "or swept); ran without the session boost")
+    shown = db.explain("SEARCH kb MATCHING :q FOR SESSION :s", q=text, s=sid).to_text()
+    assert "\x1b" not in shown and "\u202e" not in shown
+    assert "    SessionBoost: session='s\\x1b[31m\\u202e' keywords=0.3 velocity=0.2 " \
+           "entities=0.2" in shown.splitlines()
+
+
 # -- Hermes import ---------------------------------------------------------------------------------
 
 def _hermes_store(tmp_path: Path, sql: str) -> Path:

@@ -28,7 +28,8 @@ import wcwidth
 EXCERPT_WIDTH = 100
 """Longest source line shown in full; longer lines are cut around the caret."""
 
-__all__ = ["QueryError", "QuerySyntaxError", "QuerySemanticError", "ParameterError", "locate"]
+__all__ = ["QueryError", "QuerySyntaxError", "QuerySemanticError", "ParameterError", "locate",
+           "printable"]
 
 
 def locate(text: str, offset: int) -> tuple[int, int]:
@@ -93,7 +94,7 @@ class QueryError(ValueError):
 
     def render(self) -> str:
         """Render the message, the offending line with a caret under the span, and the hint."""
-        head = f"{type(self).__name__}: {_printable(self.message)}"
+        head = f"{type(self).__name__}: {printable(self.message)}"
         if self.line is not None:
             head += f" (line {self.line}, column {self.column})"
         parts = [head]
@@ -104,7 +105,7 @@ class QueryError(ValueError):
         if self.hint:
             if not excerpt:
                 parts.append("")
-            parts.append(f"  hint: {_printable(self.hint)}")
+            parts.append(f"  hint: {printable(self.hint)}")
         return "\n".join(parts)
 
     def _excerpt(self) -> list[str]:
@@ -132,14 +133,15 @@ _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
 def _shown(ch: str) -> str:
     """How one character of the source appears in an excerpt: control characters (NUL, ESC,
     which a terminal would obey) and bidi controls as their Python escapes, the rest as is."""
-    if ch == "\t" or not (unicodedata.category(ch) == "Cc" or ch in _BIDI):
+    if ch in "\t\n" or not (unicodedata.category(ch) == "Cc" or ch in _BIDI):
         return ch
     return repr(ch)[1:-1]
 
 
-def _printable(message: str) -> str:
-    """A message (which may quote values: a session id, a name) with control and bidi
-    characters escaped, as in the excerpt."""
+def printable(message: str) -> str:
+    """`message` (which may quote values: a session id, a name, a text) with control and bidi
+    characters escaped, as in an error's excerpt, so printing it never drives a terminal
+    (ESC sequences) or reorders the line (U+202E). Tabs and newlines stay."""
     return "".join(_shown(ch) for ch in message)
 
 
