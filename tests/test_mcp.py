@@ -536,3 +536,18 @@ def test_a_filter_value_of_no_accepted_shape_is_one_line_naming_the_filter():
         "of numbers (got [[1]])\n"
         "  filters.source: should be a string, a number, true or false, or a list of strings or "
         "of numbers (got {'a': 1})")
+
+
+def test_run_statement_binds_as_of_from_iso_text():
+    """JSON has no datetime: `AS OF :t` with `{"t": "2025-01-01"}` was refused ('must be a
+    datetime'), so no MCP client could bind AS OF; ISO-8601 text binds as a TIMESTAMP."""
+    stored, past, now = _in_process_call([
+        ("remember", {"items": [{"text": "zebra crossing", "id": "z"}]}),
+        ("run_statement", {"statement": "SEARCH docs MATCHING 'zebra' AS OF :t",
+                           "parameters": {"t": "2001-01-01T00:00:00Z"}}),
+        ("run_statement", {"statement": "SEARCH docs MATCHING 'zebra' AS OF :t",
+                           "parameters": {"t": "9999-01-01"}}),
+    ])
+    assert not stored.is_error
+    assert data(past)["rows"] == []
+    assert [row["id"] for row in data(now)["rows"]] == ["z"]
