@@ -580,8 +580,19 @@ class Database:
     def snapshot(self, collection: str, as_of: datetime | float | None = None
                  ) -> CollectionSnapshot:
         """The collection's snapshot at the last committed batch, or as committed at `as_of`
-        (a datetime, naive = UTC, or epoch seconds; see `Store.snapshot`)."""
-        at = as_of if as_of is None or isinstance(as_of, int | float) else to_epoch(as_of)
+        (a datetime, naive = UTC, or epoch seconds; see `Store.snapshot`).
+
+        Raises:
+            StoreError: unknown collection.
+            ValueError: `as_of` is not a time: NaN, an infinity, a bool, a string that is not
+                ISO-8601 (NaN gave an empty snapshot, True the one of 1970-01-01T00:00:01Z).
+        """
+        if as_of is None:
+            return self.store.snapshot(collection)
+        if isinstance(as_of, bool) or (isinstance(as_of, int | float)
+                                       and not math.isfinite(as_of)):
+            raise ValueError(f"as_of must be a datetime or finite epoch seconds, got {as_of!r}")
+        at = as_of if isinstance(as_of, int | float) else to_epoch(as_of)
         return self.store.snapshot(collection, as_of=at)
 
     def check(self) -> CheckReport:
@@ -686,7 +697,11 @@ class Database:
             QuerySemanticError: a filter that cannot be evaluated.
             ExecutionError: a leg failed (names the operator).
             StoreError: the database is closed, or the collection is unknown.
+            TypeError: `plan` is not a `QueryPlan` (a statement's text goes to `plan` first).
         """
+        if not isinstance(plan, QueryPlan):
+            raise TypeError(f"run_legs takes a QueryPlan (db.plan(text)), not "
+                            f"{type(plan).__name__}")
         self.store.check_open()
         return self._engine.run_legs(plan)
 

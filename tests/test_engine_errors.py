@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from engine_helpers import doc, make_db, q, vec
 
@@ -154,3 +155,32 @@ def test_a_like_pattern_ending_in_the_escape_character_is_refused(db):
     assert "^^^^" in str(err.value) and "\\\\" in str(err.value)
     assert db.execute("RETRIEVE 5 FROM kb WHERE team LIKE '%\\\\'").ids() == []  # escaped: fine
     assert db.execute("RETRIEVE 5 FROM kb WHERE team LIKE 'x%'").ids() == ["a"]
+
+
+@pytest.mark.parametrize(("output", "message"), [
+    (lambda n: [["1", "0"]] * n,
+     "embedder 'emb' failed: NotRealNumbers: must be a sequence of numbers, got str values"),
+    (lambda n: None,
+     "embedder 'emb' failed: NotRealNumbers: must be a sequence of numbers, got NoneType"),
+    (lambda n: np.ones((0, 2)),
+     "embedder 'emb' failed: ValueError: returned shape (0, 2) for one text, expected (1, dim)"),
+], ids=["strings", "none", "no-row"])
+def test_an_embedder_that_returns_no_vector_for_the_query_names_itself(output, message):
+    """Was: strings were parsed into a query vector (as ingest did), and an empty output was a
+    raw IndexError from planning; now an `ExecutionError` names the embedder, as the other
+    failures of a statement name their operator."""
+    from recallql.engine.executor import ExecutionError
+
+    calls = {"n": 0}
+
+    def emb(texts):
+        calls["n"] += 1
+        return np.ones((len(texts), 2)) if calls["n"] == 1 else output(len(texts))
+
+    emb.dim, emb.name = 2, "emb"
+    db = recallql.connect(embedder=None)
+    db.create_collection("c", ("t",), dim=2, embedder=emb)
+    db.ingest("c", [{"id": "a", "t": "alpha"}])
+    with pytest.raises(ExecutionError) as info:
+        db.execute("SEARCH c MATCHING 'alpha'")
+    assert str(info.value) == message

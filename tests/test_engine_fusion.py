@@ -240,3 +240,20 @@ def test_retrieve_without_matching_ranks_by_boosts_alone():
     for row in result.rows:
         assert reason(row, "NO_RELEVANCE").contribution == 0.0
         assert row.score == left_sum(row)
+
+
+@pytest.mark.parametrize("fuse", [
+    "FUSE RRF (weights = (lexical = 5e-324))",
+    "FUSE RRF (k = 1e300, weights = (lexical = 1e-300))",
+], ids=["subnormal-weight", "weight-over-huge-k"])
+def test_tiny_fuse_weights_keep_relevance_finite_and_normalised(corpus, fuse):
+    """Was: NaN scores (and `NaN` in the MCP server's JSON) — `w/(k + rank)` and `W/(k + 1)`
+    both underflowed to 0, and the share was 0/0. Relevance depends on the weights' ratios
+    only, so the one leg's first row has relevance exactly 1, as with the default weight."""
+    rows = corpus.execute("SEARCH kb MATCHING 'alpha beta' USING LEXICAL WITHOUT RECENCY "
+                          + fuse).rows
+    assert [r.id for r in rows] == ["a1", "a2", "a3"]
+    assert [r.score for r in rows] == sorted((r.score for r in rows), reverse=True)
+    assert rows[0].score == 1.0
+    assert all(math.isfinite(r.score) and r.score == left_sum(r) for r in rows)
+    assert all("nan" not in x.detail for r in rows for x in r.reasons)

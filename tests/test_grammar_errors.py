@@ -226,3 +226,24 @@ def test_expected_uses_friendly_names(text: str) -> None:
     for name in info.value.expected:
         assert not LARK_NAME.match(name), name
     assert not re.search(r"__ANON|\$END|\bQUOTED_NAME\b|\bQMARK\b|\bLPAR\b", str(info.value))
+
+
+def test_control_characters_of_the_text_are_escaped_in_the_message() -> None:
+    """Was: the excerpt (and a quoted value in the message) carried ESC and NUL raw, so
+    printing an error to a terminal obeyed them (here: switch to red); and a CJK or emoji
+    text put the caret one column left per wide character (see the golden cases)."""
+    text = "SEARCH docs MATCHING 'a\x1b[31m\x00' LIMIT ten"
+    with pytest.raises(QuerySyntaxError) as info:
+        parse(text)
+    assert str(info.value) == (
+        "QuerySyntaxError: expected a whole number or a parameter after LIMIT, found 'ten' "
+        "(line 1, column 38)\n"
+        "\n"
+        "  SEARCH docs MATCHING 'a\\x1b[31m\\x00' LIMIT ten\n"
+        "                                             ^^^\n"
+        "  hint: LIMIT takes a positive whole number, e.g. LIMIT 10")
+    assert info.value.text == text and info.value.column == 38
+    error = QuerySemanticError("no session 'a\x1b]0;title\x07'", text="SHOW SESSION :s",
+                               span=(13, 15))
+    assert str(error).splitlines()[0] == ("QuerySemanticError: no session "
+                                          "'a\\x1b]0;title\\x07' (line 1, column 14)")

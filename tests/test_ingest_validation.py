@@ -47,6 +47,16 @@ CASES = [
     ("vector-junk", {"id": "v", "vector": ["a", "b"]}, "'v'", "vector", "numbers"),
     ("vector-huge-int", {"id": "v", "vector": [10**400] + [0] * 15}, "'v'", "vector",
      "out of range"),
+    # numpy would parse strings, count bools as 0/1 and drop imaginary parts (NEAR refuses
+    # them all): each was stored as a vector
+    ("vector-str", {"id": "v", "vector": ["1"] * DIM}, "'v'", "vector", "got str values"),
+    ("vector-complex", {"id": "v", "vector": np.ones(DIM, np.complex64)}, "'v'", "vector",
+     "got complex values"),
+    ("vector-bool", {"id": "v", "vector": [True] * DIM}, "'v'", "vector", "got bool values"),
+    ("vector-none", {"id": "v", "vector": [1.0, None] + [0.0] * 14}, "'v'", "vector",
+     "got NoneType"),
+    ("vector-ragged", {"id": "v", "vector": [1.0, [2.0]] + [0.0] * 14}, "'v'", "vector",
+     "numbers (of one length)"),
     ("date-huge-int", {"id": "d", "created_at": 10**400}, "'d'", "created_at", "out of range"),
     ("id-5000-digits", {"id": 10**5000}, "#1", "id", "longer than 1024"),
     ("doc-id-5000-digits", {"id": "p", "doc_id": 10**5000}, "'p'", "doc_id", "longer than"),
@@ -130,8 +140,13 @@ class _BadEmbedder:
         (lambda n: np.ones((n + 1, DIM), np.float32), "shape"),
         (lambda n: np.full((n, DIM), np.nan, np.float32), "non-finite"),
         (lambda n: np.zeros((n, DIM), np.float32), "zero norm"),
+        # were stored (strings parsed, imaginary parts dropped) or a raw numpy ValueError
+        (lambda n: [["1"] * DIM] * n, r"unusable vectors \(must be a sequence of numbers, "
+                                      r"got str values\)"),
+        (lambda n: np.ones((n, DIM), np.complex64), "got complex values"),
+        (lambda n: [[1.0] * DIM] + [[1.0]] * (n - 1), r"numbers \(of one length\)"),
     ],
-    ids=["dim", "rows", "nan", "zero"],
+    ids=["dim", "rows", "nan", "zero", "strings", "complex", "ragged"],
 )
 def test_embedder_output_is_checked(tmp_path, output, message):
     embedder = _BadEmbedder(output)

@@ -498,3 +498,56 @@ def test_remember_into_messages_for_a_missing_session_is_refused_naming_it(tmp_p
                                   "to an existing session (create it first with "
                                   "db.sessions.create)")
     assert found["rows"] == []
+
+
+def test_an_empty_id_is_refused_not_replaced_by_a_default():
+    """`remember(items=[{"id": ""}])` stored the item under an id derived from its text, and
+    `start_session(session="")` started a session with a random id: a caller's empty id (a
+    variable left unset) was silently swapped for another, as `db.ingest` refuses it."""
+    stored, started, found = _in_process_call([
+        ("remember", {"items": [{"text": "zebra crossing", "id": ""}]}),
+        ("start_session", {"agent_id": "a", "session": ""}),
+        ("run_statement", {"statement": "SHOW SESSIONS"}),
+    ])
+    assert stored.is_error and text(stored) == (
+        "ArgumentError: remember was called with invalid arguments:\n"
+        "  items.0.id: String should have at least 1 character (got '')")
+    assert started.is_error and text(started) == (
+        "ArgumentError: start_session was called with invalid arguments:\n"
+        "  session: String should have at least 1 character (got '')")
+    assert data(found)["records"] == []
+
+
+def test_a_filter_value_of_no_accepted_shape_is_one_line_naming_the_filter():
+    """Was: seven lines per filter, one per member of the value's union type
+    (`filters.tags.str: should be a valid string`, `filters.tags.int: ...`, ...,
+    `filters.tags.list[float].0: ...`)."""
+    nothing, nested = _in_process_call([
+        ("search_memory", {"text": "x", "filters": {"tags": None, "source": "wiki"}}),
+        ("search_memory", {"text": "x", "filters": {"tags": [[1]], "source": {"a": 1}}}),
+    ])
+    assert nothing.is_error and text(nothing) == (
+        "ArgumentError: search_memory was called with invalid arguments:\n"
+        "  filters.tags: should be a string, a number, true or false, or a list of strings or "
+        "of numbers (got None)")
+    assert nested.is_error and text(nested) == (
+        "ArgumentError: search_memory was called with invalid arguments:\n"
+        "  filters.tags: should be a string, a number, true or false, or a list of strings or "
+        "of numbers (got [[1]])\n"
+        "  filters.source: should be a string, a number, true or false, or a list of strings or "
+        "of numbers (got {'a': 1})")
+
+
+def test_run_statement_binds_as_of_from_iso_text():
+    """JSON has no datetime: `AS OF :t` with `{"t": "2025-01-01"}` was refused ('must be a
+    datetime'), so no MCP client could bind AS OF; ISO-8601 text binds as a TIMESTAMP."""
+    stored, past, now = _in_process_call([
+        ("remember", {"items": [{"text": "zebra crossing", "id": "z"}]}),
+        ("run_statement", {"statement": "SEARCH docs MATCHING 'zebra' AS OF :t",
+                           "parameters": {"t": "2001-01-01T00:00:00Z"}}),
+        ("run_statement", {"statement": "SEARCH docs MATCHING 'zebra' AS OF :t",
+                           "parameters": {"t": "9999-01-01"}}),
+    ])
+    assert not stored.is_error
+    assert data(past)["rows"] == []
+    assert [row["id"] for row in data(now)["rows"]] == ["z"]

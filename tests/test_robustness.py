@@ -346,6 +346,18 @@ def test_declared_field_named_rowid_is_reserved():
     assert "x" not in [c.name for c in db.collections()]
 
 
+@pytest.mark.parametrize("as_of", [math.nan, math.inf, True], ids=["nan", "inf", "bool"])
+def test_snapshot_as_of_a_non_time_is_a_value_error(as_of):
+    """Was: `db.snapshot("kb", as_of=nan)` returned an empty snapshot (every commit-time
+    comparison with NaN is false) and `as_of=True` the database as of 1970-01-01T00:00:01Z,
+    where `AS OF :t` refuses both."""
+    db = small_db()
+    with pytest.raises(ValueError, match=r"^as_of must be a datetime or finite epoch seconds, "
+                                         rf"got {re.escape(repr(as_of))}$"):
+        db.snapshot("kb", as_of=as_of)
+    assert db.snapshot("kb", as_of=NOW_TS).size == db.snapshot("kb").size == 4
+
+
 # -- sessions --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("started_at", [1e300, -1e300,
@@ -526,6 +538,36 @@ def test_execute_with_a_non_str_statement_raises_type_error(text):
         db.explain(text)
     with pytest.raises(TypeError, match="str"):
         db.execute(text)
+
+
+@pytest.mark.parametrize("value", ["SEARCH kb MATCHING :q", None], ids=["text", "none"])
+def test_bind_and_run_legs_of_something_else_raise_type_error(value):
+    """Was: `recallql.bind("SEARCH ...", q=...)` and `db.run_legs(None)` raised a raw
+    AttributeError ('str' object has no attribute 'parameters' / 'as_of'), as db.execute(b"...")
+    did before it said TypeError."""
+    db = small_db()
+    with pytest.raises(TypeError, match=r"^bind takes a parsed statement \(parse\(text\)\), "
+                                        rf"not {type(value).__name__}$"):
+        recallql.bind(value, q="alpha")
+    with pytest.raises(TypeError, match=r"^run_legs takes a QueryPlan \(db.plan\(text\)\), "
+                                        rf"not {type(value).__name__}$"):
+        db.run_legs(value)
+
+
+def test_explain_text_and_warnings_show_control_characters_of_values_escaped():
+    """Was: a MATCHING text or FOR SESSION id holding ESC sequences or U+202E came back raw in
+    EXPLAIN's text (`text=`, `session=`) and in the SESSION_NOT_FOUND warning, so printing
+    them (the CLI, the shell) let a value drive the terminal or reorder the line."""
+    db = small_db()
+    sid, text = "s\x1b[31m\u202e", "alpha\x1b[2J"
+    result = db.execute("SEARCH kb MATCHING :q FOR SESSION :s", q=text, s=sid)
+    (notice,) = [n for n in result.warnings if n.code.value == "SESSION_NOT_FOUND"]
+    assert notice.message == ("session 's\\x1b[31m\\u202e' does not exist (never created, "
+                              "or swept); ran without the session boost")
+    shown = db.explain("SEARCH kb MATCHING :q FOR SESSION :s", q=text, s=sid).to_text()
+    assert "\x1b" not in shown and "\u202e" not in shown
+    assert "    SessionBoost: session='s\\x1b[31m\\u202e' keywords=0.3 velocity=0.2 " \
+           "entities=0.2" in shown.splitlines()
 
 
 # -- Hermes import ---------------------------------------------------------------------------------
@@ -715,7 +757,7 @@ ERROR_STATEMENTS = [
     ("SEARCH kb MATCHING 'alpha' WITH RECENCY (half_life = :h)", {"h": timedelta(days=-1)}),
     ("SEARCH kb MATCHING 'alpha' AS OF TIMESTAMP '0001-01-01T00:00:00+05:00'", {}),
     ("SEARCH kb MATCHING 'alpha' AS OF TIMESTAMP '10000-01-01'", {}),
-    ("SEARCH kb MATCHING 'alpha' AS OF :t", {"t": "2025-01-01"}),
+    ("SEARCH kb MATCHING 'alpha' AS OF :t", {"t": "next tuesday"}),  # ISO text binds
     ("SEARCH kb MATCHING 'alpha' AS OF :t",
      {"t": datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))}),
     ("SEARCH kb MATCHING :q", {"q": ""}),

@@ -110,7 +110,8 @@ def test_close_mistakes_are_errors_and_write_nothing(db, clock, case):
     id_, kwargs, err, match = {
         "unknown": ("nope", {}, SessionNotFound, "no session 'nope'"),
         "twice": ("s-1", {}, SessionError, "already closed"),
-        "before-start": ("s-1", {"at": T0 - 1}, SessionError, "it started"),
+        "before-start": ("s-1", {"at": T0 - 1}, SessionError,
+                         f"cannot close session 's-1' at {iso(T0 - 1)}: its start is at {iso(T0)}"),
         "before-last-signal": ("s-1", {"at": T0 + 50}, SessionError, "last signal"),
         "before-last-message": ("s-1", {"at": T0 + 50}, SessionError,
                                 f"cannot close session 's-1' at {iso(T0 + 50)}: its last "

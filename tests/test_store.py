@@ -487,3 +487,23 @@ def test_leftovers_of_an_unfinished_batch_are_removed_even_after_its_number_was_
         assert db.execute("SEARCH docs MATCHING 'ghost' USING LEXICAL").ids() == []
         assert db.execute("SEARCH docs MATCHING 'beta' USING LEXICAL").ids() == ["b"]
         assert db.check().ok and db.check().problems == []
+
+
+@pytest.mark.parametrize("text_fields, fields, message", [
+    (("text",), ["tag"], "collection 'x': fields must be a mapping of field name to type, "
+                         "e.g. {'tag': str, 'year': int}, got list ['tag']"),
+    (5, None, "collection 'x': text_fields must be a list of field names, e.g. "
+              "('title', 'body'), got int 5"),
+    (None, None, "collection 'x': text_fields must be a list of field names, e.g. "
+                 "('title', 'body'), got NoneType None"),
+], ids=["fields-as-list", "text-fields-int", "text-fields-none"])
+def test_a_definition_of_the_wrong_shape_is_a_store_error(text_fields, fields, message):
+    """Was: a raw AttributeError ('list' object has no attribute 'items') or TypeError
+    ('int' object is not iterable) from inside the schema check."""
+    with recallql.connect(embedder=None) as db:
+        with pytest.raises(StoreError) as info:
+            db.create_collection("x", text_fields, fields, dim=2, embedder=None)
+        assert str(info.value) == message
+        with pytest.raises(StoreError, match="fields must be a mapping"):
+            db.store.add_fields("docs", ["tag"])
+        assert "x" not in {c.name for c in db.collections()}

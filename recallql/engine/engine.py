@@ -27,6 +27,7 @@ import numpy as np
 
 from recallql.engine import info as info_statements
 from recallql.engine.analyzer import QuerySpec, analyze
+from recallql.engine.executor import ExecutionError
 from recallql.engine.explain import bm25_note
 from recallql.engine.legs import LegBatches
 from recallql.engine.legs import run_legs as run_plan_legs
@@ -47,6 +48,7 @@ from recallql.index.errors import StoreError
 from recallql.index.history import RetentionLoss
 from recallql.index.schema import CollectionInfo
 from recallql.index.snapshot import CollectionSnapshot
+from recallql.index.vectors import NotRealNumbers, real_float32
 from recallql.sessions.lifecycle import Sessions
 from recallql.sessions.models import SessionSnapshot, SessionState
 from recallql.sessions.stored import RootResolver
@@ -252,11 +254,30 @@ class QueryEngine:
         if hit is not None and hit[0] is embedder:
             self._query_vectors.move_to_end(key)
             return hit[1]
-        vec = np.asarray(embedder([text]), dtype=np.float32)[0]
+        vec = _one_embedding(embedder, text)
         self._query_vectors[key] = (embedder, vec)  # the entry keeps the embedder (and its id)
         if len(self._query_vectors) > QUERY_VECTOR_CACHE:
             self._query_vectors.popitem(last=False)
         return vec
+
+
+def _one_embedding(embedder: Embedder, text: str) -> np.ndarray:
+    """float32[d]: the embedder's vector of one query text (checked for shape and finiteness
+    by the semantic leg).
+
+    Raises:
+        ExecutionError: the output is not one row of real numbers (strings, None, a ragged
+            list; an empty matrix was a raw IndexError), naming the embedder.
+    """
+    name = f"embedder {getattr(embedder, 'name', '')!r}"
+    try:
+        out = real_float32(embedder([text]))
+    except NotRealNumbers as exc:
+        raise ExecutionError(name, exc) from None
+    if out.ndim != 2 or out.shape[0] != 1:
+        raise ExecutionError(name, ValueError(f"returned shape {out.shape} for one text, "
+                                              "expected (1, dim)"))
+    return out[0]
 
 
 #: Re-runs of a statement whose lineage read saw a batch its legs did not (`_run_consistent`).

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recallql.engine.reasons import LEG_CODES
+from recallql.grammar.errors import printable
 
 if TYPE_CHECKING:
     from recallql.engine.models import Explain, PlanNode, ReasonEntry
@@ -82,7 +83,9 @@ def render_text(explain: Explain) -> str:
             lines.extend("      " + d for d in bm25_tree(detail))
     if not result.rows:
         lines.append("(no rows)")
-    return "\n".join(lines)
+    # values of the statement (a MATCHING text, a session id) are shown, never obeyed: an
+    # ESC sequence or a bidi override in them is escaped, as in an error's excerpt
+    return printable("\n".join(lines))
 
 
 def bm25_tree(detail: str) -> list[str]:

@@ -31,6 +31,7 @@ from recallql.engine.planner import build_tree
 from recallql.engine.reasons import Reason
 from recallql.engine.surrounding import Surrounding
 from recallql.grammar.construct import trusted
+from recallql.grammar.errors import printable
 from recallql.grammar.timestamps import format_timestamp
 from recallql.sessions.live_context import LiveContext
 from recallql.sessions.models import SessionSnapshot, SessionState
@@ -126,8 +127,8 @@ def merge_outcome(plan: QueryPlan, batches: LegBatches, source: MergeSource) -> 
         if plan.session_id is not None else None
     if plan.session_id is not None and state is None:
         notices.append(Notice(code=Reason.SESSION_NOT_FOUND, message=(
-            f"session '{plan.session_id}' does not exist (never created, or swept); ran "
-            "without the session boost")))
+            f"session '{printable(plan.session_id)}' does not exist (never created, or "
+            "swept); ran without the session boost")))
     with _lineage(plan, source) as (resolver, live):
         ctx = ExecutionContext(now_ts=plan.now, session=state[0] if state else None,
                                signals=source, lineage=resolver, live_context=live)

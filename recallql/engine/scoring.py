@@ -6,6 +6,7 @@ All functions return new float64 arrays and never produce NaN or inf for finite 
 from __future__ import annotations
 
 import math
+import sys
 from enum import StrEnum
 
 import numpy as np
@@ -33,6 +34,10 @@ def rrf_share(rank: np.ndarray, k: float, total: float = 1.0, weight: float = 1.
     1.0 (SPEC §4.2). The share of one leg is `(w/(k + rank)) / (W/(k + 1))`; a rank of 0 means
     "absent from this leg" and gives 0. With every weight 1, `W = L` (the number of legs) and
     the share is `(1/(k + rank)) / (L/(k + 1))`, bit for bit. When `W = 0` every share is 0.
+    When `W/(k + 1)` or a numerator `w/(k + rank)` is below the smallest normal float (a tiny
+    weight such as 5e-324, or a tiny weight over a huge k) the quotient would be 0/0 or lose
+    its digits; the share is then computed as `(w/W) · ((k + 1)/(k + rank))`, the same number
+    in exact arithmetic, whose factors are both in [0, 1].
 
     Args:
         rank: int[m], 1-based ranks, 0 where the row is absent from the leg.
@@ -49,8 +54,18 @@ def rrf_share(rank: np.ndarray, k: float, total: float = 1.0, weight: float = 1.
     if total <= 0.0:
         return share
     present = rank > 0
-    share[present] = (weight / (k + rank[present].astype(np.float64))) / (total / (k + 1.0))
+    ranks = rank[present].astype(np.float64)
+    scale = total / (k + 1.0)
+    if scale < _SMALLEST_NORMAL or (ranks.size and 0.0 < weight / (k + float(ranks.max()))
+                                    < _SMALLEST_NORMAL):
+        share[present] = (weight / total) * ((k + 1.0) / (k + ranks))
+    else:
+        share[present] = (weight / (k + ranks)) / scale
     return share
+
+
+#: The smallest positive normal float64; below it a quotient loses digits (or is 0).
+_SMALLEST_NORMAL = sys.float_info.min
 
 
 #: Theoretical minimum of a leg's raw score, by leg kind (Bruch et al.'s TMM normalisation):

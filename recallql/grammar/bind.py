@@ -58,7 +58,11 @@ def bind(statement: StatementBase, /, *args: Any, **params: Any) -> StatementBas
     Raises:
         ParameterError: a value is missing, unexpected, of the wrong type or out of range;
             the message names the parameter and the caret points at it.
+        TypeError: `statement` is not a parsed statement (text goes through `parse` first).
     """
+    if not isinstance(statement, StatementBase):
+        raise TypeError(f"bind takes a parsed statement (parse(text)), not "
+                        f"{type(statement).__name__}")
     if not statement.parameters:
         if args or params:
             given = ", ".join([*(repr(a) for a in args[:3]), *(f":{k}" for k in params)])
@@ -204,10 +208,16 @@ def _timestamp(value: Any, node: Parameter) -> Node:
     value = _scalar(value)
     if _is_nat(value):
         raise _Mistyped("a datetime (not NaT)")
+    if isinstance(value, str):  # ISO-8601 text, as a WHERE value on a timestamp field takes
+        try:                    # (JSON, e.g. the MCP server's run_statement, has no datetime)
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise _Mistyped("a datetime or ISO-8601 text such as '2025-01-31T00:00:00Z'"
+                            ) from None
     if isinstance(value, date) and not isinstance(value, datetime):
         value = datetime.combine(value, dt_time.min)  # a calendar date: midnight UTC
     if not isinstance(value, datetime):
-        raise _Mistyped("a datetime (or a date, or a numpy datetime64)")
+        raise _Mistyped("a datetime (or a date, a numpy datetime64 or ISO-8601 text)")
     try:
         text = format_timestamp(value)  # naive means UTC
     except OverflowError:

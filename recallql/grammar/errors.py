@@ -19,13 +19,17 @@ The engine raises :class:`QuerySemanticError` (unknown collection or field) and
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
+
+import wcwidth
 
 EXCERPT_WIDTH = 100
 """Longest source line shown in full; longer lines are cut around the caret."""
 
-__all__ = ["QueryError", "QuerySyntaxError", "QuerySemanticError", "ParameterError", "locate"]
+__all__ = ["QueryError", "QuerySyntaxError", "QuerySemanticError", "ParameterError", "locate",
+           "printable"]
 
 
 def locate(text: str, offset: int) -> tuple[int, int]:
@@ -90,7 +94,7 @@ class QueryError(ValueError):
 
     def render(self) -> str:
         """Render the message, the offending line with a caret under the span, and the hint."""
-        head = f"{type(self).__name__}: {self.message}"
+        head = f"{type(self).__name__}: {printable(self.message)}"
         if self.line is not None:
             head += f" (line {self.line}, column {self.column})"
         parts = [head]
@@ -101,7 +105,7 @@ class QueryError(ValueError):
         if self.hint:
             if not excerpt:
                 parts.append("")
-            parts.append(f"  hint: {self.hint}")
+            parts.append(f"  hint: {printable(self.hint)}")
         return "\n".join(parts)
 
     def _excerpt(self) -> list[str]:
@@ -114,8 +118,38 @@ class QueryError(ValueError):
         column = start - line_start
         width = max(1, min(self.span[1], line_start + len(line)) - start)
         line, column, width = _window(line, column, width)
-        pad = "".join("\t" if ch == "\t" else " " for ch in line[:column])
-        return [f"  {line}", f"  {pad}{'^' * width}"]
+        shown = [_shown(ch) for ch in line]
+        pad = "".join("\t" if ch == "\t" else " " * _width(ch) for ch in shown[:column])
+        carets = sum(_width(ch) for ch in shown[column : column + width])
+        return [f"  {''.join(shown)}", f"  {pad}{'^' * max(1, carets)}"]
+
+
+#: Bidirectional formatting characters: shown raw they reorder the rest of the excerpt on
+#: screen (so the caret points elsewhere) and can disguise the text (CVE-2021-42574).
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                  "\u2066\u2067\u2068\u2069")
+
+
+def _shown(ch: str) -> str:
+    """How one character of the source appears in an excerpt: control characters (NUL, ESC,
+    which a terminal would obey) and bidi controls as their Python escapes, the rest as is."""
+    if ch in "\t\n" or not (unicodedata.category(ch) == "Cc" or ch in _BIDI):
+        return ch
+    return repr(ch)[1:-1]
+
+
+def printable(message: str) -> str:
+    """`message` (which may quote values: a session id, a name, a text) with control and bidi
+    characters escaped, as in an error's excerpt, so printing it never drives a terminal
+    (ESC sequences) or reorders the line (U+202E). Tabs and newlines stay."""
+    return "".join(_shown(ch) for ch in message)
+
+
+def _width(shown: str) -> int:
+    """Terminal columns of a shown character (wcwidth: 2 for CJK and emoji, 0 for combining
+    marks and joiners), so the caret stands under its token."""
+    width = wcwidth.wcswidth(shown)
+    return len(shown) if width < 0 else width
 
 
 def _window(line: str, column: int, width: int, size: int = EXCERPT_WIDTH) -> tuple[str, int, int]:

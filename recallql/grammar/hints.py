@@ -230,6 +230,9 @@ def for_character(text: str, pos: int, prev: Token | None) -> tuple[str, int, st
         return ("unexpected character '!'", 1, "did you mean '!='?")
     if char == "`":
         return ("unexpected character '`'", 1, 'quote names with double quotes: "my field"')
+    if char.isdecimal():  # a digit of another script: full-width ３, Arabic-Indic ٣, ...
+        return (f"unexpected character {char!r} (the digit {int(char)} of another script)", 1,
+                "write numbers with the ASCII digits 0-9")
     return None
 
 

@@ -66,7 +66,13 @@ from recallql.index.fingerprint import fingerprints
 from recallql.index.indexer import clear_building
 from recallql.index.items import ItemBatch, check_vectors, validate
 from recallql.index.metadata import ITEM_INSERT, ExtraSql, MetadataStore
-from recallql.index.vectors import Segment, merged_parts, plan_merge
+from recallql.index.vectors import (
+    NotRealNumbers,
+    Segment,
+    merged_parts,
+    plan_merge,
+    real_float32,
+)
 
 if TYPE_CHECKING:
     from recallql.index.embedders import Embedder
@@ -213,7 +219,11 @@ def _embed(batch: ItemBatch, info: CollectionInfo, embedder: Embedder | None) ->
             "attached (pass vectors, or attach it with set_embedder)",
             item=repr(first), field="vector")
     texts = [batch.texts[i] for i in missing]
-    vectors = np.asarray(embedder(texts), dtype=np.float32)
+    try:  # NotRealNumbers comes from a conversion only, never from the embedder's own code
+        vectors = real_float32(embedder(texts))
+    except NotRealNumbers as exc:
+        raise IngestError(f"embedder {embedder.name!r} returned unusable vectors ({exc})",
+                          field="vector") from None
     if vectors.shape != (len(texts), info.dim):
         raise IngestError(f"embedder {embedder.name!r} returned shape {vectors.shape}, "
                           f"expected ({len(texts)}, {info.dim})", field="vector")

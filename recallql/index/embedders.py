@@ -24,6 +24,7 @@ import numpy as np
 
 from recallql.index.analysis import analyze
 from recallql.index.errors import StoreError
+from recallql.index.vectors import real_float32
 
 MINILM_NAME = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_DIM = 384
@@ -225,7 +226,13 @@ class CallableEmbedder:
                              or getattr(fn, "__qualname__", repr(fn)))
 
     def __call__(self, texts: list[str]) -> np.ndarray:
-        return np.asarray(self.fn(texts), dtype=np.float32)
+        """float32[n, d] of the function's output.
+
+        Raises:
+            NotRealNumbers: the output is not an array of real numbers (ragged, strings,
+                bools, complex: numpy would parse, count or truncate them).
+        """
+        return real_float32(self.fn(texts))
 
 
 def resolve(spec: object, dim: int | None = None) -> Embedder | None:

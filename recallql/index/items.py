@@ -6,6 +6,7 @@ field, before any store is touched.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import json.encoder
 import math
@@ -19,7 +20,14 @@ import numpy as np
 from recallql.index.errors import IngestError, show
 from recallql.index.schema import CORE_KEYS, CollectionInfo, FieldType
 from recallql.index.timestamps import item_epoch
-from recallql.index.vectors import norm_problem, normalise_rows, row_norms, usable_norms
+from recallql.index.vectors import (
+    NotRealNumbers,
+    norm_problem,
+    normalise_rows,
+    real_float32,
+    row_norms,
+    usable_norms,
+)
 
 _INT64 = (-(2**63), 2**63 - 1)
 MAX_ID_CHARS = 1024
@@ -337,14 +345,9 @@ def check_vectors(matrix: np.ndarray, dim: int, label: Callable[[int], str],
 
 def _one_vector(raw: object, dim: int, label: str) -> np.ndarray:
     try:
-        with np.errstate(over="ignore"):  # 1e39 → inf, rejected later as non-finite
-            arr = np.asarray(raw, dtype=np.float32)
-    except OverflowError:  # a Python int beyond float64 (10**400)
-        raise IngestError("vector component out of range (beyond float32)", item=label,
-                          field="vector") from None
-    except (TypeError, ValueError):
-        raise IngestError("vector must be a sequence of numbers", item=label,
-                          field="vector") from None
+        arr = real_float32(raw)
+    except NotRealNumbers as exc:
+        raise IngestError(f"vector {exc}", item=label, field="vector") from None
     if arr.ndim != 1 or arr.shape[0] != dim:
         raise IngestError(f"wrong vector dimension: expected {dim}, got "
                           f"{arr.shape[0] if arr.ndim == 1 else arr.shape}",
@@ -358,11 +361,9 @@ def _stack_supplied(v: _Validator, dim: int) -> None:
     b.has_vector = np.zeros(n, bool)
     b.has_vector[rows] = True
     stacked = None
-    try:  # fast path: one conversion for the whole batch
-        with np.errstate(over="ignore"):
-            stacked = np.asarray([raw for _, raw in v.vectors], dtype=np.float32)
-    except (TypeError, ValueError, OverflowError):
-        pass
+    # fast path: one conversion for the whole batch (a bad item: one by one, below)
+    with contextlib.suppress(NotRealNumbers):
+        stacked = real_float32([raw for _, raw in v.vectors])
     if stacked is None or stacked.shape != (len(rows), dim):
         stacked = np.stack([_one_vector(raw, dim, repr(b.ids[i])) for i, raw in v.vectors]
                            or [np.zeros(dim, np.float32)])[: len(rows)]

@@ -113,6 +113,21 @@ class CollectionInfo:
         )
 
 
+def check_fields(fields: object, collection: str) -> Mapping[str, object]:
+    """`fields` of `create_collection` / `add_fields`: a mapping of names to types (or None).
+
+    Raises:
+        StoreError: anything else, e.g. a list of names without their types.
+    """
+    if fields is None:
+        return {}
+    if not isinstance(fields, Mapping):
+        raise StoreError(f"collection {collection!r}: fields must be a mapping of field name to "
+                         f"type, e.g. {{'tag': str, 'year': int}}, got "
+                         f"{type(fields).__name__} {fields!r:.60}")
+    return fields
+
+
 def make_info(
     name: str,
     text_fields: Sequence[str],
@@ -128,10 +143,15 @@ def make_info(
     check_name(name, "collection")
     if isinstance(text_fields, str):
         text_fields = (text_fields,)
+    if not isinstance(text_fields, Sequence):
+        raise StoreError(f"collection {name!r}: text_fields must be a list of field names, "
+                         f"e.g. ('title', 'body'), got {type(text_fields).__name__} "
+                         f"{text_fields!r:.60}")
     texts = tuple(check_name(t, "text field") for t in text_fields)
     if not texts:
         raise StoreError(f"collection {name!r} needs at least one text field")
-    declared = {check_name(k, "field"): field_type(v) for k, v in (fields or {}).items()}
+    declared = {check_name(k, "field"): field_type(v)
+                for k, v in check_fields(fields, name).items()}
     names = list(texts) + list(declared)
     clash = sorted({n for n in names if n in RESERVED_NAMES or names.count(n) > 1})
     if clash:

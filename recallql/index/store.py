@@ -48,7 +48,7 @@ from recallql.index.lock import DEFAULT_LOCK_TIMEOUT
 from recallql.index.metadata import CollectionRow, ExtraSql, MetadataStore
 from recallql.index.optimize import OptimizeReport
 from recallql.index.reindex import Progress, ReindexReport
-from recallql.index.schema import CollectionInfo, check_same, make_info
+from recallql.index.schema import CollectionInfo, check_fields, check_same, make_info
 from recallql.index.snapshot import CollectionSnapshot, CollectionState
 from recallql.index.storage import storage_errors
 from recallql.index.text import TextIndex, rebuild_pending, recover_rebuild, stored_version
@@ -207,6 +207,7 @@ class Store:
             StoreError: unknown collection, a name that is taken, an invalid type, or a
                 read-only store.
         """
+        fields = check_fields(fields, name)
         with self._hold():
             row = self._row(name)
             taken = sorted(set(fields) & set(row.info.fields))

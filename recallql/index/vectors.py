@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import numbers
 import os
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -393,6 +394,46 @@ def merged_parts(segments: Sequence[Segment], live: np.ndarray
             rowids.append(seg.rowids[idx])
     merged = np.concatenate(rowids) if rowids else np.zeros(0, np.int64)
     return parts, merged
+
+
+#: numpy dtype kinds that are not real numbers, as a message names them.
+_NOT_NUMBERS = {"b": "bool", "c": "complex", "U": "str", "S": "bytes", "M": "datetime",
+                "m": "timedelta", "V": "structured"}
+
+
+class NotRealNumbers(ValueError):
+    """What `real_float32` raises: the value is not an array of real numbers."""
+
+
+def real_float32(raw: object) -> np.ndarray:
+    """`raw` (a vector or a matrix: sequences or a numpy array of real numbers) as float32.
+
+    Only real numbers are taken: numpy would parse strings (``"1"``), count bools as 0/1 and
+    drop the imaginary part of complex values (with a warning), which a query vector (NEAR)
+    refuses. A component beyond float32 becomes inf (refused later as non-finite).
+
+    Raises:
+        NotRealNumbers: ragged nesting, values that are not real numbers (the message names
+            their type), or a component beyond float64 ("out of range").
+    """
+    try:
+        arr = np.asarray(raw)
+    except (ValueError, TypeError):
+        raise NotRealNumbers("must be a sequence of numbers (of one length)") from None
+    kind = arr.dtype.kind
+    if kind in _NOT_NUMBERS:
+        raise NotRealNumbers(f"must be a sequence of numbers, got {_NOT_NUMBERS[kind]} values")
+    if kind == "O":
+        bad = [x for x in arr.flat if isinstance(x, bool | np.bool_)
+               or not isinstance(x, numbers.Real)][:1]
+        if bad:
+            raise NotRealNumbers(f"must be a sequence of numbers, got {type(bad[0]).__name__}")
+        try:
+            arr = arr.astype(np.float64)
+        except OverflowError:  # a Python int beyond float64 (10**400)
+            raise NotRealNumbers("component out of range (beyond float32)") from None
+    with np.errstate(over="ignore"):  # 1e39 → inf, refused later as non-finite
+        return arr.astype(np.float32, copy=False)
 
 
 def row_norms(matrix: np.ndarray) -> np.ndarray:

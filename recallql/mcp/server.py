@@ -65,7 +65,8 @@ class Memory(BaseModel):
 
     text: str = Field(description="The text (BM25-indexed and embedded).", min_length=1)
     id: str | None = Field(None, description="A stable id: remembering an id again replaces "
-                           "it. Default: derived from the text (the same text is stored once).")
+                           "it. Default: derived from the text (the same text is stored once).",
+                           min_length=1)
     title: str | None = Field(None, description="A short title (searched too).")
     tags: list[str] | None = Field(None, description="Tags, filterable with "
                                    "search_memory(filters={\"tags\": \"ops\"}).")
@@ -102,8 +103,15 @@ def argument_error(tool: str, exc: ValidationError) -> CallToolResult:
     """The SDK's argument validation failure as a tool error an agent can act on: one line per
     argument, ``name: what it must be (got value)``, without pydantic's type codes and links."""
     lines = [f"ArgumentError: {tool} was called with invalid arguments:"]
+    filters_done: set[str] = set()
     for err in exc.errors(include_url=False):
-        where = ".".join(str(part) for part in err["loc"]) or "arguments"
+        loc = err["loc"]
+        if len(loc) >= 3 and loc[0] == "filters":  # one line per filter, not one per union type
+            if loc[1] not in filters_done:
+                filters_done.add(str(loc[1]))
+                lines.append(f"  filters.{loc[1]}: {_FILTER_VALUE} (got {_shown(err)})")
+            continue
+        where = ".".join(str(part) for part in loc) or "arguments"
         message = str(err["msg"]).removeprefix("Input ").removeprefix("Value error, ")
         if err["type"] == "missing":
             lines.append(f"  {where}: required, but not given")
@@ -111,11 +119,19 @@ def argument_error(tool: str, exc: ValidationError) -> CallToolResult:
         if err["type"] == "extra_forbidden":
             lines.append(f"  {where}: {_unknown_key(err['loc'])}")
             continue
-        shown = repr(err.get("input"))
-        shown = shown if len(shown) <= 60 else shown[:59] + "…"
-        lines.append(f"  {where}: {message} (got {shown})")
+        lines.append(f"  {where}: {message} (got {_shown(err)})")
     return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
                           is_error=True)
+
+
+#: What a `filters` value may be (`FilterValue`), for its argument error.
+_FILTER_VALUE = ("should be a string, a number, true or false, or a list of strings or of "
+                 "numbers")
+
+
+def _shown(err: Any) -> str:
+    shown = repr(err.get("input"))
+    return shown if len(shown) <= 60 else shown[:59] + "…"
 
 
 #: The list arguments whose elements are models, and what one is called in a message.
@@ -353,7 +369,8 @@ class MemoryTools:
         agent_id: Annotated[str, Field(description="Who runs the session, e.g. `ops-agent`.",
                                        min_length=1, max_length=128)],
         session: Annotated[str | None, Field(description="The new session's id (default: "
-                                             "a new random id).")] = None,
+                                             "a new random id).", min_length=1,
+                                             max_length=128)] = None,
         parent: Annotated[str | None, Field(description="The session this one continues "
                                             "(after context compression): they form one "
                                             "conversation.")] = None,

@@ -511,7 +511,7 @@ class Sessions(LineageAccess):
     @staticmethod
     def _close(conn: Any, row: SessionRow, end_reason: str, when: float,
                last_message: float | None) -> None:
-        floors = [(row.started_at, "it started"),
+        floors = [(row.started_at, "its start"),
                   (state.last_write(conn, row.id), "its last signal or annotation"),
                   (last_message, "its last message")]
         floor, what = max(((t, w) for t, w in floors if t is not None),
