@@ -185,6 +185,24 @@ def test_clear_building_keeps_temporaries_of_live_writers_only(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == sorted(mine)
 
 
+def test_clear_building_removes_column_checkpoints_a_killed_writer_left_half_written(tmp_path):
+    """Found by crash trials: a writer killed while saving a column checkpoint left its
+    ``columns-<rows>.<pid>-<tag>.tmp/`` directory for good (nothing removed it; at 1M rows a
+    checkpoint is ~50 MB). Recovery now removes those of processes no longer running."""
+    import os
+
+    from recallql.index.indexer import clear_building
+
+    names = ["columns-350", f"columns-700.{os.getpid()}-ab12cd34.tmp",
+             "columns-700.999999999-ef56ab78.tmp", "text", "vectors"]
+    for name in names:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text("{}")
+    clear_building(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["columns-350", f"columns-700.{os.getpid()}-ab12cd34.tmp", "text", "vectors"])
+
+
 def test_a_non_finite_vector_in_a_graph_segment_is_never_scored(tmp_path, monkeypatch):
     """The open-time policy (`recallql.index.integrity`): a segment with an ANN graph is not
     read on open; a damaged row of it is skipped with VECTORS_NOT_FINITE wherever it would be
