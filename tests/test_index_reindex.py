@@ -228,6 +228,30 @@ def test_an_unfinished_rebuild_is_discarded_on_open(tmp_path):
     assert not half.exists()
 
 
+def test_a_writer_open_while_another_one_reindexes_goes_on_with_the_new_analyser(old_db):
+    """Found by trials: a database open for writing in one process (an MCP server) while
+    another process ran `recallql reindex` (as the open warning advises) went on indexing its
+    documents and analysing its queries with the old analyser, into and against the rebuilt
+    index: a document it wrote then was never found by the SHA in its body (analyser 1 drops
+    40-byte tokens), in that process or any other, and `check` saw nothing. A store now
+    reopens a collection whose text index another store swapped in."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", recallql.AnalyzerOutdatedWarning)
+        server = recallql.connect(old_db, embedder=HashEmbedder(16))
+        cli = recallql.connect(old_db, embedder=HashEmbedder(16))  # its own Store and lock
+    assert _lexical(server, "menu") == ["cafe"]  # the server has the collection open
+    with cli:
+        assert [r.new_version for r in cli.reindex()] == [CURRENT_VERSION, CURRENT_VERSION]
+    with server:
+        server.ingest("docs", [{"id": "new", "title": "fix", "body": f"fixed again in {SHA}"}])
+        assert server.store.analyzer_versions()["docs"] == CURRENT_VERSION
+        assert sorted(_lexical(server, SHA)) == ["new", "sha"]
+        assert _lexical(server, "Café") == ["cafe"]  # queries go through the new analyser too
+    with recallql.connect(old_db, embedder=HashEmbedder(16)) as fresh:
+        assert sorted(_lexical(fresh, SHA)) == ["new", "sha"]
+        assert fresh.check().ok
+
+
 # -- the commands ---------------------------------------------------------------------------------
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
