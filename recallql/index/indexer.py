@@ -209,9 +209,21 @@ class GraphBuilder:
 
     @contextlib.contextmanager
     def _publish(self, state: CollectionState, seg: Segment) -> Iterator[bool]:
+        """Whether to publish the graph of `seg` (the manifest still names it), held while
+        the caller renames its files in. The mutex keeps this process's merges out; another
+        process's merge (it holds the LOCK, not this mutex) may still remove the segment
+        between the look and the renames, and its own removal of the files may come first:
+        so the manifest is read again after the renames, and the files of a segment it no
+        longer names are removed here (they would stay as orphans until the next recovery)."""
         with self._mutex:
-            listed = {s.file for s in state.meta.segments(state.id, state.meta.write)}
-            yield seg.file in listed and not self._stop
+            wanted = seg.file in self._listed(state) and not self._stop
+            yield wanted
+            if wanted and seg.file not in self._listed(state):
+                state.files.remove_extras(seg.file)
+
+    @staticmethod
+    def _listed(state: CollectionState) -> set[str]:
+        return {s.file for s in state.meta.segments(state.id, state.meta.write)}
 
     def close(self) -> None:
         """Stop the thread (waiting for the graph being built: seconds at most for a segment
