@@ -216,6 +216,27 @@ def test_a_rebuild_killed_between_its_renames_is_finished_on_open(tmp_path):
     assert names == ["text", "vectors"]
 
 
+def test_a_reader_opened_between_the_renames_of_a_rebuild_goes_on_after_them(tmp_path):
+    """A reader that opened the collection between the two renames of another process's
+    rebuild opens ``text.rebuild`` (``text`` is missing then). After the second rename that
+    name was gone, and each of its statements after the next batch failed for good with
+    tantivy's raw "Failed to acquire Lockfile: IoError(... NotFound ...)"."""
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", DOCS)
+        db.delete("docs", ["d0"])
+    _crash_between_renames(path)  # as seen while the rebuilding writer is between them
+    with recallql.connect(path, embedder=HashEmbedder(8), readonly=True) as reader:
+        assert len(_lexical(reader, "n7")) == 1
+        text = _text_dir(path)
+        text.with_name("text.rebuild").rename(text)  # the writer's second rename
+        shutil.rmtree(text.with_name("text.old"))
+        with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+            db.ingest("docs", [{"id": "new", "title": "delta"}])
+        assert _lexical(reader, "delta") == ["new"]
+        assert len(_lexical(reader, "n7")) == 1
+
+
 def test_an_unfinished_rebuild_is_discarded_on_open(tmp_path):
     path = tmp_path / "db"
     with recallql.connect(path, embedder=HashEmbedder(8)) as db:

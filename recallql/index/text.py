@@ -252,12 +252,14 @@ class TextIndex:
         """Whether the index directory at `path` (the collection's ``text``) is no longer the
         one this object opened: another `Store` (another process) rebuilt the index and swapped
         it in (`recallql.index.reindex`), maybe with another analyser version or ``keys``
-        fields, which this object would go on using for its documents and queries. False in
-        memory, and while the directory is missing (a rebuild between its two renames)."""
+        fields, which this object would go on using for its documents and queries. Also true
+        once `path` exists again for an object opened through ``text.rebuild`` between the
+        two renames of a rebuild: that name is gone after the second one. False in memory,
+        and while `path` is missing (a rebuild between its two renames)."""
         if path is None or self.identity is None:
             return False
         now = directory_identity(path)
-        return now is not None and now != self.identity
+        return now is not None and (now != self.identity or self.path != path)
 
     def prepare(self, text: str) -> str:
         """The text handed to tantivy for a document or a query (`analysis.prepare`)."""
