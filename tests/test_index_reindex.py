@@ -237,6 +237,33 @@ def test_a_reader_opened_between_the_renames_of_a_rebuild_goes_on_after_them(tmp
         assert len(_lexical(reader, "n7")) == 1
 
 
+def test_an_open_racing_the_second_rename_of_a_rebuild_succeeds(tmp_path, monkeypatch):
+    """Opening ``text.rebuild`` because ``text`` was missing (another process between the
+    two renames of its rebuild) raced the second rename: that name was gone by the time its
+    marker was read, and the open failed with "meta.json is missing: ... damaged". The open
+    is retried at ``text``."""
+    from recallql.index import text as text_module
+
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", DOCS)
+        db.delete("docs", ["d0"])
+    _crash_between_renames(path)
+    text = _text_dir(path)
+    real = text_module.stored_version
+
+    def stored_version(where):
+        if where.name == "text.rebuild" and where.exists():  # the writer's second rename
+            where.rename(text)                                # lands right now
+            shutil.rmtree(text.with_name("text.old"))
+        return real(where)
+
+    monkeypatch.setattr(text_module, "stored_version", stored_version)
+    with recallql.connect(path, embedder=HashEmbedder(8), readonly=True) as reader:
+        assert reader.store._state("docs").text.path == text
+        assert len(_lexical(reader, "n7")) == 1
+
+
 def test_an_unfinished_rebuild_is_discarded_on_open(tmp_path):
     path = tmp_path / "db"
     with recallql.connect(path, embedder=HashEmbedder(8)) as db:

@@ -216,8 +216,18 @@ class TextIndex:
 
     def __init__(self, path: Path | None, *, readonly: bool = False, create: bool = False,
                  keywords: Sequence[str] = ()):
+        canonical = path
         if path is not None and not create and not path.exists() and siblings(path)[0].exists():
             path = siblings(path)[0]  # a writer is between the two renames of a rebuild
+        try:
+            self._open(path, readonly, create, keywords)
+        except StoreError:
+            if path is canonical or canonical is None or not canonical.exists():
+                raise
+            self._open(canonical, readonly, create, keywords)  # its second rename came meanwhile
+
+    def _open(self, path: Path | None, readonly: bool, create: bool, keywords: Sequence[str]
+              ) -> None:
         self.path = path
         self.readonly = readonly
         #: The directory opened (read before its marker and index: a rebuild swapped in after
