@@ -328,15 +328,21 @@ class Database:
         """Give the `messages` collection of a store an earlier version wrote the fields
         messages now carry from their session (`source`, `agent_id`), filled in from the
         sessions table (one transaction)."""
-        row = self.store.meta.collection(MESSAGES)
-        if row is None:
-            return
         wanted = BUILTIN_COLLECTIONS[MESSAGES][1]
-        missing = {k: wanted[k] for k in SESSION_FIELDS if k not in row.info.fields}
-        if missing:
-            with self.read_transaction() as conn:
-                fill = session_fields_filler(conn)
-            self.store.add_fields(MESSAGES, missing, fill)
+
+        def missing(row: Any) -> dict[str, object]:
+            return {} if row is None else {
+                k: wanted[k] for k in SESSION_FIELDS if k not in row.info.fields}
+
+        if not missing(self.store.meta.collection(MESSAGES)):
+            return  # no write, no lock
+        with self.store.writing():  # read again as the writer: another process opening the
+            meta = self.store.meta  # store at the same time may have upgraded it meanwhile
+            fields = missing(meta.collection(MESSAGES, meta.write))
+            if fields:
+                with self.read_transaction() as conn:
+                    fill = session_fields_filler(conn)
+                self.store.add_fields(MESSAGES, fields, fill)
 
     @property
     def path(self) -> str | None:

@@ -8,7 +8,9 @@ within the retention window, and past it the result says so (`AS_OF_BEYOND_RETEN
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sqlite3
 from datetime import UTC, datetime
 
 import numpy as np
@@ -16,6 +18,7 @@ import pytest
 from engine_helpers import Clock
 
 import recallql
+from recallql.api import check_database
 
 T0 = 1_760_000_000.0
 DAY = 86400.0
@@ -149,6 +152,77 @@ def test_a_rebuild_purges_like_vacuum_and_the_notice_names_it(clock, tmp_path):
     assert "1 row(s) deleted since then were purged (past the retention window, by `recallql " \
         "vacuum`, or by a rebuild of the text index: `recallql reindex` / `optimize`)" \
         in notice.message
+
+
+def _failing_transaction(meta):
+    """`meta.transaction`, failing as on a failing disk once its statements ran (rolled back;
+    the batch's tantivy commit, before it, went through)."""
+    original = meta.transaction
+
+    @contextlib.contextmanager
+    def transaction():
+        with original() as conn:
+            yield conn
+            raise sqlite3.OperationalError("disk I/O error")
+    return transaction
+
+
+def test_a_purging_batch_whose_sqlite_commit_failed_leaves_a_store_that_checks_ok(
+        clock, tmp_path, monkeypatch):
+    """Found by crash trials: a batch purges the tantivy documents of rows deleted before the
+    horizon in its tantivy commit, and records the purge mark in its SQLite COMMIT. When that
+    COMMIT failed (or the writer was killed just before it), `check` called the store
+    DAMAGED ("1 rows SQLite expects in the text index are not there") although no snapshot,
+    AS OF included, can return those rows. Now their documents may be there or not."""
+    db = make(clock, tmp_path / "db", retention=1)  # one day
+    db.ingest("kb", [item("a", "alpha", V), item("b", "alpha", [0.5, 0.5, 0, 0])])
+    clock.now = T0 + 100
+    db.delete("kb", ["b"])
+    clock.now = T0 + 2 * DAY
+    db.ingest("kb", [item("x0", "other", [0, 1, 0, 0])])  # records a horizon past the delete
+    text = db.store._state("kb").text
+    assert text.searcher().num_docs == 3
+    with monkeypatch.context() as patch:
+        patch.setattr(db.store.meta, "transaction", _failing_transaction(db.store.meta))
+        with pytest.raises(recallql.StoreError, match="disk I/O error"):
+            db.ingest("kb", [item("x1", "other", [0, 0, 1, 0])])  # purges b, then fails
+    assert text.searcher().num_docs == 2  # b's document is gone, its purge mark not recorded
+    assert db.store.committed_batch() == 3
+    assert db.check().ok, db.check().to_text()
+    assert db.execute("SEARCH kb MATCHING 'alpha'").ids() == ["a"]
+    db.ingest("kb", [item("x1", "other", [0, 0, 1, 0])])
+    assert db.check().ok
+    db.close()
+    assert check_database(tmp_path / "db").ok
+
+
+def test_a_rebuild_whose_purge_mark_was_not_recorded_leaves_a_store_that_checks_ok(
+        clock, tmp_path, monkeypatch):
+    """A rebuild drops the documents of deleted rows and then records the purge mark in its
+    own transaction; when that failed (or the writer was killed between the two, as crash
+    trials did), `check` called the store DAMAGED."""
+    from recallql.index import reindex
+
+    db = make(clock, tmp_path / "db")
+    db.ingest("kb", [item("a", "alpha", V), item("b", "alpha", [0.5, 0.5, 0, 0])])
+    clock.now = T0 + 100
+    db.delete("kb", ["b"])
+    rebuild = reindex.rebuild
+
+    def then_fail(*args, **kwargs):
+        report = rebuild(*args, **kwargs)
+        monkeypatch.setattr(db.store.meta, "transaction", _failing_transaction(db.store.meta))
+        return report
+
+    monkeypatch.setattr(reindex, "rebuild", then_fail)
+    with pytest.raises(recallql.StoreError, match="disk I/O error"):
+        db.reindex(["kb"])
+    monkeypatch.undo()
+    assert db.store._state("kb").text.searcher().num_docs == 1
+    assert db.check().ok, db.check().to_text()
+    assert db.execute("SEARCH kb MATCHING 'alpha'").ids() == ["a"]
+    db.close()
+    assert check_database(tmp_path / "db").ok
 
 
 def test_commit_times_never_go_backwards(clock):

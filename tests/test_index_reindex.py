@@ -216,6 +216,54 @@ def test_a_rebuild_killed_between_its_renames_is_finished_on_open(tmp_path):
     assert names == ["text", "vectors"]
 
 
+def test_a_reader_opened_between_the_renames_of_a_rebuild_goes_on_after_them(tmp_path):
+    """A reader that opened the collection between the two renames of another process's
+    rebuild opens ``text.rebuild`` (``text`` is missing then). After the second rename that
+    name was gone, and each of its statements after the next batch failed for good with
+    tantivy's raw "Failed to acquire Lockfile: IoError(... NotFound ...)"."""
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", DOCS)
+        db.delete("docs", ["d0"])
+    _crash_between_renames(path)  # as seen while the rebuilding writer is between them
+    with recallql.connect(path, embedder=HashEmbedder(8), readonly=True) as reader:
+        assert len(_lexical(reader, "n7")) == 1
+        text = _text_dir(path)
+        text.with_name("text.rebuild").rename(text)  # the writer's second rename
+        shutil.rmtree(text.with_name("text.old"))
+        with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+            db.ingest("docs", [{"id": "new", "title": "delta"}])
+        assert _lexical(reader, "delta") == ["new"]
+        assert len(_lexical(reader, "n7")) == 1
+
+
+def test_an_open_racing_the_second_rename_of_a_rebuild_succeeds(tmp_path, monkeypatch):
+    """Opening ``text.rebuild`` because ``text`` was missing (another process between the
+    two renames of its rebuild) raced the second rename: that name was gone by the time its
+    marker was read, and the open failed with "meta.json is missing: ... damaged". The open
+    is retried at ``text``."""
+    from recallql.index import text as text_module
+
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", DOCS)
+        db.delete("docs", ["d0"])
+    _crash_between_renames(path)
+    text = _text_dir(path)
+    real = text_module.stored_version
+
+    def stored_version(where):
+        if where.name == "text.rebuild" and where.exists():  # the writer's second rename
+            where.rename(text)                                # lands right now
+            shutil.rmtree(text.with_name("text.old"))
+        return real(where)
+
+    monkeypatch.setattr(text_module, "stored_version", stored_version)
+    with recallql.connect(path, embedder=HashEmbedder(8), readonly=True) as reader:
+        assert reader.store._state("docs").text.path == text
+        assert len(_lexical(reader, "n7")) == 1
+
+
 def test_an_unfinished_rebuild_is_discarded_on_open(tmp_path):
     path = tmp_path / "db"
     with recallql.connect(path, embedder=HashEmbedder(8)) as db:
@@ -226,6 +274,30 @@ def test_an_unfinished_rebuild_is_discarded_on_open(tmp_path):
     with recallql.connect(path, embedder=HashEmbedder(8)) as db:
         assert db.snapshot("docs").bm25_documents() == 30
     assert not half.exists()
+
+
+def test_a_writer_open_while_another_one_reindexes_goes_on_with_the_new_analyser(old_db):
+    """Found by trials: a database open for writing in one process (an MCP server) while
+    another process ran `recallql reindex` (as the open warning advises) went on indexing its
+    documents and analysing its queries with the old analyser, into and against the rebuilt
+    index: a document it wrote then was never found by the SHA in its body (analyser 1 drops
+    40-byte tokens), in that process or any other, and `check` saw nothing. A store now
+    reopens a collection whose text index another store swapped in."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", recallql.AnalyzerOutdatedWarning)
+        server = recallql.connect(old_db, embedder=HashEmbedder(16))
+        cli = recallql.connect(old_db, embedder=HashEmbedder(16))  # its own Store and lock
+    assert _lexical(server, "menu") == ["cafe"]  # the server has the collection open
+    with cli:
+        assert [r.new_version for r in cli.reindex()] == [CURRENT_VERSION, CURRENT_VERSION]
+    with server:
+        server.ingest("docs", [{"id": "new", "title": "fix", "body": f"fixed again in {SHA}"}])
+        assert server.store.analyzer_versions()["docs"] == CURRENT_VERSION
+        assert sorted(_lexical(server, SHA)) == ["new", "sha"]
+        assert _lexical(server, "Café") == ["cafe"]  # queries go through the new analyser too
+    with recallql.connect(old_db, embedder=HashEmbedder(16)) as fresh:
+        assert sorted(_lexical(fresh, SHA)) == ["new", "sha"]
+        assert fresh.check().ok
 
 
 # -- the commands ---------------------------------------------------------------------------------

@@ -293,6 +293,38 @@ def test_an_older_store_reads_by_the_walk_and_upgrades_when_a_writer_opens_it(tm
                               ).rows) == 3
 
 
+def test_two_writers_opening_an_older_store_at_once_both_open(tmp_path, monkeypatch):
+    """Found by trials: a writer read that `messages` lacks `source`/`agent_id`, another
+    process opening the store at the same time added them first, and the first one's
+    connect failed with "collection 'messages' already has field(s) ['agent_id', 'source']"
+    (several MCP servers started at once after an upgrade). The writer reads again under the
+    writer lock."""
+    from recallql.index.metadata import MetadataStore
+
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(16)) as db:
+        build_chain(db)
+    make_older(path)
+    real = MetadataStore.collection
+    raced = []
+
+    def collection(self, name, conn=None):
+        row = real(self, name, conn)
+        if name == "messages" and row is not None and "source" not in row.info.fields \
+                and not raced:
+            raced.append(True)  # the other process opens (and upgrades) right after this read
+            recallql.connect(path, embedder=HashEmbedder(16)).close()
+        return row
+
+    monkeypatch.setattr(MetadataStore, "collection", collection)
+    with recallql.connect(path, embedder=HashEmbedder(16)) as db:
+        assert raced
+        assert {"source", "agent_id"} <= set(db.store.collection("messages").fields)
+        rows = db.execute("SEARCH messages MATCHING 'alpha' WHERE source = 'telegram'").rows
+        assert [(r.session_id, r.fields["agent_id"]) for r in rows] == [("tip", "agent-x")]
+        assert db.check().ok
+
+
 # -- property: any sequence of writes leaves every stored root equal to the walk -----------------
 
 _IDS = [f"s{i}" for i in range(8)]

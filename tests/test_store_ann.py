@@ -170,6 +170,45 @@ def test_two_stores_in_one_process_build_graphs_without_colliding(tmp_path):
         assert not building.exists() or not list(building.iterdir())
 
 
+def test_a_graph_published_as_another_store_merges_its_segment_away_leaves_no_orphan(
+        tmp_path, monkeypatch):
+    """Found by reading the publication under trials' load: it holds this process's mutex,
+    not the LOCK, so another process's merge can drop the segment between the look at the
+    manifest and the renames; its files then stayed as orphans (`check` warnings) until the
+    next recovery. The manifest is read again after the renames."""
+    import contextlib
+
+    from recallql.index.quantized import copy_name
+
+    with open_store(tmp_path) as builder:
+        fill(builder)
+        with open_store(tmp_path) as other:  # as another process: its own mutex and LOCK
+            files = builder._state("docs").files
+            real = files.write_graph
+            merged = []
+
+            def write_graph(segment_file, graph, publish, vectors=None):
+                @contextlib.contextmanager
+                def racing():
+                    with publish() as wanted:  # the manifest still names the segment ...
+                        if not merged:  # ... until the other store merges it away
+                            merged.append(other.optimize_vectors("docs", threads=1))
+                        yield wanted
+                return real(segment_file, graph, racing, vectors)
+
+            monkeypatch.setattr(files, "write_graph", write_graph)
+            builder.build_graphs()
+        assert merged and (merged[0].segments_before, merged[0].rows) == (4, 400)
+        report = builder.check()
+        assert report.ok and [p for p in report.problems if p.kind == "orphan"] == []
+        manifest = {s.file for s in builder.meta.segments(builder._state("docs").id)}
+        assert len(manifest) == 1
+        folder = tmp_path / "db" / "collections" / "docs" / "vectors"
+        (segment,) = manifest
+        assert {p.name for p in folder.iterdir()} == {segment, graphs.graph_name(segment),
+                                                      copy_name(segment)}
+
+
 def test_clear_building_keeps_temporaries_of_live_writers_only(tmp_path):
     import os
 
@@ -183,6 +222,24 @@ def test_clear_building_keeps_temporaries_of_live_writers_only(tmp_path):
         (folder / name).write_bytes(b"x")
     clear_building(tmp_path)
     assert sorted(p.name for p in folder.iterdir()) == sorted(mine)
+
+
+def test_clear_building_removes_column_checkpoints_a_killed_writer_left_half_written(tmp_path):
+    """Found by crash trials: a writer killed while saving a column checkpoint left its
+    ``columns-<rows>.<pid>-<tag>.tmp/`` directory for good (nothing removed it; at 1M rows a
+    checkpoint is ~50 MB). Recovery now removes those of processes no longer running."""
+    import os
+
+    from recallql.index.indexer import clear_building
+
+    names = ["columns-350", f"columns-700.{os.getpid()}-ab12cd34.tmp",
+             "columns-700.999999999-ef56ab78.tmp", "text", "vectors"]
+    for name in names:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text("{}")
+    clear_building(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["columns-350", f"columns-700.{os.getpid()}-ab12cd34.tmp", "text", "vectors"])
 
 
 def test_a_non_finite_vector_in_a_graph_segment_is_never_scored(tmp_path, monkeypatch):

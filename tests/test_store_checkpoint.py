@@ -86,6 +86,23 @@ def test_reopen_restores_columns_from_the_checkpoint(tmp_path, monkeypatch):
     assert read == [(0, 381)]
 
 
+def test_the_next_write_removes_a_checkpoint_a_killed_writer_left_half_written(tmp_path):
+    """Found by crash trials (SIGKILL while the builder saved a checkpoint): its temporary
+    directory stayed for good. The next write's recovery of the collection removes it."""
+    store = fill(tmp_path / "db")
+    store.close()
+    base = tmp_path / "db" / "collections" / "docs"
+    leftover = base / "columns-350.999999999-0a1b2c3d.tmp"  # pid of no running process
+    leftover.mkdir()
+    (leftover / "c.id.offsets.npy").write_bytes(b"\x93NUMPY half-written")
+    with Store.open(tmp_path / "db") as writer:
+        assert leftover.exists()  # opening writes nothing
+        writer.background_graphs = False
+        writer.ingest("docs", [item(400)])
+    assert not leftover.exists()
+    assert not [p.name for p in base.iterdir() if p.name.endswith(".tmp")]
+
+
 def test_a_partial_or_foreign_checkpoint_is_ignored(tmp_path):
     store = fill(tmp_path / "db")
     store.build_graphs()

@@ -5,8 +5,12 @@ The three stores of a collection agree when
 * SQLite's rows are dense (``0 … next_row-1``) and no row, tombstone or manifest entry names a
   batch after the committed one;
 * tantivy holds exactly one document, with the row's batch number, for every row that is live
-  or tombstoned after the purge mark (`CollectionRow.purged_batch`), and no document of a row
-  that carries another batch (what re-creating a store did: old documents for new rows);
+  or tombstoned after the retention horizon (`CollectionRow.horizon`: what a snapshot, AS OF
+  included, may return), and no document of a row that carries another batch (what
+  re-creating a store did: old documents for new rows); the document of a row tombstoned at or
+  before the horizon may be there or not: the next batch purges it, and a batch that failed or
+  was killed after its tantivy commit (or a rebuild of the text index interrupted before its
+  purge mark, `CollectionRow.purged_batch`, was recorded) may have purged it already;
   documents of rowids SQLite does not have are an unfinished batch's (a warning: the next write
   to the collection removes them);
 * the vector segments named by the manifest exist, have the manifest's shape, hold only finite
@@ -142,7 +146,7 @@ def check_collection(store: Store, row: CollectionRow, committed: int
         problems.append(Problem(where, "error", "rows", f"{late} rows name a batch after the "
                                 f"committed one ({committed})"))
     live = dead == 0
-    indexed = live | (dead > row.purged_batch)
+    indexed = live | (dead > row.horizon)  # a row purgeable now may have lost its document
     documents = _check_text(store, row, rows, batch, indexed, committed, problems)
     kept = has_vec.astype(bool) & (live | (dead > row.horizon))
     vectors = _check_vectors(base, row, segments, blobs, kept, has_vec.astype(bool), problems)

@@ -23,6 +23,7 @@ import contextlib
 import functools
 import os
 import re
+import shutil
 import threading
 import time
 import warnings
@@ -59,15 +60,23 @@ def checkpoint_due(state: CollectionState) -> bool:
 
 
 def clear_building(collection_dir: Path | None) -> None:
-    """Remove temporary graph files that a builder of a process no longer running left in
-    ``building/`` (names end ``.<pid>-<random>.tmp``)."""
-    folder = None if collection_dir is None else collection_dir / "building"
-    if folder is None or not folder.is_dir():
+    """Remove what a builder of a process no longer running left half-written: temporary
+    graph files in ``building/`` (names end ``.<pid>-<random>.tmp``) and temporary column
+    checkpoint directories ``columns-<rows>.<pid>-<random>.tmp/`` (`recallql.index.checkpoint`;
+    a writer killed while saving one left it for good, tens of MB at 1M rows)."""
+    if collection_dir is None or not collection_dir.is_dir():
         return
-    for leftover in folder.iterdir():
+    folder = collection_dir / "building"
+    if folder.is_dir():
+        for leftover in folder.iterdir():
+            found = _TMP_PID.search(leftover.name)
+            if found is None or not _alive(int(found.group(1))):
+                leftover.unlink(missing_ok=True)
+    for leftover in collection_dir.iterdir():
         found = _TMP_PID.search(leftover.name)
-        if found is None or not _alive(int(found.group(1))):
-            leftover.unlink(missing_ok=True)
+        if leftover.name.startswith(checkpoint.PREFIX) and found is not None and \
+                not _alive(int(found.group(1))):
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 #: The writer's pid in a temporary graph file's name (``b12.hnsw.<pid>-<tag>.tmp``, also while
@@ -200,9 +209,21 @@ class GraphBuilder:
 
     @contextlib.contextmanager
     def _publish(self, state: CollectionState, seg: Segment) -> Iterator[bool]:
+        """Whether to publish the graph of `seg` (the manifest still names it), held while
+        the caller renames its files in. The mutex keeps this process's merges out; another
+        process's merge (it holds the LOCK, not this mutex) may still remove the segment
+        between the look and the renames, and its own removal of the files may come first:
+        so the manifest is read again after the renames, and the files of a segment it no
+        longer names are removed here (they would stay as orphans until the next recovery)."""
         with self._mutex:
-            listed = {s.file for s in state.meta.segments(state.id, state.meta.write)}
-            yield seg.file in listed and not self._stop
+            wanted = seg.file in self._listed(state) and not self._stop
+            yield wanted
+            if wanted and seg.file not in self._listed(state):
+                state.files.remove_extras(seg.file)
+
+    @staticmethod
+    def _listed(state: CollectionState) -> set[str]:
+        return {s.file for s in state.meta.segments(state.id, state.meta.write)}
 
     def close(self) -> None:
         """Stop the thread (waiting for the graph being built: seconds at most for a segment

@@ -629,14 +629,17 @@ class Store:
         return None if base is None else base / "text"
 
     def _state(self, name: str) -> CollectionState:
-        """The collection's state, rebuilt when a refresh failed or when its field schema
+        """The collection's state, rebuilt when a refresh failed, when its field schema
         changed since it was built (`add_fields`, in this process or another: a committed
-        schema change starts no batch, so the schema version is compared)."""
+        schema change starts no batch, so the schema version is compared), or when another
+        store rebuilt its text index (`reindex` in another process: this one would go on
+        writing and querying with the old index's analyser version and ``keys`` fields)."""
         state = self._states.get(name)
         schema = self.meta.schema_version()  # read before the row: never older than it
         base = self._collection_dir(name)
         kept = None  # in memory, the text index and vectors live only in the state: keep them
-        if state is not None and (state.broken or state.schema != schema):
+        if state is not None and (state.broken or state.schema != schema
+                                  or state.text.replaced(self._text_dir(name))):
             if base is None:
                 kept = (state.text, state.files)
             else:

@@ -159,6 +159,15 @@ def write_version(path: Path, version: int, keywords: Sequence[str] = ()) -> Non
     os.replace(tmp, path / ANALYZER_FILE)
 
 
+def directory_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the directory at `path`, or None when it is missing."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 def siblings(path: Path) -> tuple[Path, Path]:
     """``(text.rebuild, text.old)`` beside the index directory `path`."""
     return path.with_name(path.name + ".rebuild"), path.with_name(path.name + ".old")
@@ -207,10 +216,23 @@ class TextIndex:
 
     def __init__(self, path: Path | None, *, readonly: bool = False, create: bool = False,
                  keywords: Sequence[str] = ()):
+        canonical = path
         if path is not None and not create and not path.exists() and siblings(path)[0].exists():
             path = siblings(path)[0]  # a writer is between the two renames of a rebuild
+        try:
+            self._open(path, readonly, create, keywords)
+        except StoreError:
+            if path is canonical or canonical is None or not canonical.exists():
+                raise
+            self._open(canonical, readonly, create, keywords)  # its second rename came meanwhile
+
+    def _open(self, path: Path | None, readonly: bool, create: bool, keywords: Sequence[str]
+              ) -> None:
         self.path = path
         self.readonly = readonly
+        #: The directory opened (read before its marker and index: a rebuild swapped in after
+        #: this shows as `replaced`, never the other way round).
+        self.identity = None if path is None else directory_identity(path)
         existing = None if path is None or create else stored_version(path)
         self.version = CURRENT_VERSION if existing is None else existing
         stored = None if path is None or create else stored_keywords(path)
@@ -235,6 +257,19 @@ class TextIndex:
         self.index.register_tokenizer(ANALYZER_NAME, analyzer(self.version))
         self._counted = self.version >= 2
         self._writer: tantivy.IndexWriter | None = None
+
+    def replaced(self, path: Path | None) -> bool:
+        """Whether the index directory at `path` (the collection's ``text``) is no longer the
+        one this object opened: another `Store` (another process) rebuilt the index and swapped
+        it in (`recallql.index.reindex`), maybe with another analyser version or ``keys``
+        fields, which this object would go on using for its documents and queries. Also true
+        once `path` exists again for an object opened through ``text.rebuild`` between the
+        two renames of a rebuild: that name is gone after the second one. False in memory,
+        and while `path` is missing (a rebuild between its two renames)."""
+        if path is None or self.identity is None:
+            return False
+        now = directory_identity(path)
+        return now is not None and (now != self.identity or self.path != path)
 
     def prepare(self, text: str) -> str:
         """The text handed to tantivy for a document or a query (`analysis.prepare`)."""

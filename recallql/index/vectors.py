@@ -287,6 +287,19 @@ class SegmentFiles:
         if self.directory is not None and names and self.directory.exists():
             fsync_dir(self.directory)
 
+    def remove_extras(self, segment_file: str) -> None:
+        """Delete the graph and int8 copy of segment `segment_file` (missing ones are ignored),
+        not the segment itself."""
+        names = [graphs.graph_name(segment_file), copy_name(segment_file)]
+        if self.directory is None:
+            for name in names:
+                self._graphs.pop(name, None)
+                self._copies.pop(name, None)
+            return
+        for name in names:
+            (self.directory / name).unlink(missing_ok=True)
+        fsync_dir(self.directory)
+
     def remove_orphans(self, known: set[str]) -> list[str]:
         """Delete files (and temporaries) that the manifest does not name (a named segment's
         graph file is named with it); return their names."""
