@@ -164,3 +164,37 @@ def test_errors_are_one_databases(systems, tmp_path):
         assert str(ours.value) == str(theirs.value)
     assert c.execute("SEARCH plain MATCHING 'note' LIMIT 3").ids() \
         == one.execute("SEARCH plain MATCHING 'note' LIMIT 3").ids()
+
+
+def test_a_query_embedding_that_is_not_one_row_of_numbers_is_an_execution_error(
+        tmp_path, monkeypatch):
+    """The coordinator embeds a shared collection's MATCHING text itself; output that is not
+    one row of real numbers is the `ExecutionError` naming the embedder that one database
+    raises (`recallql.engine.engine.query_embedding`), not strings parsed into a vector."""
+    import numpy as np
+
+    from recallql.cluster import planner
+    from recallql.engine.executor import ExecutionError
+
+    real = planner.by_name
+
+    def broken(name):
+        good = real(name)
+
+        def emb(texts):
+            return np.array([["0.5"] * good.dim for _ in texts])
+
+        emb.dim, emb.name = good.dim, good.name
+        return emb
+
+    c = cluster.connect(shards=2, path=tmp_path / "c", embedder=None, clock=CLOCK,
+                        in_process=True)
+    try:
+        c.create_collection("notes", text_fields=("body",), embedder=EMBEDDER, shared=True)
+        c.ingest("notes", [{"id": "a", "body": "alpha beta"}])
+        monkeypatch.setattr(planner, "by_name", broken)
+        with pytest.raises(ExecutionError) as info:
+            c.execute("SEARCH notes MATCHING 'alpha'")
+        assert str(info.value).startswith(f"embedder '{EMBEDDER}'")
+    finally:
+        c.close()

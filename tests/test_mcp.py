@@ -551,3 +551,28 @@ def test_run_statement_binds_as_of_from_iso_text():
     assert not stored.is_error
     assert data(past)["rows"] == []
     assert [row["id"] for row in data(now)["rows"]] == ["z"]
+
+
+def test_fields_cannot_override_what_the_memorys_own_arguments_set():
+    """Was: `fields={"id": ...}` replaced the item's id, `{"body": ...}` its text and
+    `{"created_at": ...}` its time, silently; now the call is refused naming the key, and
+    nothing is stored."""
+    by_id, by_text, by_time, found = _in_process_call([
+        ("remember", {"items": [{"text": "zebra crossing", "id": "z1",
+                                 "fields": {"id": "z2"}}]}),
+        ("remember", {"items": [{"text": "zebra crossing", "id": "z1",
+                                 "fields": {"body": "other"}}]}),
+        ("remember", {"items": [{"text": "zebra crossing", "id": "z1",
+                                 "fields": {"created_at": "2020-01-01"}}]}),
+        ("run_statement", {"statement": "SEARCH docs MATCHING 'zebra'"}),
+    ])
+    assert by_id.is_error and text(by_id) == (
+        "IngestError: item z1, field 'id': cannot be set through 'fields' (give it as the "
+        "memory's own 'id')")
+    assert by_text.is_error and text(by_text) == (
+        "IngestError: item z1, field 'body': cannot be set through 'fields' (the "
+        "collection's text fields are filled from 'text' and 'title')")
+    assert by_time.is_error and text(by_time) == (
+        "IngestError: item z1, field 'created_at': cannot be set through 'fields' (give it as "
+        "the memory's own 'created_at')")
+    assert data(found)["rows"] == []

@@ -247,6 +247,14 @@ def test_lexer_tokens():
     assert ("Token.Comment.Single", "-- c") in tokens
 
 
+def test_lexer_highlights_only_ascii_digits_as_numbers():
+    """The grammar reads numbers in ASCII digits only (a full-width ３ is refused with a
+    caret), so the shell does not colour one as a number either."""
+    tokens = [(str(kind), value) for kind, value in RecallQLLexer().get_tokens("LIMIT ３ 4")]
+    assert ("Token.Literal.Number", "4") in tokens
+    assert not any(kind == "Token.Literal.Number" and "３" in value for kind, value in tokens)
+
+
 def test_completion_of_keywords_collections_fields_and_commands():
     catalog = {"docs": ["title", "body", "tags"], "messages": ["content", "role"]}
     completer = RecallQLCompleter(lambda: catalog, ["\\help", "\\timing"])

@@ -570,6 +570,34 @@ def test_explain_text_and_warnings_show_control_characters_of_values_escaped():
            "entities=0.2" in shown.splitlines()
 
 
+def test_tables_show_control_characters_of_stored_values_escaped():
+    """Was: a stored id, text or field value holding ESC sequences or U+202E went raw into the
+    CLI's and the shell's tables (a result's rows, SHOW / DESCRIBE records, a record view), so
+    listing a hostile document cleared the screen or retitled the terminal."""
+    import io
+
+    from rich.console import Console
+
+    from recallql.ui.render import record_view, records_table, result_table
+
+    db = make_db([doc("e\x1b]0;t\x07", "alpha \x1b[2J", "beta \u202e", vec(1, 0, 0, 0),
+                      team="x\x1b[31m")], fields=FIELDS)
+    result = db.execute("SEARCH kb MATCHING 'alpha'")
+
+    def shown(renderable):
+        out = io.StringIO()
+        Console(file=out, width=200, color_system=None).print(renderable)
+        return out.getvalue()
+
+    table = shown(result_table(result))
+    records = shown(records_table(["id", "team"], [{"id": "e", "team": "x\x1b[31m"}]))
+    view = shown(record_view({"team\x1b[1m": "x\x1b[31m"}))
+    for text in (table, records, view):
+        assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
+    assert "e\\x1b]0;t\\x07" in table and "alpha \\x1b[2J" in table and "\\u202e" in table
+    assert "x\\x1b[31m" in records and "team\\x1b[1m" in view and "x\\x1b[31m" in view
+
+
 # -- Hermes import ---------------------------------------------------------------------------------
 
 def _hermes_store(tmp_path: Path, sql: str) -> Path:

@@ -30,6 +30,7 @@ import numpy as np
 
 from recallql.cluster.runtime import ClusterError
 from recallql.engine.analyzer import analyze
+from recallql.engine.engine import query_embedding
 from recallql.engine.plan import ExplainSpec, LegKind, QueryPlan
 from recallql.engine.planner import plan as plan_spec
 from recallql.grammar import statements as st
@@ -190,7 +191,7 @@ class Planner:
             if hit is not None:
                 self._vectors.move_to_end(key)
                 return hit
-        vec = np.asarray(embedder([text]), dtype=np.float32)[0]
+        vec = query_embedding(embedder, text)  # one row of real numbers, or ExecutionError
         with self._lock:
             self._vectors[key] = vec
             if len(self._vectors) > QUERY_VECTORS:

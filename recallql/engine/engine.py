@@ -254,14 +254,14 @@ class QueryEngine:
         if hit is not None and hit[0] is embedder:
             self._query_vectors.move_to_end(key)
             return hit[1]
-        vec = _one_embedding(embedder, text)
+        vec = query_embedding(embedder, text)
         self._query_vectors[key] = (embedder, vec)  # the entry keeps the embedder (and its id)
         if len(self._query_vectors) > QUERY_VECTOR_CACHE:
             self._query_vectors.popitem(last=False)
         return vec
 
 
-def _one_embedding(embedder: Embedder, text: str) -> np.ndarray:
+def query_embedding(embedder: Embedder, text: str) -> np.ndarray:
     """float32[d]: the embedder's vector of one query text (checked for shape and finiteness
     by the semantic leg).
 

@@ -76,7 +76,8 @@ class Memory(BaseModel):
     created_at: str | None = Field(None, description="ISO-8601 time (default: now); recency "
                                    "boosts newer items.")
     fields: dict[str, Any] | None = Field(None, description="Other declared fields of the "
-                                          "collection.")
+                                          "collection (not its text fields, nor the keys "
+                                          "above, which are set by their own arguments).")
 
 
 class Message(BaseModel):

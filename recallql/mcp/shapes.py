@@ -17,6 +17,7 @@ from typing import Any
 from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.keywords import quote_identifier
 from recallql.grammar.timestamps import format_timestamp
+from recallql.index.errors import IngestError
 from recallql.ui.render import row_text, why
 
 #: Fields a row always carries in `row_json` (the others go under their own names).
@@ -125,8 +126,24 @@ def memory_item(collection: str, text_fields: list[str], memory: Mapping[str, An
     for key in ("tags", "source", "entity", "doc_id"):
         if memory.get(key) is not None:
             item[key] = memory[key]
-    item.update(memory.get("fields") or {})
+    extra = memory.get("fields") or {}
+    for key in extra:
+        if key in text_fields:
+            hint = "the collection's text fields are filled from 'text' and 'title'"
+        elif key in _OWN_ARGUMENTS:
+            hint = f"give it as the memory's own {key!r}"
+        else:
+            continue
+        raise IngestError(f"cannot be set through 'fields' ({hint})", item=str(item["id"]),
+                          field=key)
+    item.update(extra)
     return item
+
+
+#: Keys of an ingest item that `remember` sets from its own arguments: ``fields`` may not
+#: override them (an id, a text or a time given there silently replaced the argument's).
+_OWN_ARGUMENTS = frozenset({"id", "text", "title", "tags", "source", "entity", "created_at",
+                            "doc_id"})
 
 
 def row_json(row: Any, text_fields: tuple[str, ...]) -> dict[str, Any]:

@@ -53,7 +53,8 @@ class RecallQLLexer(RegexLexer):
             (r":[A-Za-z_][A-Za-z0-9_]*|\?", Name.Variable.Magic),
             (words(_KEYWORDS, prefix=r"\b", suffix=r"\b"), Keyword),
             (words(SHAPES, prefix=r"\b", suffix=r"\b"), Name.Constant),
-            (r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?\b", Number),
+            # ASCII digits only, as the grammar reads numbers
+            (r"[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?\b", Number),
             (r"\\[a-z?]+", Keyword.Pseudo),
             (r"<>|!=|<=|>=|[=<>]", Operator),
             (r"[(),;]", Punctuation),

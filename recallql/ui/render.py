@@ -26,6 +26,7 @@ from rich.text import Text
 
 from recallql.engine.models import Explain, ReasonEntry, Result, Row
 from recallql.engine.reasons import Reason
+from recallql.grammar.errors import printable
 from recallql.grammar.timestamps import format_timestamp
 
 FORMATS = ("table", "json")
@@ -146,7 +147,9 @@ def _room(heads: list[str], rows: list[list[str]], width: int) -> int:
 
 
 def _cells(result: Result, text_fields: Sequence[str]) -> tuple[list[str], list[list[str]]]:
-    """Column names and the cells of every row (text and ids not yet cut to width)."""
+    """Column names and the cells of every row (text and ids not yet cut to width), with
+    control and bidi characters escaped (`printable`): a stored text's ESC sequences would
+    otherwise drive the terminal (clear it, retitle it, recolour what follows)."""
     messages = any(row.session_id for row in result.rows)
     grouped = any(row.conversation_root for row in result.rows)
     heads = ["#", "id", "score", "date", *(("session", "role") if messages else ()),
@@ -159,7 +162,7 @@ def _cells(result: Result, text_fields: Sequence[str]) -> tuple[list[str], list[
         if grouped:
             cells.append(shorten(row.conversation_root or "", 24))
         rows.append([*cells, row_text(row, text_fields), why(row.reasons)])
-    return heads, rows
+    return heads, [[printable(c) for c in cells] for cells in rows]
 
 
 def _narrow_why(heads: list[str], rows: list[list[str]], width: int) -> list[list[str]]:
@@ -280,7 +283,7 @@ def records_table(columns: Sequence[str], records: Sequence[Mapping[str, Any]],
     in every record and with timestamps to the minute; when it still cannot fit `width`
     columns without cutting values, each record vertically instead (like psql's expanded
     display, which keeps every field and full timestamps)."""
-    full = [[cell(record.get(c)) for c in columns] for record in records]
+    full = [[printable(cell(record.get(c))) for c in columns] for record in records]
     if width is not None and len(columns) > 2 and _too_wide(*fit_columns(columns, full), width):
         return Group(*(record_view(dict(zip(columns, row, strict=True)), title=f"-[ {i} ]-")
                        for i, row in enumerate(full, start=1)))
@@ -304,11 +307,11 @@ def record_view(record: Mapping[str, Any], title: str | None = None) -> Table:
     ``recallql sessions show``; under a `title` and without the header in expanded display)."""
     table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False,
                   show_edge=False, show_header=title is None, title_style="dim")
-    values = [cell(v) for v in record.values()]
+    values = [printable(cell(v)) for v in record.values()]
     table.add_column("field", no_wrap=True)
     _add_column(table, "value", values)
     for name, value in zip(record, values, strict=True):
-        table.add_row(Text(name), Text(value))
+        table.add_row(Text(printable(str(name))), Text(value))
     return table
 
 
