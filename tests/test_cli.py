@@ -212,6 +212,62 @@ def test_shell_refuses_a_missing_database_unless_asked_to_create_it(tmp_path):
     assert "created an empty database" in created.stderr
 
 
+@pytest.mark.parametrize("command", [["query", "SHOW COLLECTIONS"], ["sessions", "list"],
+                                     ["explain", "SEARCH docs MATCHING 'x'"], ["shell"]],
+                         ids=" ".join)
+def test_a_reader_given_another_directory_is_not_told_it_creates_one(tmp_path, command):
+    """Readers never create a database, so the hint is an existing database directory (it
+    said "or a new path to create one there")."""
+    other = tmp_path / "photos"
+    other.mkdir()
+    (other / "cat.jpg").write_bytes(b"\xff\xd8")
+    done = cli(*command, "--db", str(other), stdin="")
+    assert (done.returncode, " ".join(done.stderr.split())) == (1, (
+        f"error: {other} is a directory but not a recallql database; pass --db an existing "
+        "database directory (this command does not create one)")), done.stderr
+
+
+@pytest.mark.parametrize("where", ["root", "group", "command"])
+def test_db_works_before_the_command_on_its_group_and_after_it(tmp_path, where):
+    """`recallql --db X sessions list`, `recallql sessions --db X list` and `recallql
+    sessions list --db X` are one command (the group's --db was "No such option")."""
+    db = str(tmp_path / "db")
+    assert cli("sessions", "create", "s-1", "--agent", "a", "--db", db).returncode == 0
+    args = {"root": ["--db", db, "sessions", "list", "--json"],
+            "group": ["sessions", "--db", db, "list", "--json"],
+            "command": ["sessions", "list", "--json", "--db", db]}[where]
+    done = cli(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [r["id"] for r in json.loads(done.stdout)["records"]] == ["s-1"]
+
+
+def test_a_groups_db_wins_over_the_roots_and_a_commands_over_both(tmp_path):
+    db, other = str(tmp_path / "db"), str(tmp_path / "other")
+    assert cli("sessions", "create", "s-db", "--agent", "a", "--db", db).returncode == 0
+    assert cli("sessions", "create", "s-other", "--agent", "a", "--db", other).returncode == 0
+    group = cli("--db", other, "sessions", "--db", db, "list", "--json")
+    command = cli("--db", other, "sessions", "--db", other, "list", "--json", "--db", db)
+    for done in (group, command):
+        assert done.returncode == 0, done.stderr
+        assert [r["id"] for r in json.loads(done.stdout)["records"]] == ["s-db"]
+    imported = cli("import", "--db", db, "hermes", str(tmp_path / "missing.db"))
+    assert (imported.returncode, imported.stderr) == (
+        1, f"error: {tmp_path / 'missing.db'}: no such file\n")
+
+
+@pytest.mark.parametrize("args", [
+    ["query", "SHOW COLLECTIONS", "--format", "JSON"],
+    ["query", "SHOW COLLECTIONS", "-f", "Json"],
+    ["sessions", "list", "--status", "OPEN", "--json"],
+], ids=["format-JSON", "format-Json", "status-OPEN"])
+def test_choices_ignore_case(db, args):
+    """`--format JSON` was refused (exit 2): a choice's case does not matter."""
+    lower = [a.lower() if a in ("JSON", "Json", "OPEN") else a for a in args]
+    done, expected = cli(*args, "--db", str(db)), cli(*lower, "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout, done.stderr) == (expected.stdout, "")
+
+
 @pytest.mark.parametrize("command", [["query", "SHOW COLLECTIONS"], ["shell"]])
 def test_a_file_as_database_gets_a_hint_that_works(tmp_path, command):
     (tmp_path / "notes.txt").write_text("x")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -36,6 +37,36 @@ def test_ingest_jsonl_and_text(tmp_path, monkeypatch):
         assert sorted(conn.snapshot("docs").ids) == ["j1", "note.md#0"]
 
 
+def test_a_reingest_of_unchanged_items_says_nothing_was_written(tmp_path):
+    """Every item unchanged writes no batch: the summary says so (it said "ingested 2 items
+    ... in 1 batch"), and a run's batch count leaves out the batches that wrote nothing."""
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"id": "a", "title": "alpha"}\n{"id": "b", "title": "beta"}\n')
+    args = ("--db", str(tmp_path / "db"), "--embedder", "hash", "--batch-size", "1")
+    assert _ingest(str(items), *args).exit_code == 0
+    again = _ingest(str(items), *args)
+    assert again.exit_code == 0, again.output
+    assert re.fullmatch(r"nothing to write into docs: 2 items unchanged \(identical to the "
+                        r"stored ones\), \d+\.\d s\n", again.stdout), again.stdout
+    items.write_text('{"id": "a", "title": "alpha"}\n{"id": "b", "title": "beta, changed"}\n')
+    changed = _ingest(str(items), *args)
+    assert changed.stdout.startswith("ingested 2 items into docs (0 new, 1 replaced, 1 "
+                                     "unchanged, 1 embedded) in 1 batch, "), changed.stdout
+
+
+@pytest.mark.parametrize("args", [("--format", "JSONL"), ("--embedder", "HASH")],
+                         ids=["format", "embedder"])
+def test_ingest_choices_ignore_case(tmp_path, args):
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"id": "a", "title": "alpha"}\n')
+    options = {"--format": "jsonl", "--embedder": "hash", **dict([args])}
+    done = _ingest(str(items), "--db", str(tmp_path / "db"),
+                   *(x for kv in options.items() for x in kv))
+    assert done.exit_code == 0, done.output
+    assert done.stdout.startswith("ingested 1 item into docs (1 new, 0 replaced, 0 unchanged, "
+                                  "1 embedded) in 1 batch, ")
+
+
 def test_ingest_cranfield_in_batches(tmp_path, index_shared_data):
     db = tmp_path / "db"
     result = _ingest(str(index_shared_data / "ir" / "cranfield"), "--db", str(db),
@@ -51,14 +82,17 @@ def test_ingest_cranfield_in_batches(tmp_path, index_shared_data):
     ("bad.jsonl", '{"id": "a"}\n\n{"id": "b"}\n{"id": "c", "year": 1}\n',
      "bad.jsonl:4: item 'c', field 'year': unknown field"),
     ("bad.jsonl", '{"id": "a"}\n{"id": "b"}\n{"id": "c"}\n{not json\n',
-     "bad.jsonl:4: invalid JSON"),
+     "bad.jsonl:4:2: invalid JSON: Expecting property name enclosed in double quotes; nothing "
+     "was written"),
+    ("bad.json", '[{"id": "a"},\n {"id": }]', "bad.json:2:9: invalid JSON: Expecting value;"),
     ("bad.jsonl", '{"id": "a"}\n{"id": "b"}\n{"id": "c"}\n{"id": "b"}\n',
      "bad.jsonl:4: item 'b', field 'id': duplicate id (first at "),
     ("bad.json", '[{"id": "a"}, {"id": "b"}, {"id": "c", "title": 5}]',
      "bad.json: element #2: item 'c', field 'title': text must be a string, got int"),
     ("bad.jsonl", '{"id": "a"}\n{"id": "b"}\n{"id": "c", "vector": [0.0, 1.0]}\n',
      "bad.jsonl:3: item 'c', field 'vector': wrong vector dimension"),
-], ids=["unknown-field", "bad-json", "duplicate-id", "json-element", "vector"])
+], ids=["unknown-field", "bad-json", "bad-json-file", "duplicate-id", "json-element",
+        "vector"])
 def test_a_bad_item_anywhere_writes_nothing_and_names_its_place(tmp_path, name, text, place):
     """A bad item after the first batch: exit 1 naming FILE:LINE (or the JSON element), and
     nothing of the run is written — neither a new database nor a batch into an existing one."""
@@ -90,7 +124,7 @@ def test_doc_ids_are_relative_to_the_path_given_from_any_directory(tmp_path, mon
     assert _ingest("kb/", *args).exit_code == 0
     monkeypatch.chdir(tmp_path / "elsewhere")  # another current directory: the same ids
     again = _ingest(str(tmp_path / "kb"), *args)
-    assert "(0 new, 0 replaced, 1 unchanged, 0 embedded)" in again.stdout, again.output
+    assert again.stdout.startswith("nothing to write into docs: 1 item unchanged"), again.output
     assert _ingest(str(tmp_path / "p1" / "README.md"), *args).exit_code == 0
     with recallql.connect(db, embedder=HashEmbedder(), readonly=True) as conn:
         snap = conn.snapshot("docs")
@@ -351,7 +385,9 @@ def test_a_file_emptied_since_the_last_ingest_loses_its_chunks(tmp_path, monkeyp
     with recallql.connect(tmp_path / "db", embedder=HashEmbedder(), readonly=True) as conn:
         assert conn.execute("RETRIEVE 10 FROM docs").ids() == ["y.md#0"]
     kept = _ingest("kb/", *args, "--keep-old-chunks")  # nothing to remove, nothing new
-    assert kept.exit_code == 0 and "0 new" in kept.stdout
+    assert kept.exit_code == 0
+    assert kept.stdout.startswith("nothing to write into docs: 1 item unchanged (identical to "
+                                  "the stored ones), "), kept.stdout
 
 
 def test_batches_never_split_a_document():

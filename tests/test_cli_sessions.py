@@ -88,12 +88,30 @@ def _fresh(tmp_path: Path, *sessions: str) -> Path:
 def test_sweep_asks_first_showing_how_many(tmp_path):
     path = _fresh(tmp_path, "old-1", "old-2")
     declined = cli("sessions", "sweep", "--older-than", "0", "--db", str(path), stdin="n\n")
-    assert declined.returncode == 1
-    assert "remove 2 sessions" in declined.stderr and "messages?" in declined.stderr
+    assert (declined.returncode, declined.stdout) == (0, "nothing removed (answered no)\n")
+    assert declined.stderr == ("remove 2 sessions (last active more than 0 days ago) with their "
+                               "annotations, signals and messages? [y/N]: ")
     listed = cli("sessions", "list", "--json", "--db", str(path))
     assert len(json.loads(listed.stdout)["records"]) == 2
     agreed = cli("sessions", "sweep", "--older-than", "0", "--db", str(path), stdin="y\n")
     assert agreed.returncode == 0 and "removed 2 sessions" in agreed.stdout
+
+
+def test_a_declined_sweep_is_no_error_and_no_answer_is_one(tmp_path):
+    """Answering no printed "Aborted!" and exited 1; now it says nothing was removed and exits
+    0 (JSON too). No answer at all (end of input) still exits 1, saying nothing was removed."""
+    path = _fresh(tmp_path, "old-1")
+    declined = cli("sessions", "sweep", "--older-than", "0", "--json", "--db", str(path),
+                   stdin="n\n")
+    assert (declined.returncode, json.loads(declined.stdout)) == (
+        0, {"removed": 0, "messages": 0, "ids": [], "detached": []})
+    unanswered = cli("sessions", "sweep", "--older-than", "0", "--db", str(path), stdin="")
+    assert (unanswered.returncode, unanswered.stdout) == (1, "")
+    assert unanswered.stderr.splitlines()[1:] == [
+        "error: no answer (end of input or Ctrl-C); nothing was removed (--yes removes without "
+        "asking)"]
+    listed = cli("sessions", "list", "--json", "--db", str(path))
+    assert [r["id"] for r in json.loads(listed.stdout)["records"]] == ["old-1"]
 
 
 def test_sweep_yes_does_not_ask(tmp_path):
@@ -117,6 +135,17 @@ def test_close_checks_the_end_reason(db):
     other = cli("sessions", "close", "s-close", "--reason", "handoff", "--any-reason",
                 "--db", str(db))
     assert other.returncode == 0 and "closed session s-close (handoff)" in other.stdout
+
+
+def test_a_known_end_reason_ignores_case(db):
+    """`--reason Compression` is the known reason compression (it was refused, or with
+    --any-reason stored as another reason that continues no conversation)."""
+    cli("sessions", "create", "s-case", "--agent", "a", "--db", str(db))
+    done = cli("sessions", "close", "s-case", "--reason", "Compression", "--any-reason",
+               "--db", str(db))
+    assert (done.returncode, done.stdout) == (0, "closed session s-case (compression)\n")
+    shown = json.loads(cli("sessions", "show", "s-case", "--json", "--db", str(db)).stdout)
+    assert shown["end_reason"] == "compression"
 
 
 def test_locked_database_is_a_clean_error(db):

@@ -83,6 +83,18 @@ def test_to_dicts_rows_flat_with_aware_datetimes(db):
     assert "session_id" not in row  # no row of this result has one
 
 
+def test_row_fields_hold_epoch_seconds_and_to_dicts_datetimes(db):
+    """The documented split (`Row` docstring, README): `Row.fields` holds stored timestamps as
+    epoch seconds UTC (floats), `to_dicts()` as aware UTC datetimes of the same instant."""
+    (row,) = db.execute("SEARCH tickets MATCHING 'backup'").rows
+    (flat,) = db.execute("SEARCH tickets MATCHING 'backup'").to_dicts()
+    assert (row.fields["due"], type(row.fields["due"])) == (1738555506.0, float)
+    assert flat["due"] == datetime(2025, 2, 3, 4, 5, 6, tzinfo=UTC)
+    assert datetime.fromtimestamp(row.fields["due"], tz=UTC) == flat["due"]
+    (a,) = db.execute("SEARCH docs MATCHING 'backup' WHERE tags CONTAINS 'ops'").rows
+    assert a.fields["created_at"] == 1740830400.0
+
+
 def test_declared_timestamp_fields_become_datetimes(db):
     (row,) = db.execute("SEARCH tickets MATCHING 'backup'").to_dicts()
     assert row["due"] == datetime(2025, 2, 3, 4, 5, 6, tzinfo=UTC)

@@ -20,9 +20,7 @@ offending token), 2 usage, 130 an ingest interrupted with Ctrl-C.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -34,7 +32,7 @@ from recallql.cli import mcp as _mcp
 from recallql.cli import query as _query
 from recallql.cli import sessions as _sessions
 from recallql.cli import tools as _tools
-from recallql.cli.common import EMBEDDERS, Command, State, run_main
+from recallql.cli.common import EMBEDDERS, Command, GroupDbOption, State, global_db, run_main
 
 EPILOG = """\b
 Examples:
@@ -62,41 +60,10 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-def _db_defaults(group: Any, db: str) -> dict[str, Any]:
-    """A click ``default_map`` giving every command of `group` (nested groups included) that
-    has a ``--db`` option the default `db`."""
-    defaults: dict[str, Any] = {}
-    for name, command in getattr(group, "commands", {}).items():
-        if hasattr(command, "commands"):
-            defaults[name] = _db_defaults(command, db)
-        elif any(p.name == "db" for p in command.params):
-            defaults[name] = {"db": db}
-    return defaults
-
-
-def _global_db(ctx: typer.Context, db: Path) -> None:
-    """``recallql --db X COMMAND`` as ``COMMAND --db X``: X is the default of every command's
-    ``--db`` for this invocation, ahead of ``$RECALLQL_DB`` (a ``--db`` after the command still
-    wins)."""
-    ctx.default_map = _db_defaults(ctx.command, str(db))
-    saved = os.environ.get("RECALLQL_DB")
-    os.environ["RECALLQL_DB"] = str(db)
-
-    def restore() -> None:
-        if saved is None:
-            os.environ.pop("RECALLQL_DB", None)
-        else:
-            os.environ["RECALLQL_DB"] = saved
-    ctx.call_on_close(restore)
-
-
 @app.callback()
 def _root(
     ctx: typer.Context,
-    db: Annotated[Path | None, typer.Option(
-        "--db", metavar="PATH", show_default=False,
-        help="Database directory, for any command: `recallql --db X query ...` is `recallql "
-             "query ... --db X`.")] = None,
+    db: GroupDbOption = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of unexpected errors."
                                         )] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
@@ -116,7 +83,7 @@ def _root(
     if wait is not None:
         State.wait = wait
     if db is not None:
-        _global_db(ctx, db)
+        global_db(ctx, db)
 
 
 app.command(cls=Command, short_help="Ingest files and directories into a collection."

@@ -10,7 +10,7 @@ import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -52,6 +52,50 @@ EmbedderOption = Annotated[str, typer.Option(
     metavar="NAME",
     help="auto (what the database was built with; 'default' for a new one), default "
          "(all-MiniLM-L6-v2), none (vectors from the caller), hash (a tiny test embedder).")]
+
+
+#: `--db` of the root command and of command groups (`recallql --db X ...`, `recallql sessions
+#: --db X list`): the default of every `--db` below it (see `global_db`).
+GroupDbOption = Annotated[Path | None, typer.Option(
+    "--db", metavar="PATH", show_default=False,
+    help="Database directory, for every command below: `recallql --db X query ...` is "
+         "`recallql query ... --db X`, `recallql sessions --db X list` is `recallql sessions "
+         "list --db X`.")]
+
+
+def db_defaults(group: Any, db: str) -> dict[str, Any]:
+    """A click ``default_map`` giving every command of `group` (nested groups included) that
+    has a ``--db`` option the default `db`."""
+    defaults: dict[str, Any] = {}
+    for name, command in getattr(group, "commands", {}).items():
+        if hasattr(command, "commands"):
+            defaults[name] = db_defaults(command, db)
+        elif any(p.name == "db" for p in command.params):
+            defaults[name] = {"db": db}
+    return defaults
+
+
+def global_db(ctx: typer.Context, db: Path) -> None:
+    """``recallql [GROUP] --db X COMMAND`` as ``COMMAND --db X``: X is the default of every
+    ``--db`` below the root or group `ctx` runs, for this invocation, ahead of
+    ``$RECALLQL_DB`` (a ``--db`` after the command still wins; a group's ``--db`` wins over
+    the root's)."""
+    ctx.default_map = db_defaults(ctx.command, str(db))
+    saved = os.environ.get("RECALLQL_DB")
+    os.environ["RECALLQL_DB"] = str(db)
+
+    def restore() -> None:
+        if saved is None:
+            os.environ.pop("RECALLQL_DB", None)
+        else:
+            os.environ["RECALLQL_DB"] = saved
+    ctx.call_on_close(restore)
+
+
+def group_db(ctx: typer.Context, db: GroupDbOption = None) -> None:
+    """The callback of a command group (``sessions``, ``import``): its ``--db``."""
+    if db is not None:
+        global_db(ctx, db)
 
 
 def _argument_name(param: Any, usage: bool = False) -> str:
@@ -184,28 +228,44 @@ def recorded_embedder(path: Path) -> Any:
     return stored_embedder(path, "docs")
 
 
+def choice(value: str, choices: Sequence[str], option: str) -> str:
+    """`value` as one of `choices` (lower-case names), ignoring case: ``--format JSON`` is
+    ``--format json``.
+
+    Raises:
+        typer.BadParameter: (exit 2) none of them, naming `option` and listing `choices`.
+    """
+    if value.lower() in choices:
+        return value.lower()
+    raise typer.BadParameter(f"use one of: {', '.join(choices)}", param_hint=option)
+
+
 def embedder_for(name: str, path: Path) -> Any:
-    """Resolve an ``--embedder`` choice for the database at `path`."""
+    """Resolve an ``--embedder`` choice (any case) for the database at `path`."""
     from recallql.api import HashEmbedder
 
-    if name not in EMBEDDERS:
-        raise typer.BadParameter(f"use one of: {', '.join(EMBEDDERS)}", param_hint="--embedder")
+    name = choice(name, EMBEDDERS, "--embedder")
     if name == "auto":
         return recorded_embedder(path)
     return {"default": "default", "none": None, "hash": HashEmbedder()}[name]
 
 
 def no_database(path: Path, create: str | None = None) -> str:
-    """Why there is no database at `path`, with a hint that works there.
+    """Why there is no database at `path`, with a hint that works there. Every caller is a
+    command that does not create a database at `path` (a reader, a writer with nothing to act
+    on in a new one), so a file or a directory holding other things only gets "pass --db an
+    existing database directory".
 
     Args:
         path: the ``--db`` path.
         create: how to create one, for a path where one can be created (default: ingest or
             the demo).
     """
+    existing = ("pass --db an existing database directory (this command does not create "
+                "one)")
     if path.is_file() or (path.exists() and not path.is_dir()):
         return (f"{path} is a file, not a recallql database (a database is a directory); "
-                "pass --db a database directory, or a new path to create one there")
+                f"{existing}")
     if path.is_dir() and (path / "collections").exists():  # parts of one: say it is damaged
         from recallql.index.errors import StoreError
         from recallql.index.layout import check_directory
@@ -215,8 +275,7 @@ def no_database(path: Path, create: str | None = None) -> str:
         except StoreError as exc:
             return str(exc)
     if path.is_dir() and any(path.iterdir()):
-        return (f"{path} is a directory but not a recallql database; pass --db a database "
-                "directory, or a new path to create one there")
+        return f"{path} is a directory but not a recallql database; {existing}"
     create = create or (f"create one with `recallql ingest FILES --db {path}` or "
                         f"`recallql demo --db {path}`")
     return f"no recallql database at {path} ({create})"

@@ -31,6 +31,7 @@ from recallql.cli.common import (
     DbOption,
     EmbedderOption,
     State,
+    choice,
     embedder_for,
     err,
     fail,
@@ -62,14 +63,15 @@ class Tally:
     batches: int = 0
 
     def add(self, size: int, report: Any) -> None:
-        """Count one committed batch of `size` items and its `IngestReport`."""
+        """Count one `Database.ingest` call of `size` items and its `IngestReport` (a batch
+        only when it wrote one: every item unchanged writes none, batch 0)."""
         self.items += size
         self.added += report.added
         self.replaced += report.replaced
         self.unchanged += report.unchanged
         self.removed += report.removed
         self.embedded += report.embedded
-        self.batches += 1
+        self.batches += 1 if report.batch else 0
 
     def removed_all(self, report: Any) -> None:
         """Count the `DeleteReport` of the documents whose files now hold no text."""
@@ -296,8 +298,7 @@ def ingest(
     """
     from recallql.importers.files import FORMATS
 
-    if fmt not in FORMATS:
-        raise typer.BadParameter(f"use one of: {', '.join(FORMATS)}", param_hint="--format")
+    fmt = choice(fmt, FORMATS, "--format")
     sources = find_sources(paths, fmt)
     created, tally = not db.exists(), Tally()
     started = time.perf_counter()
@@ -439,6 +440,10 @@ def _nothing(collection: str, paths: Sequence[Path]) -> None:
 def _summary(collection: str, tally: Tally, seconds: float, paths: Sequence[Path]) -> None:
     if not tally.items and not tally.removed:
         _nothing(collection, paths)
+    if tally.unchanged == tally.items and not tally.removed:
+        out.print(f"nothing to write into {collection}: {count(tally.items, 'item')} "
+                  f"unchanged (identical to the stored ones), {seconds:.1f} s", soft_wrap=True)
+        return
     removed = f", {count(tally.removed, 'stale chunk')} removed" if tally.removed else ""
     rate = tally.items / max(seconds, 1e-9)
     out.print(f"ingested {count(tally.items, 'item')} into {collection} ({tally.added} new, "

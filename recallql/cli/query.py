@@ -12,6 +12,7 @@ from recallql.cli.common import (
     DEFAULT_DB,
     DbOption,
     StatementsJsonOption,
+    choice,
     fail,
     handled,
     open_db,
@@ -113,9 +114,7 @@ def query(
 def _check_format(fmt: str) -> str:
     from recallql.ui.formats import FORMATS
 
-    if fmt not in FORMATS:
-        raise typer.BadParameter(f"use one of: {', '.join(FORMATS)}", param_hint="--format")
-    return fmt
+    return choice(fmt, FORMATS, "--format")
 
 
 def show(outcome: Any, catalog: Any, fmt: str) -> None:

@@ -14,7 +14,9 @@ from recallql.cli.common import (
     Command,
     DbOption,
     JsonOption,
+    err,
     fail,
+    group_db,
     handled,
     open_db,
     out,
@@ -25,6 +27,7 @@ from recallql.sessions.edges import END_REASONS
 
 app = typer.Typer(no_args_is_help=True, help="List, inspect and change agent sessions.",
                   epilog="Each command has --help with examples.")
+app.callback()(group_db)  # `recallql sessions --db X list`
 SessionArg = Annotated[str, typer.Argument(metavar="SESSION", help="Session id.")]
 #: The lifecycle states a session can be in (`SessionSnapshot.status`).
 STATUSES = ("open", "closed", "archived")
@@ -39,8 +42,8 @@ def _check_status(status: str | None) -> str | None:
     """
     from recallql.grammar import did_you_mean
 
-    if status is None or status in STATUSES:
-        return status
+    if status is None or status.lower() in STATUSES:
+        return status and status.lower()
     raise typer.BadParameter(f"unknown status {status!r}; {did_you_mean(status, STATUSES)}",
                              param_hint="--status")
 
@@ -224,7 +227,9 @@ def check_reason(reason: str, any_reason: bool) -> str:
     """
     from recallql.grammar import did_you_mean
 
-    if any_reason or reason in END_REASONS:
+    if reason.lower() in END_REASONS:
+        return reason.lower()
+    if any_reason:
         return reason
     raise typer.BadParameter(
         f"unknown end reason {reason!r}; {did_you_mean(reason, END_REASONS)} "
@@ -298,6 +303,39 @@ def _print_plan(report, older_than: float, as_json: bool) -> None:
                   + (" ..." if len(report.kept) > 10 else ""), markup=False, soft_wrap=True)
 
 
+def _confirmed(plan: Any, older_than: float) -> bool:
+    """Ask on stderr whether to remove the `plan`'s sessions: True for yes, False for no.
+
+    Raises:
+        typer.Exit: (code 1) no answer: end of input (nothing piped, no terminal) or Ctrl-C.
+    """
+    import contextlib
+    import sys
+
+    noun = "session" if plan == 1 else "sessions"
+    try:  # click's confirm(err=True) still writes the space after the prompt to stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            return typer.confirm(f"remove {int(plan)} {noun} (last active more than "
+                                 f"{older_than:g} days ago) with their annotations, signals "
+                                 "and messages?", err=True)
+    except typer.Abort:  # click's answer to EOF and Ctrl-C at the prompt
+        err.print()  # end the prompt's line
+        raise fail("no answer (end of input or Ctrl-C); nothing was removed (--yes removes "
+                   "without asking)") from None
+
+
+def _declined(as_json: bool) -> None:
+    """What a sweep answered "no" prints: nothing was removed (exit 0, as `rm -i` or `pip
+    uninstall` declined: not an error)."""
+    if as_json:
+        import json
+
+        out.print(json.dumps({"removed": 0, "messages": 0, "ids": [], "detached": []}),
+                  markup=False, soft_wrap=True)
+    else:
+        out.print("nothing removed (answered no)", markup=False)
+
+
 @app.command(cls=Command, short_help="Remove old conversations (shows how many, asks first).")
 def sweep(
     older_than: Annotated[float, typer.Option("--older-than", min=0, metavar="DAYS",
@@ -321,6 +359,7 @@ def sweep(
     subagent) loses its parent link and keeps its own conversation.
 
     Shows how many sessions would go and asks first (--yes does not ask); --dry-run lists them.
+    Answering no removes nothing and exits 0; no answer (end of input) exits 1.
 
     \b
     Examples:
@@ -338,9 +377,9 @@ def sweep(
             out.print(f"no conversation's last activity is more than {older_than:g} days ago; "
                       "nothing to remove", markup=False)
             return
-        noun = "session" if plan == 1 else "sessions"
-        typer.confirm(f"remove {int(plan)} {noun} (last active more than {older_than:g} days "
-                      "ago) with their annotations, signals and messages?", abort=True, err=True)
+        if not _confirmed(plan, older_than):
+            _declined(as_json)
+            return
     with open_db(db, write=True) as database, handled():
         removed = database.sessions.sweep(older_than)
     if as_json:

@@ -16,8 +16,10 @@ from recallql.cli.common import (
     EmbedderOption,
     JsonOption,
     State,
+    choice,
     err,
     fail,
+    group_db,
     handled,
     is_database,
     no_database,
@@ -29,6 +31,7 @@ from recallql.cli.common import (
 import_app = typer.Typer(no_args_is_help=True, help="Import another agent's memory store.",
                          epilog="Example: recallql import hermes ~/.hermes/state.db --db "
                                 "memory.db")
+import_app.callback()(group_db)  # `recallql import --db X hermes STATE_DB`
 
 
 def shell(
@@ -62,8 +65,7 @@ def shell(
     from recallql.repl import Repl
     from recallql.ui.formats import FORMATS
 
-    if fmt not in FORMATS:
-        raise typer.BadParameter(f"use one of: {', '.join(FORMATS)}", param_hint="--format")
+    fmt = choice(fmt, FORMATS, "--format")
     if not is_database(db):
         _create_empty(db, create)
     with open_db(db) as database:

@@ -161,6 +161,16 @@ class Row(_Model):
 
     `score` equals the left-to-right sum of `reasons[i].contribution`. `context` holds the
     items around it under `WITH CONTEXT` (None without the clause), in document order.
+
+    Attributes:
+        fields: the stored fields as stored: ``id``, ``doc_id``, ``entity``, ``position``,
+            the text fields and the declared fields as ingested (None when missing), and the
+            timestamps — ``created_at`` and the collection's declared timestamp fields — as
+            epoch seconds UTC, a float (``2024-01-01`` is ``1704067200.0``; None when the
+            item has none). `Result.to_dicts()` (and so ``to_pandas()`` and ``to_arrow()``)
+            gives the same timestamps as aware UTC `datetime`s, and the CLI's JSON as
+            ISO-8601 text; for one row: ``datetime.fromtimestamp(row.fields["created_at"],
+            tz=UTC)``. `ContextItem.fields` are the same.
     """
 
     id: str

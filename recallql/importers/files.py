@@ -68,7 +68,7 @@ def load_json(path: str | Path) -> Iterator[dict]:
     """
     raw = Path(path).read_bytes()
     text = _decode_line(raw, 1, str(path))
-    data = _parse_line(text, str(path))
+    data = _parse_line(text, str(path), whole_file=True)
     if isinstance(data, dict) and isinstance(data.get("items"), list):
         data = data["items"]
     items = [data] if isinstance(data, dict) else data
@@ -95,11 +95,20 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _parse_line(line: str, where: str) -> object:
+def _parse_line(line: str, where: str, whole_file: bool = False) -> object:
+    """The JSON value of `line` (a JSONL line at `where` = ``FILE:LINE``, or a whole JSON file
+    at `where` = ``FILE``).
+
+    Raises:
+        IngestError: not JSON, at ``FILE:LINE:COLUMN`` (1-based; the column counts
+            characters) with the parser's message, e.g. ``items.jsonl:4:2: invalid JSON:
+            Expecting property name enclosed in double quotes``.
+    """
     try:
         return json.loads(line, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise IngestError(f"{where}: invalid JSON: {exc.msg}") from None
+        at = f"{exc.lineno}:{exc.colno}" if whole_file else f"{exc.colno}"
+        raise IngestError(f"{where}:{at}: invalid JSON: {exc.msg}") from None
     except ValueError as exc:  # NaN / Infinity, or Python's limit on int digits
         message = str(exc)
         if "integer string conversion" in message:
