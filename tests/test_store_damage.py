@@ -142,6 +142,19 @@ def test_a_healthy_store_checks_ok_with_counts(tmp_path):
     assert report.to_text().endswith("ok: the stores agree")
 
 
+def test_check_text_counts_in_the_singular_and_plural(tmp_path):
+    """`recallql check` printed "1 rows (1 live), 1 text documents, 1 vectors in 1 segments"."""
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(16)) as db:
+        db.ingest("docs", [{"id": "a", "title": "one row"}])
+        report = db.check()
+    assert report.to_text().splitlines() == [
+        f"database {path}: committed batch 1",
+        "  docs: 1 row (1 live), 1 text document, 1 vector in 1 segment",
+        "  messages: 0 rows (0 live), 0 text documents, 0 vectors in 0 segments",
+        "ok: the stores agree"]
+
+
 def test_check_finds_a_ghost_document_the_stores_disagree_on(tmp_path):
     """An old document for a row of another batch (what re-creating a store left): an error;
     a document of a rowid SQLite does not have is an unfinished batch's: a warning."""

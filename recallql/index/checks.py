@@ -106,13 +106,19 @@ class CheckReport:
         """The report as lines of text (what ``recallql check`` prints)."""
         lines = [f"database {self.path}: committed batch {self.committed_batch}"]
         for c in self.collections:
-            lines.append(f"  {c.name}: {c.rows} rows ({c.live} live), {c.documents} text "
-                         f"documents, {c.vectors} vectors in {c.segments} segments")
+            lines.append(f"  {c.name}: {_count(c.rows, 'row')} ({c.live} live), "
+                         f"{_count(c.documents, 'text document')}, "
+                         f"{_count(c.vectors, 'vector')} in {_count(c.segments, 'segment')}")
         for p in sorted(self.problems, key=lambda p: p.severity != "error"):
             lines.append(f"{p.severity}: {p.file}: [{p.kind}] {p.detail}")
         errors = sum(p.severity == "error" for p in self.problems)
         lines.append("ok: the stores agree" if self.ok else f"DAMAGED: {errors} error(s)")
         return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 row``, ``0 rows``, ``2 rows``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def collection_dirs(path: Path) -> Iterator[tuple[str, Path]]:
