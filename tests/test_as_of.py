@@ -304,3 +304,18 @@ def test_as_of_in_the_future_warns_naming_the_time_and_now(clock):
     text = db.explain(HYBRID.format(at=iso(T0 + DAY)), v=V).to_text()
     assert "warning: AS_OF_IN_FUTURE: AS OF 2025-10-10T08:53:20.000000Z is in the future" in text
     assert not db.execute(HYBRID.format(at=iso(T0)), v=V).warnings
+
+
+def test_as_of_text_that_is_no_time_is_refused_under_its_parameter():
+    """ISO-8601 text binds at ``AS OF :t`` as a TIMESTAMP literal's text; text that is no time
+    is refused when the statement runs, with the caret under the parameter and the literal's
+    hint, as ``AS OF TIMESTAMP 'next tuesday'`` is."""
+    import recallql
+    from recallql.grammar.errors import QuerySyntaxError
+
+    db = recallql.connect(embedder=None)
+    with pytest.raises(QuerySyntaxError) as info:
+        db.execute("SEARCH docs MATCHING 'x' AS OF :t", t="next tuesday")
+    assert str(info.value).splitlines()[0] == (
+        "QuerySyntaxError: invalid TIMESTAMP 'next tuesday' (line 1, column 32)")
+    assert "  SEARCH docs MATCHING 'x' AS OF :t\n" + " " * 33 + "^^" in str(info.value)

@@ -209,11 +209,10 @@ def _timestamp(value: Any, node: Parameter) -> Node:
     if _is_nat(value):
         raise _Mistyped("a datetime (not NaT)")
     if isinstance(value, str):  # ISO-8601 text, as a WHERE value on a timestamp field takes
-        try:                    # (JSON, e.g. the MCP server's run_statement, has no datetime)
-            value = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise _Mistyped("a datetime or ISO-8601 text such as '2025-01-31T00:00:00Z'"
-                            ) from None
+        # (JSON, e.g. the MCP server's run_statement, has no datetime): kept as the text of a
+        # TIMESTAMP literal, which the engine reads with the one parser
+        # (`recallql.index.timestamps.parse_timestamp`) and refuses with a caret if no time
+        return trusted(TimestampLiteral, {"value": value.strip(), "span": node.span})
     if isinstance(value, date) and not isinstance(value, datetime):
         value = datetime.combine(value, dt_time.min)  # a calendar date: midnight UTC
     if not isinstance(value, datetime):
