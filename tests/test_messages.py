@@ -186,6 +186,9 @@ def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dic
     ([_raw("ok", seq=3), _raw("m2", sid=None)],
      "item 'm2', field 'session_id': a message belongs to a session: give its session_id (or "
      "write it with db.messages.append / extend, which number it too)"),
+    ([{"content": "no id, no session"}],
+     "item #0, field 'session_id': a message belongs to a session: give its session_id (or "
+     "write it with db.messages.append / extend, which number it too)"),
     ([_raw("ok", seq=3), _raw("m2", sid="done", seq=1)],
      "item 'm2', field 'session_id': session 'done' is closed: messages go to an open session "
      "(as db.messages.append)"),
@@ -202,7 +205,7 @@ def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dic
      "item 'm2', field 'created_at': message at 2025-10-10T08:58:21.000000Z is after the "
      "clock (2025-10-10T08:53:20.000000Z) by more than 300 s; record it when it happens, or "
      "omit created_at= for now"),
-], ids=["no-session-id", "closed-session", "seq-taken", "seq-twice-in-batch", "before-start",
+], ids=["no-session-id", "no-id", "closed-session", "seq-taken", "seq-twice-in-batch", "before-start",
         "after-the-clock"])
 def test_ingest_into_messages_refuses_what_extend_refuses(db, items, message):
     """`db.ingest("messages", ...)` wrote a message with no session, one into a closed

@@ -47,15 +47,17 @@ def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], Sessio
             message of the session or by another item of the batch; ``created_at`` before the
             session started or more than `CLOCK_SKEW_SECONDS` after `now`.
     """
-    mappings = [item for item in items if isinstance(item, Mapping)]
-    batch_ids = {_id(item) for item in mappings}
-    leaving = ({str(item.get("doc_id", item.get("id"))) for item in mappings}
+    mappings = [(i, item) for i, item in enumerate(items) if isinstance(item, Mapping)]
+    batch_ids = {_id(item) for _, item in mappings}
+    leaving = ({str(item.get("doc_id", item.get("id"))) for _, item in mappings}
                if replace_documents else set())
     taken = _LiveSeqs(snap, batch_ids, leaving)
     rows: dict[str, SessionRow] = {}
     seen: dict[tuple[str, int], str] = {}
-    for item in mappings:
-        name = repr(_id(item))
+    for index, item in mappings:
+        given = item.get("id")
+        name = repr(str(given)) if isinstance(given, str | int) and not isinstance(given, bool) \
+            else f"#{index}"  # as ingest names an item without a valid id
         sid = item.get("session_id")
         if sid is None:
             raise IngestError("a message belongs to a session: give its session_id (or write "
