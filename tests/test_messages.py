@@ -205,8 +205,8 @@ def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dic
      "item 'm2', field 'created_at': message at 2025-10-10T08:58:21.000000Z is after the "
      "clock (2025-10-10T08:53:20.000000Z) by more than 300 s; record it when it happens, or "
      "omit created_at= for now"),
-], ids=["no-session-id", "no-id", "closed-session", "seq-taken", "seq-twice-in-batch", "before-start",
-        "after-the-clock"])
+], ids=["no-session-id", "no-id", "closed-session", "seq-taken", "seq-twice-in-batch",
+        "before-start", "after-the-clock"])
 def test_ingest_into_messages_refuses_what_extend_refuses(db, items, message):
     """`db.ingest("messages", ...)` wrote a message with no session, one into a closed
     session, a second message at a seq its session had already numbered (WITH CONTEXT and live
