@@ -85,7 +85,8 @@ from recallql.sessions.messages import (
     session_item_ids,
 )
 from recallql.sessions.models import SessionSnapshot, SessionState
-from recallql.sessions.signals import SignalPolicy, no_session
+from recallql.sessions.raw_messages import check_raw_messages
+from recallql.sessions.signals import SignalPolicy
 from recallql.sessions.stored import RootResolver
 
 if TYPE_CHECKING:
@@ -308,6 +309,7 @@ class Database:
                  clock: Callable[[], float] | None = None):
         self.store = store
         clock = clock or time.time
+        self._clock = clock
         self.sessions = Sessions(_SessionStore(store), signal_policy, clock)
         self.sessions.prepare(writable=not store.readonly)
         if not store.readonly:
@@ -459,35 +461,38 @@ class Database:
 
         Raises:
             IngestError: an invalid item (names the item and field) or key, or an item of
-                ``messages`` whose ``session_id`` names no session; nothing was written.
+                ``messages`` that `db.messages.extend` would refuse: no ``session_id``, one
+                naming no session or a session that is not open, a ``seq`` another live
+                message of the session (or another item) holds, a ``created_at`` before the
+                session started or more than 300 s after the clock
+                (`recallql.sessions.raw_messages`); nothing was written.
             IdempotencyKeyReused: `key` was used before for other items.
             StoreError: unknown collection, read-only database, or a storage failure (disk
                 full, permissions, I/O; the file and cause are named, nothing was written).
             DatabaseLocked: another process's write held the lock for `lock_timeout`.
         """
         items = many(items, "items", IngestError)
-        if collection == MESSAGES:  # as db.messages.append: a flag left out is not 'rewound'
-            items = ({**MESSAGE_FLAGS, **message_place(item), **item}
-                     if isinstance(item, Mapping) else item for item in items)
-            items = self._in_sessions(items)
+        if collection == MESSAGES:
+            return self._ingest_messages(items, replace_documents, key)
         return self.store.ingest(collection, items, self.embedder(collection),
                                  replace_documents=replace_documents, key=key)
 
-    def _in_sessions(self, items: Iterable[Mapping[str, object]]
-                     ) -> Iterator[Mapping[str, object]]:
-        """`items` of ``messages``, refusing one whose ``session_id`` names no session (as
-        `Messages.append` does): it would be an orphan row no session owns. Ids of other
-        types are left for ingest's type check."""
-        known: set[str] = set()
-        for item in items:
-            sid = item.get("session_id") if isinstance(item, Mapping) else None
-            if isinstance(sid, str) and sid not in known:  # a non-Mapping: ingest reports it
-                if self.sessions.get(sid) is None:
-                    raise IngestError(f"{no_session(sid)}: a message belongs to an existing "
-                                      "session (create it first with db.sessions.create)",
-                                      item=repr(str(item.get("id"))), field="session_id")
-                known.add(sid)
-            yield item
+    def _ingest_messages(self, items: Iterable[Mapping[str, object]], replace_documents: bool,
+                         key: str | None) -> IngestReport:
+        """`ingest` into ``messages``: items checked as `Messages.extend` checks messages
+        (`recallql.sessions.raw_messages`), holding the writer from the check to the commit; a
+        flag left out is not 'rewound', and the session and seq give `doc_id` / `position`."""
+        batch: list[object] = [{**MESSAGE_FLAGS, **message_place(item), **item}
+                 if isinstance(item, Mapping) else item for item in items]
+        with self.store.writing():
+            if key is not None:  # a retry replays, even if its session has closed since
+                done = self.store.ingest_replay(MESSAGES, batch, key, replace_documents)
+                if done is not None:
+                    return done
+            check_raw_messages(batch, self.sessions.get, self.snapshot(MESSAGES),
+                               self._clock(), replace_documents=replace_documents)
+            return self.store.ingest(MESSAGES, batch, self.embedder(MESSAGES),
+                                     replace_documents=replace_documents, key=key)
 
     def delete(self, collection: str, ids: Iterable[str | int] | None = None, *,
                doc_ids: Iterable[str | int] | None = None) -> DeleteReport:

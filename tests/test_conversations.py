@@ -297,8 +297,8 @@ def test_show_lineage_of_an_unknown_session_is_a_clear_error(db):
 def test_a_long_run_of_tied_scores_does_not_end_the_walk(db):
     """1,100 hits of one conversation tie at one score: a deeper head whose cut falls in the same
     run adds no row, and the walk must go on to the hit of the second conversation below it."""
-    db.sessions.create("big", "agent-1")
-    db.sessions.create("small", "agent-1")
+    db.sessions.create("big", "agent-1", started_at=T0)  # its messages are at T0
+    db.sessions.create("small", "agent-1", started_at=T0)
     items = [message_item("big", i + 1, i + 1, "user", text(5 if i < 10 else 3), T0, True,
                           False) for i in range(1110)]
     items.append(message_item("small", 1111, 1, "user", text(1), T0, True, False))
@@ -311,8 +311,8 @@ def test_a_long_run_of_tied_scores_does_not_end_the_walk(db):
 
 def test_the_walk_orders_deeper_heads_as_it_goes(db):
     """301 candidates: the walk orders the best 64, then 256, then all, without losing its place."""
-    db.sessions.create("big", "agent-1")
-    db.sessions.create("small", "agent-1")
+    db.sessions.create("big", "agent-1", started_at=T0)  # its messages are at T0
+    db.sessions.create("small", "agent-1", started_at=T0)
     items = [message_item("big", i + 1, i + 1, "user", text(2 + i % 4), T0, True, False)
              for i in range(300)]
     items.append(message_item("small", 301, 1, "user", text(1), T0, True, False))

@@ -264,6 +264,39 @@ def test_an_open_racing_the_second_rename_of_a_rebuild_succeeds(tmp_path, monkey
         assert len(_lexical(reader, "n7")) == 1
 
 
+def test_an_open_checking_text_as_the_second_rename_of_a_rebuild_lands_succeeds(
+        tmp_path, monkeypatch):
+    """The open-time check (`integrity.validate`) found ``text`` missing (another process
+    between the two renames of its rebuild) and looked for ``text.rebuild``: when the second
+    rename landed between those two looks, neither was there, and the open was refused with
+    "the text index ... is missing: the database is damaged". It looks at ``text`` again."""
+    from recallql.index import integrity
+
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", DOCS)
+        db.delete("docs", ["d0"])
+    _crash_between_renames(path)
+    text = _text_dir(path)
+    real = integrity.siblings
+    landed = []
+
+    def siblings(where):
+        found = real(where)
+        if found[0].exists():  # `text` was just seen missing: the second rename lands now
+            found[0].rename(where)
+            shutil.rmtree(found[1])
+            landed.append(where)
+        return found
+
+    monkeypatch.setattr(integrity, "siblings", siblings)
+    with recallql.connect(path, embedder=HashEmbedder(8), readonly=True) as reader:
+        assert landed == [text]
+        assert reader.store._state("docs").text.path == text
+        assert reader.snapshot("docs").bm25_documents() == 29
+        assert len(_lexical(reader, "n7")) == 1
+
+
 def test_an_unfinished_rebuild_is_discarded_on_open(tmp_path):
     path = tmp_path / "db"
     with recallql.connect(path, embedder=HashEmbedder(8)) as db:

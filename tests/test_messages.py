@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from test_conversations_support import T0, connect, session
 
@@ -170,3 +171,74 @@ def test_ingest_into_messages_for_a_missing_session_is_refused_like_append():
                               "db.sessions.create)")
     assert db.snapshot("messages").size == 0
     assert db.ingest("messages", items[:1]).added == 1
+
+
+def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dict:
+    item = {"id": id, "content": "hello", **extra}
+    if sid is not None:
+        item["session_id"] = sid
+    if seq is not None:
+        item["seq"] = seq
+    return item
+
+
+@pytest.mark.parametrize(("items", "message"), [
+    ([_raw("ok", seq=3), _raw("m2", sid=None)],
+     "item 'm2', field 'session_id': a message belongs to a session: give its session_id (or "
+     "write it with db.messages.append / extend, which number it too)"),
+    ([{"content": "no id, no session"}],
+     "item #0, field 'session_id': a message belongs to a session: give its session_id (or "
+     "write it with db.messages.append / extend, which number it too)"),
+    ([_raw("ok", seq=3), _raw("m2", sid="done", seq=1)],
+     "item 'm2', field 'session_id': session 'done' is closed: messages go to an open session "
+     "(as db.messages.append)"),
+    ([_raw("m2", seq=1)],
+     "item 'm2', field 'seq': session 'a' already has message 'msg:1' at seq 1: a session "
+     "numbers its messages once each (db.messages.append gives the next seq)"),
+    ([_raw("m2", seq=3), _raw("m3", seq=3)],
+     "item 'm3', field 'seq': session 'a' already has message 'm2' at seq 3: a session "
+     "numbers its messages once each (db.messages.append gives the next seq)"),
+    ([_raw("m2", seq=3, created_at=T0 - 1)],
+     "item 'm2', field 'created_at': message at 2025-10-09T08:53:19.000000Z is before its "
+     "session 'a' started (2025-10-09T08:53:20.000000Z)"),
+    ([_raw("m2", seq=3, created_at=T0 + 86_400 + 301)],
+     "item 'm2', field 'created_at': message at 2025-10-10T08:58:21.000000Z is after the "
+     "clock (2025-10-10T08:53:20.000000Z) by more than 300 s; record it when it happens, or "
+     "omit created_at= for now"),
+], ids=["no-session-id", "no-id", "closed-session", "seq-taken", "seq-twice-in-batch",
+        "before-start", "after-the-clock"])
+def test_ingest_into_messages_refuses_what_extend_refuses(db, items, message):
+    """`db.ingest("messages", ...)` wrote a message with no session, one into a closed
+    session, a second message at a seq its session had already numbered (WITH CONTEXT and live
+    context read neighbours by seq), and messages dated before their session or after the
+    clock (`close` then refused an end before the last message), where `db.messages.append` /
+    `extend` refuse all of these. Now an `IngestError` names the item and field, and nothing
+    of the batch is written."""
+    db.sessions.create("a", "agent-1", started_at=T0)
+    db.sessions.create("done", "agent-1", started_at=T0)
+    db.sessions.close("done", at=T0 + 1)
+    db.messages.extend([{"session_id": "a", "role": "user", "content": "x", "at": T0 + i}
+                        for i in range(2)])
+    with pytest.raises(recallql.IngestError) as err:
+        db.ingest("messages", items)
+    assert str(err.value) == message
+    assert db.snapshot("messages").size == 2
+
+
+def test_ingest_into_messages_may_renumber_what_it_replaces_and_replay_a_key(db):
+    """A seq is taken only by a live message that stays: re-ingesting a session's messages
+    with seqs swapped, or into a document replaced whole, is not a duplicate; a retry with
+    its idempotency key replays even after the session closed."""
+    db.sessions.create("a", "agent-1", started_at=T0)
+    first = [_raw("m1", seq=1), _raw("m2", seq=2)]
+    assert db.ingest("messages", first, key="k-1").added == 2
+    swapped = [_raw("m1", seq=2), _raw("m2", seq=1)]
+    assert db.ingest("messages", swapped).replaced == 2
+    report = db.ingest("messages", [_raw("n1", seq=1)], replace_documents=True)
+    assert (report.added, report.removed) == (1, 2)
+    seqs = {r["id"]: r["seq"] for r in db.snapshot("messages").fetch(
+        np.flatnonzero(db.snapshot("messages").live))}
+    assert seqs == {"n1": 1}
+    db.sessions.close("a", at=T0 + 1)
+    assert db.ingest("messages", first, key="k-1").added == 2  # replayed: nothing written
+    assert int(db.snapshot("messages").live.sum()) == 1

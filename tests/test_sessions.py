@@ -402,8 +402,11 @@ def test_swept_session_degrades_queries(db, clock):
 @pytest.fixture
 def three(db, clock):
     db.sessions.create("s-a", "agent-1", started_at=T0, title="first")
+    clock.now = T0 + DAY  # a session cannot start after the clock
     db.sessions.create("s-b", "agent-2", started_at=T0 + DAY, parent="s-a", source="tool")
+    clock.now = T0 + 2 * DAY
     db.sessions.close("s-b", end_reason="compression", at=T0 + 2 * DAY)
+    clock.now = T0 + 3 * DAY
     db.sessions.create("s-c", "agent-1", started_at=T0 + 3 * DAY)
     clock.now = T0 + 4 * DAY
     return db

@@ -121,6 +121,33 @@ def test_a_write_dated_after_the_clock_is_refused_and_the_session_still_closes(t
         assert db.sessions.close("s-1", at=T0 + 300).status == "closed"
 
 
+def test_a_session_starting_after_the_clock_is_refused_and_one_within_the_skew_works(tmp_path):
+    """Was: `create(..., started_at=now + 30 days)` was accepted, and then every message,
+    signal, annotation, close and archive of the session was refused until that date (each
+    write is refused before the start, and one dated after the clock). A start more than
+    CLOCK_SKEW_SECONDS (300 s) after the database's clock is refused, naming the session, the
+    time and the clock; one within it takes every write."""
+    with recallql.connect(tmp_path / "f.db", embedder=None, clock=lambda: T0) as db:
+        before = dump(db)
+        with pytest.raises(SessionError) as err:
+            db.sessions.create("s-1", "agent", started_at=T0 + 30 * DAY)
+        assert str(err.value) == (
+            "cannot create session 's-1': its start at 2025-07-15T15:06:40.000000Z is after "
+            "the clock (2025-06-15T15:06:40.000000Z) by more than 300 s; record it when it "
+            "happens, or omit started_at= for now (a session started later takes no message, "
+            "signal, annotation or close until then)")
+        with pytest.raises(SessionError, match="'s-2': its start at 2025-06-15T15:11:41"):
+            db.sessions.create("s-2", "agent", started_at=datetime.fromtimestamp(T0 + 301, UTC))
+        assert dump(db) == before
+        snap = db.sessions.create("s-1", "agent", started_at=T0 + 300)
+        assert snap.started_at == datetime.fromtimestamp(T0 + 300, UTC)
+        db.messages.append("s-1", "user", "hello", at=T0 + 300)
+        db.sessions.signal("s-1", "reward", 1.0, entity="e", at=T0 + 300)
+        db.sessions.annotate("s-1", "words", at=T0 + 300)
+        assert db.sessions.close("s-1", at=T0 + 300).status == "closed"
+        assert db.sessions.archive("s-1").status == "archived"
+
+
 def test_a_message_at_the_session_start_is_accepted(db):
     db.messages.append("s-1", "user", "hello", at=datetime.fromtimestamp(T0 - DAY, tz=UTC))
     assert db.snapshot("messages").size == 1
@@ -134,7 +161,8 @@ def test_a_message_at_the_session_start_is_accepted(db):
     (datetime(1, 1, 1, 14, tzinfo=timezone(timedelta(hours=14))), MIN_TIME),
 ], ids=["first-datetime", "first-seconds", "last-datetime", "last-seconds", "first-offset"])
 def test_the_ends_of_the_range_are_accepted_and_read_back(start, stored):
-    with recallql.connect(embedder=None, clock=lambda: T0) as db:
+    clock = max(T0, stored)  # a session may not start after the database's clock
+    with recallql.connect(embedder=None, clock=lambda: clock) as db:
         snap = db.sessions.create("s-1", "agent", started_at=start)
         assert snap.started_at.timestamp() == stored
         (row,) = db.execute("SHOW SESSIONS").records

@@ -81,7 +81,7 @@ def validate(store: Store) -> None:
 def _validate_collection(path: Path, row: CollectionRow, segments: list[SegmentRow]) -> None:
     base = path / "collections" / row.info.name
     text = base / "text"
-    if not text.is_dir() and not siblings(text)[0].is_dir():  # (a rebuild between renames)
+    if not _text_present(text):
         raise StoreError(f"the text index {text} of collection {row.info.name!r} is missing: "
                          "the database is damaged (restore it from a backup)")
     TextIndex(text, readonly=True)  # refuses a missing meta.json or an unreadable index
@@ -96,6 +96,14 @@ def _validate_collection(path: Path, row: CollectionRow, segments: list[SegmentR
         if bad is not None:
             raise StoreError(f"the vector segment {file} is damaged: row {bad} of the file "
                              "holds a non-finite value (NaN or infinity); run `recallql check`")
+
+
+def _text_present(text: Path) -> bool:
+    """Whether the text index directory `text` is there, or ``text.rebuild`` while another
+    process's rebuild is between its two renames (``text`` → ``text.old``, ``text.rebuild``
+    → ``text``). `text` is looked at again after ``text.rebuild``: the second rename may land
+    between the first two looks, and neither name is there for either of them."""
+    return text.is_dir() or siblings(text)[0].is_dir() or text.is_dir()
 
 
 def first_non_finite(vecs: np.ndarray) -> int | None:

@@ -549,6 +549,21 @@ class Store:
         """
         return keys.replay(self.meta.write, req)
 
+    def ingest_replay(self, name: str, items: list[object], key: str,
+                      replace_documents: bool = False) -> IngestReport | None:
+        """The report of an earlier `ingest` of these items with `key` (None: new), as
+        `ingest` replays it; call it inside `writing` (a caller checking items first).
+
+        Raises:
+            IdempotencyKeyReused: the key was used for another request.
+            StoreError: unknown collection.
+        """
+        state = self._state(name)
+        req = keys.request(key, f"ingest:{name}",
+                           batches.request_parts(state, items, replace_documents))
+        done = keys.replay(self.meta.write, req)
+        return None if done is None else IngestReport(**done)  # type: ignore[arg-type]
+
     def recover(self) -> None:
         """Remove what unfinished batches and merges left behind, in every collection (each
         write also does it for its collection, first thing in each hold of the lock)."""

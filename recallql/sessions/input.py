@@ -27,21 +27,23 @@ class SessionNotFound(SessionError, LookupError):
     """No session with that id (never created, or swept)."""
 
 
-#: How far past the clock a signal, annotation or message may be dated, in seconds: an
-#: allowance for skew between the writer's clock and the database's. A later time would count
-#: only in the future (a signal decays from `at`) and would keep the session from closing now
-#: (`close` refuses an end before its last write), so it is refused at write time.
+#: How far past the clock a session's start, a signal, an annotation or a message may be
+#: dated, in seconds: an allowance for skew between the writer's clock and the database's. A
+#: later time would count only in the future (a signal decays from `at`) and would keep the
+#: session from closing now (`close` refuses an end before its start or last write; every write
+#: refuses a time before the start), so it is refused at write time.
 CLOCK_SKEW_SECONDS = 300.0
 
 
-def future_problem(when: float, now: float, what: str) -> str | None:
+def future_problem(when: float, now: float, what: str, argument: str = "at") -> str | None:
     """Why `when` (epoch seconds UTC) is too far in the future for `what`, or None when it is
-    at most `CLOCK_SKEW_SECONDS` after `now` (the database's clock)."""
+    at most `CLOCK_SKEW_SECONDS` after `now` (the database's clock); `argument` is the
+    caller's argument that gave it (the hint says to omit it)."""
     if when <= now + CLOCK_SKEW_SECONDS:
         return None
     return (f"{what} at {format_timestamp(when)} is after the clock "
             f"({format_timestamp(now)}) by more than {CLOCK_SKEW_SECONDS:.0f} s; "
-            "record it when it happens, or omit at= for now")
+            f"record it when it happens, or omit {argument}= for now")
 
 
 def many(values: Any, what: str, error: type[ValueError]) -> Iterable[Any]:

@@ -107,7 +107,10 @@ class Sessions(LineageAccess):
                 follows it; the Hermes importer alone may write a parent that does not exist).
             branched_from, delegate_from: markers; session ids that need not exist.
             source: where the session comes from (`cli`, `tool`, `subagent`, ...).
-            started_at: datetime or epoch seconds UTC; default now.
+            started_at: datetime or epoch seconds UTC; default now; at most
+                `CLOCK_SKEW_SECONDS` (300) after the database's clock (a session started later
+                could take no message, signal, annotation or close until then). Sessions of
+                another store keep their own times through `recallql import hermes`.
             metadata: a JSON-serialisable mapping with string keys.
             title: an optional display title.
 
@@ -116,12 +119,19 @@ class Sessions(LineageAccess):
 
         Raises:
             SessionError: an invalid id, source, title, time or metadata (text that is not
-                valid Unicode, e.g. a lone surrogate, included), the id already exists, or the
-                parent is the session itself or does not exist.
+                valid Unicode, e.g. a lone surrogate, included), `started_at` more than
+                `CLOCK_SKEW_SECONDS` after the clock (naming the session, the time and the
+                clock), the id already exists, or the parent is the session itself or does not
+                exist.
             StoreError: the database is read-only.
         """
         self._check_new(id, agent_id, (parent, branched_from, delegate_from), source, title)
-        started = to_epoch(started_at, self._clock(), "started_at")
+        now = self._clock()
+        started = to_epoch(started_at, now, "started_at")
+        problem = future_problem(started, now, "its start", "started_at")
+        if problem is not None:
+            raise SessionError(f"cannot create session {id!r}: {problem} (a session started "
+                               "later takes no message, signal, annotation or close until then)")
         meta_json = metadata_json(metadata)
         with self._write(f"create session {id!r}") as conn:
             if self._row(conn, id) is not None:

@@ -1,0 +1,163 @@
+"""Raw items of the `messages` collection (`Database.ingest("messages", items)`): checked as
+`db.messages.extend` checks messages, since both write the same rows.
+
+The raw path is for messages that already carry their numbering (`message_id`, `seq`): a
+loader or an import of another store. It keeps the invariants `append` and `extend` keep, which
+nothing downstream re-checks: a message belongs to an existing, open session; a session numbers
+its messages once each (`seq` is unique among its live messages: WITH CONTEXT, context credit
+and live context read neighbours by it); its time is neither before the session started nor
+more than `CLOCK_SKEW_SECONDS` after the clock (`close` refuses an end before its last
+message). The Hermes importer writes through the store directly (its sessions come closed,
+with their own clock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from recallql.grammar.timestamps import format_timestamp
+from recallql.index.errors import IngestError
+from recallql.index.timestamps import item_epoch
+from recallql.sessions.input import future_problem
+from recallql.sessions.lineage import SessionRow
+from recallql.sessions.signals import no_session
+
+
+def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], SessionRow | None],
+                       snap: Any, now: float, *, replace_documents: bool = False) -> None:
+    """Refuse a batch of raw `messages` items that `db.messages.extend` would refuse (see the
+    module docstring). Call it holding the writer, with the collection's committed snapshot.
+    What ingest itself checks (a non-mapping item, a field of the wrong type, a time that is
+    not a time, a duplicate id) is left to it.
+
+    Args:
+        items: the batch (mappings with ``id``, ``session_id``, ``seq``, ``created_at``, ...).
+        session_row: a session's row by id, or None (`Sessions.get`).
+        snap: the committed `messages` snapshot (its live rows hold the seqs taken).
+        now: the database's clock, epoch seconds UTC.
+        replace_documents: as `Database.ingest`: the live messages of the batch's documents
+            that the batch does not hold go away with it (their seqs are free).
+
+    Raises:
+        IngestError: naming the item and the field: ``session_id`` missing, naming no
+            session, or a session that is not open; ``seq`` already held by another live
+            message of the session or by another item of the batch; ``created_at`` before the
+            session started or more than `CLOCK_SKEW_SECONDS` after `now`.
+    """
+    mappings = [(i, item) for i, item in enumerate(items) if isinstance(item, Mapping)]
+    batch_ids = {_id(item) for _, item in mappings}
+    leaving = ({str(item.get("doc_id", item.get("id"))) for _, item in mappings}
+               if replace_documents else set())
+    taken = _LiveSeqs(snap, batch_ids, leaving)
+    rows: dict[str, SessionRow] = {}
+    seen: dict[tuple[str, int], str] = {}
+    for index, item in mappings:
+        given = item.get("id")
+        name = repr(str(given)) if isinstance(given, str | int) and not isinstance(given, bool) \
+            else f"#{index}"  # as ingest names an item without a valid id
+        sid = item.get("session_id")
+        if sid is None:
+            raise IngestError("a message belongs to a session: give its session_id (or write "
+                              "it with db.messages.append / extend, which number it too)",
+                              item=name, field="session_id")
+        if not isinstance(sid, str):
+            continue  # ingest's type check names it
+        row = rows.get(sid) or _open_row(session_row, sid, name)
+        rows[sid] = row
+        _check_time(item, row, now, name)
+        seq = item.get("seq")
+        if not isinstance(seq, int | np.integer) or isinstance(seq, bool):
+            continue  # no seq (unnumbered), or ingest's type check names it
+        holder = seen.get((sid, int(seq))) or taken.holder(sid, int(seq))
+        if holder is not None and holder != _id(item):
+            raise IngestError(f"session {sid!r} already has message {holder!r} at seq {seq}: "
+                              "a session numbers its messages once each (db.messages.append "
+                              "gives the next seq)", item=name, field="seq")
+        seen[(sid, int(seq))] = _id(item)
+
+
+def _id(item: Mapping[str, Any]) -> str:
+    return str(item.get("id"))
+
+
+def _open_row(session_row: Callable[[str], SessionRow | None], sid: str, name: str
+              ) -> SessionRow:
+    row = session_row(sid)
+    if row is None:
+        raise IngestError(f"{no_session(sid)}: a message belongs to an existing session "
+                          "(create it first with db.sessions.create)", item=name,
+                          field="session_id")
+    if row.status != "open":
+        raise IngestError(f"session {sid!r} is {row.status}: messages go to an open session "
+                          "(as db.messages.append)", item=name, field="session_id")
+    return row
+
+
+def _check_time(item: Mapping[str, Any], row: SessionRow, now: float, name: str) -> None:
+    value = item.get("created_at")
+    if value is None:
+        return
+    try:
+        when = item_epoch(value)
+    except ValueError:
+        return  # ingest names it
+    if row.started_at is not None and when < row.started_at:
+        raise IngestError(f"message at {format_timestamp(when)} is before its session "
+                          f"{row.id!r} started ({format_timestamp(row.started_at)})",
+                          item=name, field="created_at")
+    problem = future_problem(when, now, "message", "created_at")
+    if problem is not None:
+        raise IngestError(problem, item=name, field="created_at")
+
+
+class _LiveSeqs:
+    """Which live message of a `messages` snapshot holds a session's seq, leaving out the rows
+    the batch replaces (`batch_ids`) or removes (documents in `leaving`). Indexed on first use
+    (one sort of the live numbered rows), then O(messages of the session) per session."""
+
+    def __init__(self, snap: Any, batch_ids: set[str], leaving: set[str]) -> None:
+        self._snap = snap
+        self._batch_ids = batch_ids
+        self._leaving = leaving
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+        self._per_session: dict[str, dict[int, int]] = {}
+
+    def holder(self, sid: str, seq: int) -> str | None:
+        """The id of the live message of session `sid` at `seq` that stays, or None."""
+        seqs = self._per_session.get(sid)
+        if seqs is None:
+            seqs = self._per_session[sid] = self._session_seqs(sid)
+        row = seqs.get(seq)
+        if row is None:
+            return None
+        snap = self._snap
+        (item_id,) = snap.ids.take([row])
+        if item_id in self._batch_ids:
+            return None
+        if self._leaving and snap.doc_ids.take([row])[0] in self._leaving:
+            return None
+        return str(item_id)
+
+    def _session_seqs(self, sid: str) -> dict[int, int]:
+        snap = self._snap
+        if snap.size == 0:
+            return {}
+        sessions = snap.column("session_id")
+        code = sessions.pool.index.get(sid)
+        if code is None:
+            return {}
+        if self._sorted is None:
+            seq = snap.column("seq")
+            rows = np.flatnonzero(snap.live & seq.present(snap.size)
+                                  & (sessions.codes(snap.size) >= 0))
+            codes = sessions.codes(snap.size)[rows]
+            order = np.argsort(codes, kind="stable")
+            self._sorted = (codes[order], rows[order])
+        codes, rows = self._sorted
+        lo, hi = np.searchsorted(codes, code, "left"), np.searchsorted(codes, code, "right")
+        mine = rows[lo:hi]
+        values = self._snap.column("seq").values(snap.size)[mine]
+        return {int(v): int(r) for v, r in zip(values, mine, strict=True)}
