@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
+from pathlib import Path
 from types import ModuleType
 
 #: Ray namespace of recallql clusters (actor names are per cluster directory inside it).
@@ -59,6 +61,38 @@ def check_isolated() -> None:
             "--no-isolation on a network you trust)")
 
 
+#: Where Ray keeps the token of the token authentication it turns on for a new local instance.
+DEFAULT_RAY_TOKEN = Path("~/.ray/auth_token")
+
+
+def join_with_token_auth() -> bool:
+    """Turn on Ray's token authentication for joining a cluster when a token is at hand.
+
+    Ray (2.60 and later) starts a new local instance with token authentication on, and writes
+    its token to ``~/.ray/auth_token``. A process that joins by an explicit address, though,
+    stays in the mode its environment sets, which is off. Its calls are then refused
+    (``InvalidAuthToken``), so a client of ``recallql cluster serve`` on the same machine
+    could not connect. An explicit ``RAY_AUTH_MODE`` is respected as set. Otherwise token
+    mode is turned on, for this process and its children, when a token is available:
+    ``RAY_AUTH_TOKEN``, the file named by ``RAY_AUTH_TOKEN_PATH``, or the default file.
+    Ray's own `ray.init` does the same when it finds a local cluster by itself.
+
+    Returns:
+        Whether token mode is on for the join.
+    """
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is not None:
+        return mode.lower() == "token"
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or DEFAULT_RAY_TOKEN).expanduser()
+    if not (os.environ.get("RAY_AUTH_TOKEN") or path.is_file()):
+        return False
+    os.environ["RAY_AUTH_MODE"] = "token"
+    config = getattr(sys.modules.get("ray._raylet"), "Config", None)
+    if config is not None:  # Ray read its settings on import: read them again, as Ray does
+        config.initialize("")
+    return True
+
+
 def start(*, num_cpus: int | None, object_store_mb: int, isolated: bool,
           address: str | None) -> ModuleType:
     """Start a local Ray instance (loopback only, no dashboard) or join `address`."""
@@ -66,6 +100,7 @@ def start(*, num_cpus: int | None, object_store_mb: int, isolated: bool,
     if ray.is_initialized():
         return ray
     if address is not None:
+        join_with_token_auth()
         ray.init(address=address, namespace=NAMESPACE, log_to_driver=False)
         return ray
     if isolated:
