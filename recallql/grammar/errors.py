@@ -19,6 +19,7 @@ The engine raises :class:`QuerySemanticError` (unknown collection or field) and
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterable
 from typing import Any
@@ -138,11 +139,17 @@ def _shown(ch: str) -> str:
     return repr(ch)[1:-1]
 
 
+#: What `_shown` escapes, as one class: the control characters (category Cc is exactly
+#: U+0000–U+001F and U+007F–U+009F) but tab and newline, and the bidi controls.
+_ESCAPED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + "".join(sorted(_BIDI)) + "]")
+
+
 def printable(message: str) -> str:
     """`message` (which may quote values: a session id, a name, a text) with control and bidi
     characters escaped, as in an error's excerpt, so printing it never drives a terminal
-    (ESC sequences) or reorders the line (U+202E). Tabs and newlines stay."""
-    return "".join(_shown(ch) for ch in message)
+    (ESC sequences) or reorders the line (U+202E). Tabs and newlines stay. One regex scan:
+    tables pass every cell of every row through it."""
+    return _ESCAPED.sub(lambda found: _shown(found.group(0)), message)
 
 
 def _width(shown: str) -> int:
