@@ -203,12 +203,18 @@ def _crash_between_renames(path: Path) -> None:
     text.rename(text.with_name("text.old"))
 
 
-def test_a_rebuild_killed_between_its_renames_is_finished_on_open(tmp_path):
+def _between_renames(tmp_path: Path) -> Path:
+    """A database of `DOCS` with ``d0`` deleted, left between the two renames of a rebuild."""
     path = tmp_path / "db"
     with recallql.connect(path, embedder=HashEmbedder(8)) as db:
         db.ingest("docs", DOCS)
         db.delete("docs", ["d0"])
     _crash_between_renames(path)
+    return path
+
+
+def test_a_rebuild_killed_between_its_renames_is_finished_on_open(tmp_path):
+    path = _between_renames(tmp_path)
     with recallql.connect(path, embedder=HashEmbedder(8)) as db:
         assert db.snapshot("docs").bm25_documents() == 29
         assert len(_lexical(db, "alpha")) == 10
@@ -221,11 +227,7 @@ def test_a_reader_opened_between_the_renames_of_a_rebuild_goes_on_after_them(tmp
     rebuild opens ``text.rebuild`` (``text`` is missing then). After the second rename that
     name was gone, and each of its statements after the next batch failed for good with
     tantivy's raw "Failed to acquire Lockfile: IoError(... NotFound ...)"."""
-    path = tmp_path / "db"
-    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
-        db.ingest("docs", DOCS)
-        db.delete("docs", ["d0"])
-    _crash_between_renames(path)  # as seen while the rebuilding writer is between them
+    path = _between_renames(tmp_path)  # as seen while the rebuilding writer is between them
     with recallql.connect(path, embedder=HashEmbedder(8), readonly=True) as reader:
         assert len(_lexical(reader, "n7")) == 1
         text = _text_dir(path)
@@ -244,11 +246,7 @@ def test_an_open_racing_the_second_rename_of_a_rebuild_succeeds(tmp_path, monkey
     is retried at ``text``."""
     from recallql.index import text as text_module
 
-    path = tmp_path / "db"
-    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
-        db.ingest("docs", DOCS)
-        db.delete("docs", ["d0"])
-    _crash_between_renames(path)
+    path = _between_renames(tmp_path)
     text = _text_dir(path)
     real = text_module.stored_version
 
@@ -272,11 +270,7 @@ def test_an_open_checking_text_as_the_second_rename_of_a_rebuild_lands_succeeds(
     "the text index ... is missing: the database is damaged". It looks at ``text`` again."""
     from recallql.index import integrity
 
-    path = tmp_path / "db"
-    with recallql.connect(path, embedder=HashEmbedder(8)) as db:
-        db.ingest("docs", DOCS)
-        db.delete("docs", ["d0"])
-    _crash_between_renames(path)
+    path = _between_renames(tmp_path)
     text = _text_dir(path)
     real = integrity.siblings
     landed = []
