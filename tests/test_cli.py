@@ -486,3 +486,20 @@ def test_usage_errors_are_in_the_products_words_naming_the_option(tmp_path, args
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == f"Error: {message}"
     assert "Input should" not in result.stderr and "validation error" not in result.stderr
+
+
+def test_vacuum_says_what_it_purged(tmp_path):
+    import recallql
+
+    path = tmp_path / "db"
+    with recallql.connect(path, embedder=None) as database:
+        for name in ("kb", "notes"):
+            database.create_collection(name, text_fields=("body",), dim=4, embedder=None)
+            database.ingest(name, [{"id": "a", "body": "alpha"}, {"id": "b", "body": "beta"}])
+        database.delete("kb", ["a"])
+    done = cli("vacuum", "--db", str(path), columns="400")  # one line however long the path
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (f"vacuumed {path}: deleted and replaced rows purged from 1 "
+                           "collection (2 batches written)\n")
+    again = cli("vacuum", "--db", str(path), columns="400")
+    assert again.stdout == f"nothing to vacuum in {path}\n"

@@ -210,6 +210,9 @@ def test_explain_notes_bm25_statistics_that_count_removed_rows_until_a_rebuild(d
     statement = "EXPLAIN SEARCH kb MATCHING 'backup' USING LEXICAL"
     assert db.execute(statement).notes == [] and "note:" not in db.execute(statement).to_text()
     db.delete("kb", ["security/creds.md#0"])
+    assert db.execute(statement).notes == [
+        "BM25 statistics count 1 deleted or replaced row (N=5, 4 live); `recallql optimize` "
+        "(Python: `db.reindex(only_needed=True)`) makes them exact"]
     db.ingest("kb", [doc("misc/undated.md#0", "Retention of logs", "Kept for two weeks.",
                            vec(0.2, 0, 0, 1), doc_id="misc/undated.md")])
     counted = db.snapshot("kb").bm25_documents()

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recallql.grammar import QueryError, bind, parse, parse_script
+from recallql.grammar.errors import printable
 from recallql.grammar.keywords import KEYWORDS
 
 FIXTURE = Path(__file__).parent / "fixtures" / "grammar" / "canonical.sql"
@@ -32,7 +33,9 @@ FUZZ = settings(max_examples=2000, deadline=None, suppress_health_check=[HealthC
 
 def check_error(err: QueryError, text: str) -> None:
     rendered = str(err)
-    assert rendered.startswith(f"{type(err).__name__}: {err.message}")
+    # the message keeps the user's characters; its rendering escapes control and bidi ones
+    assert rendered.startswith(f"{type(err).__name__}: {printable(err.message)}")
+    assert not any(ch in rendered for ch in "\x1b\x00\u202e")
     for name in err.expected:
         assert not LARK_NAME.search(name), name
     if err.message.startswith("expected "):  # other messages may quote the user's values

@@ -156,5 +156,7 @@ def vacuum(db: DbOption = DEFAULT_DB) -> None:
     """
     with _open_db(db, write=True, embedder="none") as database, handled():
         batches = database.vacuum()
-    out.print(f"vacuumed {db}: {len(batches)} batches written" if batches
-              else f"nothing to vacuum in {db}", markup=False)
+    collections = len(batches) // 2  # two batches per collection purged (index.maintenance)
+    out.print(f"vacuumed {db}: deleted and replaced rows purged from {collections} "
+              f"collection{'s' if collections != 1 else ''} ({len(batches)} batches written)"
+              if batches else f"nothing to vacuum in {db}", markup=False)

@@ -160,7 +160,9 @@ def bm25_note(out: Explain, snapshot: CollectionSnapshot, plan: QueryPlan) -> Ex
     live = int(np.count_nonzero(snapshot.live))
     if counted is None or counted <= live:
         return out
-    note = (f"BM25 statistics count {counted - live} deleted or replaced rows (N={counted}, "
+    stale = counted - live
+    note = (f"BM25 statistics count {stale} deleted or replaced row{'s' if stale != 1 else ''} "
+            f"(N={counted}, "
             f"{live} live); `recallql optimize` (Python: `db.reindex(only_needed=True)`) "
             "makes them exact")
     return out.model_copy(update={"notes": [*out.notes, note]})
