@@ -274,3 +274,72 @@ def test_explain_arithmetic_in_the_docs_adds_up(where, body):
                     s = float(info["v" if code == "SESSION_VELOCITY" else "e"])
                     expected = 0.2 * s / (s + 1)
                 assert math.isclose(x, expected, abs_tol=1e-3 + 1e-5), (row_id, code, x)
+
+
+# -- the closed vocabularies: reason codes, clauses, options -----------------------------------
+
+def _reason_table() -> dict[str, str]:
+    """docs/scoring.md's reason-code table: code -> its detail cell."""
+    text = (REPO / "docs" / "scoring.md").read_text().split("## Reason codes", 1)[1]
+    return {m.group(1): m.group(2) for m in re.finditer(
+        r"^\| `([A-Z_]+)` \| [^\n]*? \| ([^|\n]*) \|$", text, re.M)}
+
+
+def _sample(code: Any) -> Any:
+    """A reason entry of `code` with every field its detail can show."""
+    from recallql.engine.models import ReasonEntry
+
+    leg = {"LEXICAL_MATCH": "lexical", "SEMANTIC_MATCH": "semantic",
+           "CONTEXT_MATCH": "context", "LEG_ABSENT": "semantic"}.get(code.value)
+    return ReasonEntry(code=code, contribution=0.0, leg=leg, rank=2, bm25=1.5, cosine=0.5,
+                       norm=0.25, neighbour="b", side="before", distance=2, relevance=0.5,
+                       weight=0.5, matched=1, total=2, velocity=1.0, entity="e",
+                       entity_sum=0.5, sums={"reward": 0.5}, age_days=12.0, root="r",
+                       anchor="a")
+
+
+def test_every_reason_code_is_documented_and_every_documented_one_exists():
+    from recallql.engine.reasons import ROW_CODES, STATEMENT_CODES
+
+    table = _reason_table()
+    assert set(table) == {c.value for c in ROW_CODES}
+    text = (REPO / "docs" / "scoring.md").read_text()
+    warnings = text.split("Statement-level warnings", 1)[1].split("The vocabulary is closed")[0]
+    assert set(re.findall(r"`([A-Z_]{4,})`", warnings)) == {c.value for c in STATEMENT_CODES}
+
+
+def test_the_reason_details_scoring_md_documents_are_the_ones_rendered():
+    """Each row code's detail shows the keys the table names (`rank=`, `bm25=`, ...): no more,
+    and all of them but `leg=` (shown only for a leg not named after its kind)."""
+    from recallql.engine.reasons import ROW_CODES
+
+    for code in sorted(ROW_CODES):
+        cell, detail = _reason_table()[code.value], _sample(code).detail
+        literal = re.match(r"`([^`=]+|age=0d)`:", cell)  # a fixed detail, e.g. `boosts only`
+        if literal:
+            assert detail == literal.group(1), code
+            continue
+        if "`matched/total`" in cell:
+            assert detail == "1/2", code
+            continue
+        documented = set(re.findall(r"(\w+)=", " ".join(re.findall(r"`([^`]+)`", cell))))
+        if code.value == "SIGNAL_BOOST":  # `name=s` per signal name
+            documented = documented - {"name"} | {"reward"}
+        shown = set(re.findall(r"(\w+)=", detail))
+        assert shown <= documented and documented - {"leg"} <= shown, (code, cell, detail)
+
+
+def test_every_clause_and_option_the_grammar_takes_is_in_the_language_reference():
+    from recallql.grammar.clauses import _CLAUSES, OPTION_NAMES
+
+    text = (REPO / "docs" / "language.md").read_text()
+    clauses = text.split("| clause | field on", 1)[1].split("\n\n", 1)[0]
+    for clause in _CLAUSES.values():
+        assert f"`{clause.title}" in clauses or f"| `{clause.title.split()[0]}" in clauses, (
+            clause.title)
+    options = text.split("### Options", 1)[1].split("**Fusion.**", 1)[0]
+    for names in OPTION_NAMES.values():
+        for name in names or ():
+            assert f"`{name}`" in options, name
+    for leg in ("lexical", "semantic", "context"):  # FUSE weights' leg names
+        assert f"{leg} =" in text or f"({leg} = w)" in text, leg
