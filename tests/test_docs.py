@@ -343,3 +343,17 @@ def test_every_clause_and_option_the_grammar_takes_is_in_the_language_reference(
             assert f"`{name}`" in options, name
     for leg in ("lexical", "semantic", "context"):  # FUSE weights' leg names
         assert f"{leg} =" in text or f"({leg} = w)" in text, leg
+
+
+def test_the_bm25_note_scoring_md_shows_is_the_one_explain_prints():
+    """docs/scoring.md §1.2 shows the note for 2 replaced rows of 3 (N=5, 3 live)."""
+    text = (REPO / "docs" / "scoring.md").read_text()
+    shown = next(line for _, body, _ in _blocks("docs/scoring.md")
+                 for line in body.splitlines() if line.startswith("note: BM25"))
+    assert shown in text
+    with recallql.connect() as db:
+        db.create_collection("t", text_fields=("body",), dim=4, embedder=None)
+        db.ingest("t", [{"id": i, "body": f"backup {i}"} for i in "abc"])
+        db.ingest("t", [{"id": i, "body": f"backup {i} again"} for i in "ab"])  # 2 replaced
+        assert db.explain("SEARCH t MATCHING 'backup' USING LEXICAL").notes == [
+            shown.removeprefix("note: ")]
