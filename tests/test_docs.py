@@ -357,3 +357,37 @@ def test_the_bm25_note_scoring_md_shows_is_the_one_explain_prints():
         db.ingest("t", [{"id": i, "body": f"backup {i} again"} for i in "ab"])  # 2 replaced
         assert db.explain("SEARCH t MATCHING 'backup' USING LEXICAL").notes == [
             shown.removeprefix("note: ")]
+
+
+def test_the_keyword_lists_in_the_language_reference_are_the_grammars():
+    from recallql.grammar.keywords import NON_RESERVED, RESERVED
+
+    section = (REPO / "docs" / "language.md").read_text().split(
+        "### Reserved and non-reserved words", 1)[1].split("```")
+    assert set(section[1].split()) == set(RESERVED)
+    assert set(section[3].split()) == set(NON_RESERVED)
+
+
+#: Error messages docs/language.md quotes in its text: (the quote, the statement, its values).
+#: A quote with ``...`` in it names the message's parts on either side.
+QUOTED_ERRORS = [
+    ("unknown leg 'lexcal' in FUSE weights ... did you mean 'lexical'?",
+     "SEARCH docs MATCHING 'x' FUSE RRF (weights = (lexcal = 2))", {}),
+    ("field 'tags' is list[str]; expected a string, got 5",
+     "SEARCH docs MATCHING 'x' WHERE tags = 5", {}),
+    ("value for source (parameter :t) must be a string (source is str), got int 42",
+     "SEARCH docs MATCHING 'x' WHERE source = :t", {"t": 42}),
+    ("LIMIT (parameter :n) must be at least 1, got 0",
+     "SEARCH docs MATCHING 'x' LIMIT :n", {"n": 0}),
+]
+
+
+@pytest.mark.parametrize(("quote", "statement", "values"), QUOTED_ERRORS,
+                         ids=[q for q, _, _ in QUOTED_ERRORS])
+def test_the_error_messages_the_language_reference_quotes_are_raised(quote, statement, values,
+                                                                     db):
+    assert f"`{quote}`" in " ".join((REPO / "docs" / "language.md").read_text().split())
+    with pytest.raises(QueryError) as info:
+        db.execute(statement, **values)
+    for part in quote.split(" ... "):
+        assert part in str(info.value), (part, str(info.value))
