@@ -391,3 +391,10 @@ def test_the_error_messages_the_language_reference_quotes_are_raised(quote, stat
         db.execute(statement, **values)
     for part in quote.split(" ... "):
         assert part in str(info.value), (part, str(info.value))
+
+
+def test_every_make_target_the_readme_names_exists():
+    targets = set(re.findall(r"^([a-z][\w-]*):", (REPO / "Makefile").read_text(), re.M))
+    named = {m for _, body, _ in _blocks("README.md") for m in re.findall(r"^make ([\w-]+)",
+                                                                            body, re.M)}
+    assert named >= {"demo", "test", "lint"} and named <= targets, named - targets
