@@ -1,7 +1,9 @@
 """The user docs cannot drift from the language: every statement in a fenced block of README.md,
 docs/language.md, docs/scoring.md and docs/cluster.md parses, runs against a small real database
 (the hash embedder: no model), and every error a block shows is the error the statement gets,
-character for character; the EXPLAIN arithmetic the docs print adds up.
+character for character; the EXPLAIN arithmetic the docs print adds up. The closed vocabularies
+are documented both ways (reason codes and their details in scoring.md; clauses, options and
+keywords in language.md), and so are the error messages and the EXPLAIN note the docs quote.
 
 Statements are taken from ```sql blocks (whole scripts), from `recallql query "..."` and
 `recallql explain "..."` lines of ```sh blocks (with their `-p` values), from the string given to
