@@ -400,3 +400,29 @@ def test_every_make_target_the_readme_names_exists():
     named = {m for _, body, _ in _blocks("README.md") for m in re.findall(r"^make ([\w-]+)",
                                                                             body, re.M)}
     assert named >= {"demo", "test", "lint"} and named <= targets, named - targets
+
+
+def _clause_examples() -> list[tuple[str, str]]:
+    """(field, statement) for each example of language.md's clause table, made a statement."""
+    text = (REPO / "docs" / "language.md").read_text()
+    table = text.split("| clause | field on", 1)[1].split("\n\n", 1)[0]
+    found = []
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.replace("\\|", "¦").split("|")[1:-1]]
+        slot = re.findall(r"`(\w+)`", cells[1])[0]
+        for example in re.findall(r"`([^`]+)`", cells[-1]):
+            example = example.replace("¦", "|")
+            if example.startswith(("MATCHING", "NEAR")):
+                found.append((slot, "SEARCH docs " + example))
+            elif example.startswith("RETRIEVE"):
+                found.append((slot, example))
+            else:
+                found.append((slot, "SEARCH docs MATCHING 'x' " + example))
+    return found
+
+
+@pytest.mark.parametrize(("slot", "statement"), _clause_examples(), ids=str)
+def test_every_clause_example_in_the_language_reference_parses_into_its_field(slot, statement):
+    stmt = parse(statement)
+    assert getattr(stmt, slot) not in (None, ()), (slot, statement)
+    assert parse(stmt.to_text()).to_text() == stmt.to_text()
