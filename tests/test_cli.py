@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -353,7 +355,8 @@ def test_help_has_examples():
         assert command in top.stdout
 
 
-COMMANDS = [["ingest"], ["query"], ["explain"], ["shell"], ["demo"], ["bench"], ["mcp"],
+COMMANDS = [["ingest"], ["query"], ["explain"], ["shell"], ["check"], ["vacuum"],
+            ["reindex"], ["optimize"], ["demo"], ["bench"], ["mcp"],
             ["import", "hermes"], ["cluster", "serve"], *(["sessions", c] for c in (
                 "list", "show", "lineage", "create", "annotate", "signal", "close", "archive",
                 "sweep"))]
@@ -503,3 +506,34 @@ def test_vacuum_says_what_it_purged(tmp_path):
                            "collection (2 batches written)\n")
     again = cli("vacuum", "--db", str(path), columns="400")
     assert again.stdout == f"nothing to vacuum in {path}\n"
+
+
+def _readme_cli_rows() -> list[str]:
+    """The command cells of README's "The command line" table (`recallql ...`)."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = text.split("## The command line", 1)[1].split("\n\n", 2)[1]
+    return [m.group(1) for m in re.finditer(r"^\| `recallql ((?:[^`\\]|\\.)*)` \|",
+                                            table, re.M)]
+
+
+def test_readme_command_table_matches_the_commands_and_their_options():
+    """README's command table names every command (and every sessions subcommand), and every
+    option a row shows is an option of that command (`recallql X --help` lists it)."""
+    import typer.main
+
+    from recallql.cli import app
+
+    root: Any = typer.main.get_command(app)
+    rows = [row.replace("\\|", "|") for row in _readme_cli_rows()]
+    assert {row.split()[0] for row in rows} == set(root.commands)
+    for row in rows:
+        words = row.split()
+        command = root.commands[words[0]]
+        if words[0] == "sessions":
+            assert set(words[1].split("|")) == set(command.commands), row
+            continue
+        if hasattr(command, "commands"):  # a group: import hermes, cluster serve
+            command = command.commands[words[1]]
+        options = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+        shown = set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", row)) - {"--"}
+        assert shown <= options, (row, shown - options)

@@ -99,35 +99,3 @@ def _ranked(lines: list[str]) -> list[tuple[str, list[str]]]:
         if rows:
             rows[-1][1].extend(re.findall(r"([a-z]+) \+\d", line))
     return rows
-
-
-def _doc_statements() -> list[str]:
-    """The ```sql block under "Statements by example" in docs/language.md, as one script."""
-    text = (REPO / "docs" / "language.md").read_text()
-    section = text.split("## Statements by example", 1)[1]
-    return [section.split("```sql\n", 1)[1].split("```", 1)[0]]
-
-
-def test_every_statement_in_the_language_reference_runs(tmp_path):
-    import recallql
-    from recallql.grammar import parse_script
-    from recallql.index.embedders import HashEmbedder
-
-    script = _doc_statements()[0]
-    statements = parse_script(script)
-    kinds = {type(s).__name__ for s in statements}
-    assert kinds == {"Search", "Retrieve", "Explain", "ShowCollections", "ShowSessions",
-                     "ShowSession", "ShowLineage", "Describe"}
-    for clause in ("USING", "NEAR", "WHERE", "FOR SESSION", "WITH RECENCY", "WITHOUT RECENCY",
-                   "WITH SESSION BOOST", "WITH SIGNAL BOOST", "WITHOUT SIGNAL BOOST", "FUSE RRF",
-                   "GROUP BY DOCUMENT", "GROUP BY CONVERSATION", "AS OF", "LIMIT", "OFFSET",
-                   "BETWEEN", " IN (", "LIKE", "CONTAINS", "IS NOT NULL", "NOT ("):
-        assert clause in script, clause
-    with recallql.connect(tmp_path / "db", embedder=HashEmbedder()) as db:
-        db.ingest("docs", [{"id": "a", "title": "Backup", "body": "retention", "tags": ["ops"],
-                            "source": "wiki", "created_at": "2024-05-01"}])
-        db.sessions.create("s-42", "ops-bot")
-        for stmt in statements:
-            names = {p.name for p in stmt.parameters}
-            values = {"q": "backup", "v": [0.125] * 64}
-            db.execute(stmt, **{k: v for k, v in values.items() if k in names})

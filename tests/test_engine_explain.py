@@ -233,3 +233,16 @@ def test_an_empty_leg_shows_empty_bounds_not_nan(db):
     explain = db.execute("EXPLAIN SEARCH kb MATCHING 'zzzz' NEAR :v", v=V)
     fusion = next(line for line in explain.to_text().splitlines() if "ConvexFusion" in line)
     assert "bounds=(lexical=empty, semantic=[" in fusion and "nan" not in fusion
+
+
+def test_plan_floats_print_without_float_noise(db):
+    """Was: `FUSE CONVEX (alpha = 0.7)` printed `weights=(lexical=0.30000000000000004, ...)`
+    (1 − 0.7 as repr shows it); the text prints 12 significant digits, JSON keeps the float."""
+    explain = db.explain("SEARCH kb MATCHING 'backup' NEAR :v FUSE CONVEX (alpha = 0.7) LIMIT 1",
+                         v=V)
+    assert "weights=(lexical=0.3, semantic=0.7)" in explain.to_text()
+    fusion = explain.plan.children[0].children[0]
+    assert fusion.properties["weights"] == {"lexical": 1 - 0.7, "semantic": 0.7}
+    text = db.explain("SEARCH kb MATCHING 'backup' WITH RECENCY (weight = 0.123456789012345)"
+                      ).to_text()
+    assert "weight=0.123456789012 " in text

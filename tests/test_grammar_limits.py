@@ -89,9 +89,10 @@ def test_limits_hold_inside_strings_comments_and_names():
 
 
 def test_statements_at_the_limits_parse():
-    depth = limits.MAX_DEPTH - 1  # 63 groups around a comparison: predicate depth 64
+    depth = limits.MAX_DEPTH  # docs/language.md: 64 levels; the 65th ( or NOT is refused
     parse("SEARCH docs MATCHING 'x' WHERE " + "(" * depth + "a = 1" + ")" * depth)
     parse("SEARCH docs MATCHING 'x' WHERE " + "NOT " * depth + "a = 1")
+    parse("SEARCH docs MATCHING 'x' WHERE " + "NOT (" * (depth // 2) + "a = 1" + ")" * (depth // 2))
     values = ", ".join(str(i) for i in range(limits.MAX_IN_LIST))
     stmt = parse(f"SEARCH docs MATCHING 'x' WHERE n IN ({values})")
     assert len(stmt.where.values) == limits.MAX_IN_LIST
@@ -121,3 +122,37 @@ def test_database_execute_refuses_before_touching_storage(tmp_path, no_lark):
     db = recallql.connect(embedder=None)
     with pytest.raises(QuerySyntaxError, match="more than 1,000 values"):
         db.execute("SEARCH docs MATCHING 'x' WHERE id IN (" + "'a', " * 5000 + "'b')")
+
+
+@pytest.mark.parametrize("nest", [
+    lambda n: "(" * n + "a = 1" + ")" * n,
+    lambda n: "NOT " * n + "a = 1",
+    lambda n: "(a = 1 OR " * (n // 2) + "a = 1" + ")" * (n // 2),
+], ids=["parentheses", "nots", "or-chains"])
+def test_predicates_64_levels_deep_parse_and_run(nest):
+    """Was: the AST builder also counted the comparison at the bottom, so 64 parentheses or
+    NOTs, which the limit check lets through, were refused after parsing ("nested more than
+    64 levels"), and 32 OR chains in parentheses (64 levels) too."""
+    text = "SEARCH t MATCHING 'x' USING LEXICAL WHERE " + nest(limits.MAX_DEPTH)
+    stmt = parse(text)
+    assert parse(stmt.to_text()).to_text() == stmt.to_text()
+    with recallql.connect() as db:
+        db.create_collection("t", text_fields=("body",), fields={"a": int}, dim=4,
+                             embedder=None)
+        db.ingest("t", [{"id": "1", "body": "x", "a": 1}, {"id": "2", "body": "x", "a": 2}])
+        assert db.execute(text).ids() == ["1"]  # 64 NOTs: a = 1
+
+
+def test_or_and_chains_inside_one_another_count_as_levels():
+    """An AND / OR chain inside another adds a level after parsing (the limit check counts only
+    parentheses and NOTs): `(a = 1 OR b = 2 AND (` is three, so 22 of them are refused with a
+    caret, never a traceback (the AST and the plan stay shallow enough to serialise)."""
+    inner = "a = 1"
+    for _ in range(21):
+        inner = f"(a = 1 OR b = 2 AND {inner})"
+    stmt = parse("SEARCH docs MATCHING 'x' WHERE " + inner)
+    assert len(stmt.model_dump_json()) > 0
+    text = "SEARCH docs MATCHING 'x' WHERE (a = 1 OR b = 2 AND " + inner + ")"
+    with pytest.raises(QuerySyntaxError, match="nested more than 64 levels deep") as info:
+        parse(text)
+    assert "AND / OR" in info.value.message and info.value.column is not None

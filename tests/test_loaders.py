@@ -148,7 +148,10 @@ def test_jsonl(tmp_path):
     with pytest.raises(IngestError, match="a.jsonl:2: expected a JSON object"):
         list(loaders.load_path(path))
     path.write_text('{"id": 1\n')
-    with pytest.raises(IngestError, match="a.jsonl:1:[0-9]+: invalid JSON"):
+    with pytest.raises(IngestError, match="a.jsonl:1:9: invalid JSON: Expecting ',' delimiter"):
+        list(loaders.load_path(path))  # was 1:1: the column on the line after the line break
+    path.write_text('{"id": "ok"}\r\n{"id": "x",\r\n')
+    with pytest.raises(IngestError, match="a.jsonl:2:12: invalid JSON: Expecting property name"):
         list(loaders.load_path(path))
 
 

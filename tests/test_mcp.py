@@ -576,3 +576,30 @@ def test_fields_cannot_override_what_the_memorys_own_arguments_set():
         "IngestError: item z1, field 'created_at': cannot be set through 'fields' (give it as "
         "the memory's own 'created_at')")
     assert data(found)["rows"] == []
+
+
+def test_readme_tool_table_gives_each_tools_arguments_and_defaults():
+    """README's tool table is the contract it says it is: every tool, each argument's name, in
+    order, `x?` for an optional one (default None), `x=value` for its default."""
+    import inspect
+    import re
+
+    from recallql.mcp.server import READ_TOOLS, WRITE_TOOLS, MemoryTools
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = text.split("the agent now has these tools", 1)[1].split("\n\n", 2)[1]
+    shown = dict(re.findall(r"`(\w+)\(([^)]*)\)`", table))
+    assert set(shown) == set(READ_TOOLS + WRITE_TOOLS) == TOOLS
+    for name, args in shown.items():
+        params = list(inspect.signature(getattr(MemoryTools, name)).parameters.values())[1:]
+        expected = []
+        for p in params:
+            if p.default is inspect.Parameter.empty:
+                expected.append(p.name)
+            elif p.default is None:
+                expected.append(f"{p.name}?")
+            else:
+                default = json.dumps(p.default) if not isinstance(p.default, bool) else (
+                    str(p.default).lower())
+                expected.append(f"{p.name}={default}")
+        assert [a.strip() for a in args.split(",")] == expected, name

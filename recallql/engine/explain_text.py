@@ -34,8 +34,8 @@ def _value(v: Any) -> str:
         return "[" + ", ".join(str(x) for x in v) + "]"
     if isinstance(v, dict):
         return "(" + ", ".join(f"{k}={_value(x)}" for k, x in v.items()) + ")"
-    if isinstance(v, float):
-        return repr(v)
+    if isinstance(v, float):  # shortest text of 12 significant digits: 1 - 0.7 prints 0.3
+        return repr(float(f"{v:.12g}"))
     return str(v)
 
 

@@ -14,13 +14,13 @@ Row-level codes:
 | `SEMANTIC_MATCH` | a semantic-kind leg's share | [`leg=`,] `rank=`, `cosine=`[, `norm=`] |
 | `CONTEXT_MATCH` | `w^d · rel` | `neighbour=`, `side=`[, `distance=`], `relevance=`, `weight=` |
 | `LEG_ABSENT` | 0 | `leg=`: not in that leg's candidate window |
-| `NO_RELEVANCE` | 0 | RETRIEVE without MATCHING: rows ranked by boosts alone |
+| `NO_RELEVANCE` | 0 | `boosts only`: RETRIEVE without MATCHING, ranked by boosts alone |
 | `SESSION_KEYWORDS` | `keywords · matched/total` | `matched/total` |
 | `SESSION_VELOCITY` | `velocity · v/(v+1)` | `uniform, v=`: same for every row; never reorders |
 | `SESSION_ENTITY` | `entities · e/(e+1)` | `entity=`, `e=` |
-| `SIGNAL_BOOST` | `Σ w · s/(s+1)` | `name=`, `s=` per signal name |
-| `RECENCY` | `weight · f(age)` | `age=` in days, `shape=` |
-| `RECENCY_FUTURE_CLAMPED` | the zero-age boost | the date is after `now`; age counted as 0 |
+| `SIGNAL_BOOST` | `Σ w · s/(s+1)` | `entity=`, then `<name>=s` per signal name |
+| `RECENCY` | `weight · f(age)` | `age=` in days |
+| `RECENCY_FUTURE_CLAMPED` | the zero-age boost | `age=0d`: the date is after `now` |
 | `RECENCY_MISSING_DATE` | 0 | the row has no date in the recency field |
 | `LINEAGE` | 0 | `root=`, `anchor=`: the row's conversation |
 

@@ -51,6 +51,10 @@ __all__ = ["AstBuilder"]
 _OPS = {"EQ": "=", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
 
 
+#: Predicate trees that hold no predicate: they add no nesting level.
+_LEAVES = frozenset({"comparison", "in_list", "between", "like", "contains", "is_null"})
+
+
 class AstBuilder:
     """Builds the statements of one source text.
 
@@ -229,13 +233,21 @@ class AstBuilder:
     # ---- predicates -------------------------------------------------------------------
 
     def predicate(self, tree: Tree) -> Node:
-        """Any predicate tree, at most :data:`MAX_DEPTH` levels deep."""
+        """Any predicate tree, at most :data:`MAX_DEPTH` levels deep.
+
+        A level is a ``( ... )``, a ``NOT`` or an AND / OR chain; the comparison at the bottom
+        is none. `limits.check_limits` has already counted the parentheses and NOTs (at most
+        64); a chain inside another (``(a OR b AND (...))``) is what can go further here.
+        """
+        if tree.data in _LEAVES:
+            return getattr(self, tree.data)(tree)
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise self.error(
-                f"the WHERE predicate is nested more than {MAX_DEPTH} levels deep",
+                f"the WHERE predicate is nested more than {MAX_DEPTH} levels deep "
+                "(parentheses, NOTs, and AND / OR chains inside one another)",
                 span_of(tree),
-                hint="use fewer nested parentheses or NOTs",
+                hint="use fewer nested parentheses, NOTs or AND / OR groups",
             )
         try:
             return getattr(self, tree.data)(tree)

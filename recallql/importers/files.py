@@ -47,7 +47,9 @@ def jsonl_numbered(path: str | Path) -> Iterator[tuple[int, dict]]:
             line = _decode_line(raw, number, where)
             if not line.strip():
                 continue
-            item = _parse_line(line, where)
+            # without its line break: JSON that ends early is then reported at the end of the
+            # line (1:12), not at column 1 of the line after it
+            item = _parse_line(line.rstrip("\r\n"), where)
             if not isinstance(item, dict):
                 raise IngestError(f"{where}: expected a JSON object per line")
             if _SURROGATE_ESCAPE.search(line):
