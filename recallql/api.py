@@ -462,10 +462,12 @@ class Database:
         Raises:
             IngestError: an invalid item (names the item and field) or key, or an item of
                 ``messages`` that `db.messages.extend` would refuse: no ``session_id``, one
-                naming no session or a session that is not open, a ``seq`` another live
-                message of the session (or another item) holds, a ``created_at`` before the
-                session started or more than 300 s after the clock
-                (`recallql.sessions.raw_messages`); nothing was written.
+                naming no session or a session that is not open; no ``seq``, one below 1 or
+                one another live message of the session (or another item) holds; no
+                ``created_at``, one before the session started or more than 300 s after the
+                clock; a ``message_id`` below 1 or one another live message (or item) holds
+                (`recallql.sessions.raw_messages`: a raw message carries its numbering and
+                time, nothing is filled in); nothing was written.
             IdempotencyKeyReused: `key` was used before for other items.
             StoreError: unknown collection, read-only database, or a storage failure (disk
                 full, permissions, I/O; the file and cause are named, nothing was written).

@@ -39,7 +39,8 @@ def test_append_numbers_messages_and_orders_them_per_session(db):
 def test_appending_after_an_import_continues_ids_and_seq(db):
     db.sessions.create("a", "agent-1")  # first: ingest refuses a message of no session
     db.ingest("messages", [{"id": "hermes:a:7", "content": "x", "session_id": "a",
-                            "message_id": 40, "seq": 9, "active": True, "compacted": False}])
+                            "message_id": 40, "seq": 9, "created_at": T0 + 86_400,
+                            "active": True, "compacted": False}])
     assert db.messages.append("a", "user", "next") == 41
     assert stored(db, 41)["seq"] == 10
 
@@ -126,9 +127,10 @@ def test_an_ingested_message_without_flags_is_searchable_as_an_appended_one(db):
     rewound message)."""
     db.sessions.create("a", "agent-1", started_at=T0)
     report = db.ingest("messages", [{"id": "m-raw", "content": "zebra crossing",
-                                     "session_id": "a"},
+                                     "session_id": "a", "seq": 1, "created_at": T0},
                                     {"id": "m-rewound", "content": "zebra stripes",
-                                     "session_id": "a", "active": False, "compacted": False}])
+                                     "session_id": "a", "seq": 2, "created_at": T0,
+                                     "active": False, "compacted": False}])
     assert report.added == 2
     row = db.snapshot("messages").fetch([0])[0]
     assert (row["active"], row["compacted"]) == (True, False)
@@ -142,9 +144,10 @@ def test_an_ingested_message_gets_its_session_as_document_and_its_seq_as_positio
     db.sessions.create("a", "agent-1", started_at=T0)
     words = ["hello there friend", "zebra crossing ahead", "thanks a lot", "zebra again"]
     db.ingest("messages", [{"id": f"m{i}", "content": w, "session_id": "a", "seq": i + 1,
-                            "message_id": i + 1} for i, w in enumerate(words[:3])])
+                            "message_id": i + 1, "created_at": T0}
+                           for i, w in enumerate(words[:3])])
     db.ingest("messages", [{"id": "own", "content": words[3], "session_id": "a", "seq": 9,
-                            "doc_id": "elsewhere", "position": 0}])
+                            "created_at": T0, "doc_id": "elsewhere", "position": 0}])
     rows = {r["id"]: (r["doc_id"], r["position"]) for r in
             db.snapshot("messages").fetch(range(db.snapshot("messages").size))}
     assert rows == {"m0": ("session:a", 1), "m1": ("session:a", 2), "m2": ("session:a", 3),
@@ -162,7 +165,8 @@ def test_ingest_into_messages_for_a_missing_session_is_refused_like_append():
     session id, and nothing of the batch is written."""
     db = recallql.connect(None, embedder=None)
     db.sessions.create("s-1", "agent")
-    items = [{"id": "ok", "content": "hello", "session_id": "s-1"},
+    items = [{"id": "ok", "content": "hello", "session_id": "s-1", "seq": 1,
+              "created_at": db.sessions.get("s-1").started_at},
              {"id": "m2", "content": "hello", "session_id": "s-404"}]
     with pytest.raises(recallql.IngestError) as err:
         db.ingest("messages", items)
@@ -174,7 +178,7 @@ def test_ingest_into_messages_for_a_missing_session_is_refused_like_append():
 
 
 def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dict:
-    item = {"id": id, "content": "hello", **extra}
+    item = {"id": id, "content": "hello", "created_at": T0, **extra}
     if sid is not None:
         item["session_id"] = sid
     if seq is not None:
@@ -205,16 +209,43 @@ def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dic
      "item 'm2', field 'created_at': message at 2025-10-10T08:58:21.000000Z is after the "
      "clock (2025-10-10T08:53:20.000000Z) by more than 300 s; record it when it happens, or "
      "omit created_at= for now"),
+    ([_raw("ok", seq=3), _raw("m2")],
+     "item 'm2', field 'seq': a message has a place in its session: give its seq (1 for the "
+     "first message of 'a', then 2, ...; or write it with db.messages.append / extend, which "
+     "number it)"),
+    ([_raw("ok", seq=3), _raw("m2", seq=4, created_at=None)],
+     "item 'm2', field 'created_at': a message has a time: give its created_at (datetime, "
+     "ISO-8601 or epoch seconds; db.messages.append / extend give the clock's)"),
+    ([{"id": "m2", "content": "hello", "session_id": "a", "seq": 3}],
+     "item 'm2', field 'created_at': a message has a time: give its created_at (datetime, "
+     "ISO-8601 or epoch seconds; db.messages.append / extend give the clock's)"),
+    ([_raw("m2", seq=0)],
+     "item 'm2', field 'seq': seq must be 1 or more (a session numbers its messages 1, 2, "
+     "...), got 0"),
+    ([_raw("m2", seq=3, message_id=2)],
+     "item 'm2', field 'message_id': message 'msg:2' already has message_id 2: a message id "
+     "is unique in the database (leave it out, or write the message with "
+     "db.messages.append, which gives the next one)"),
+    ([_raw("m2", seq=3, message_id=7), _raw("m3", sid="b", seq=1, message_id=7)],
+     "item 'm3', field 'message_id': message 'm2' already has message_id 7: a message id "
+     "is unique in the database (leave it out, or write the message with "
+     "db.messages.append, which gives the next one)"),
+    ([_raw("m2", seq=3, message_id=-4)],
+     "item 'm2', field 'message_id': message_id must be 1 or more, got -4"),
 ], ids=["no-session-id", "no-id", "closed-session", "seq-taken", "seq-twice-in-batch",
-        "before-start", "after-the-clock"])
+        "before-start", "after-the-clock", "no-seq", "created-at-none", "no-created-at",
+        "seq-zero", "message-id-taken", "message-id-twice-in-batch", "message-id-negative"])
 def test_ingest_into_messages_refuses_what_extend_refuses(db, items, message):
     """`db.ingest("messages", ...)` wrote a message with no session, one into a closed
     session, a second message at a seq its session had already numbered (WITH CONTEXT and live
     context read neighbours by seq), and messages dated before their session or after the
     clock (`close` then refused an end before the last message), where `db.messages.append` /
     `extend` refuse all of these. Now an `IngestError` names the item and field, and nothing
-    of the batch is written."""
+    of the batch is written. A raw message without its seq or time (the row was stored, with
+    no place WITH CONTEXT and append could see, and no time for AS OF and close), or with a
+    message_id another message holds, is refused the same way."""
     db.sessions.create("a", "agent-1", started_at=T0)
+    db.sessions.create("b", "agent-1", started_at=T0)
     db.sessions.create("done", "agent-1", started_at=T0)
     db.sessions.close("done", at=T0 + 1)
     db.messages.extend([{"session_id": "a", "role": "user", "content": "x", "at": T0 + i}

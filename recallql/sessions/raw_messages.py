@@ -1,14 +1,19 @@
 """Raw items of the `messages` collection (`Database.ingest("messages", items)`): checked as
 `db.messages.extend` checks messages, since both write the same rows.
 
-The raw path is for messages that already carry their numbering (`message_id`, `seq`): a
-loader or an import of another store. It keeps the invariants `append` and `extend` keep, which
-nothing downstream re-checks: a message belongs to an existing, open session; a session numbers
-its messages once each (`seq` is unique among its live messages: WITH CONTEXT, context credit
-and live context read neighbours by it); its time is neither before the session started nor
-more than `CLOCK_SKEW_SECONDS` after the clock (`close` refuses an end before its last
-message). The Hermes importer writes through the store directly (its sessions come closed,
-with their own clock).
+The raw path is for messages that already carry their numbering and time (`seq`,
+`created_at`, optionally `message_id`): a loader or an import of another store. It keeps the
+invariants `append` and `extend` keep, which nothing downstream re-checks: a message belongs to
+an existing, open session; it has a place in its session: a `seq` (1, 2, ...), unique among
+the session's live messages (WITH CONTEXT, context credit and live context read neighbours by
+it; a message without one would be invisible to them, and `append` would not number after it);
+it has a time (`created_at`: AS OF, recency, sweep and `close`'s last-message check read it),
+neither before the session started nor more than `CLOCK_SKEW_SECONDS` after the clock; a
+`message_id`, when given, is a positive integer no other live message holds (`append` numbers
+after the largest). Nothing is filled in: a raw item without `seq` or `created_at` is
+refused, naming it, and `db.messages.append` / `extend` are the way to have them assigned.
+The Hermes importer writes through the store directly (its sessions come closed, with their
+own clock).
 """
 
 from __future__ import annotations
@@ -43,17 +48,21 @@ def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], Sessio
 
     Raises:
         IngestError: naming the item and the field: ``session_id`` missing, naming no
-            session, or a session that is not open; ``seq`` already held by another live
-            message of the session or by another item of the batch; ``created_at`` before the
-            session started or more than `CLOCK_SKEW_SECONDS` after `now`.
+            session, or a session that is not open; ``created_at`` missing, before the session
+            started or more than `CLOCK_SKEW_SECONDS` after `now`; ``seq`` missing, below 1,
+            or already held by another live message of the session or by another item of the
+            batch; ``message_id`` below 1 or already held by another live message or by
+            another item of the batch.
     """
     mappings = [(i, item) for i, item in enumerate(items) if isinstance(item, Mapping)]
     batch_ids = {_id(item) for _, item in mappings}
     leaving = ({str(item.get("doc_id", item.get("id"))) for _, item in mappings}
                if replace_documents else set())
     taken = _LiveSeqs(snap, batch_ids, leaving)
+    held = _LiveMessageIds(snap, batch_ids, leaving)
     rows: dict[str, SessionRow] = {}
     seen: dict[tuple[str, int], str] = {}
+    seen_ids: dict[int, str] = {}
     for index, item in mappings:
         given = item.get("id")
         name = repr(str(given)) if isinstance(given, str | int) and not isinstance(given, bool) \
@@ -68,15 +77,41 @@ def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], Sessio
         row = rows.get(sid) or _open_row(session_row, sid, name)
         rows[sid] = row
         _check_time(item, row, now, name)
+        _check_message_id(item, held, seen_ids, name)
         seq = item.get("seq")
+        if seq is None:
+            raise IngestError(f"a message has a place in its session: give its seq (1 for "
+                              f"the first message of {sid!r}, then 2, ...; or write it with "
+                              "db.messages.append / extend, which number it)", item=name,
+                              field="seq")
         if not isinstance(seq, int | np.integer) or isinstance(seq, bool):
-            continue  # no seq (unnumbered), or ingest's type check names it
+            continue  # ingest's type check names it
+        if seq < 1:
+            raise IngestError(f"seq must be 1 or more (a session numbers its messages 1, "
+                              f"2, ...), got {seq}", item=name, field="seq")
         holder = seen.get((sid, int(seq))) or taken.holder(sid, int(seq))
         if holder is not None and holder != _id(item):
             raise IngestError(f"session {sid!r} already has message {holder!r} at seq {seq}: "
                               "a session numbers its messages once each (db.messages.append "
                               "gives the next seq)", item=name, field="seq")
         seen[(sid, int(seq))] = _id(item)
+
+
+def _check_message_id(item: Mapping[str, Any], held: _LiveMessageIds,
+                      seen: dict[int, str], name: str) -> None:
+    value = item.get("message_id")
+    if value is None or not isinstance(value, int | np.integer) or isinstance(value, bool):
+        return  # optional; a value of the wrong type is named by ingest's type check
+    if value < 1:
+        raise IngestError(f"message_id must be 1 or more, got {value}", item=name,
+                          field="message_id")
+    holder = seen.get(int(value)) or held.holder(int(value))
+    if holder is not None and holder != _id(item):
+        raise IngestError(f"message {holder!r} already has message_id {value}: a message id "
+                          "is unique in the database (leave it out, or write the message with "
+                          "db.messages.append, which gives the next one)", item=name,
+                          field="message_id")
+    seen[int(value)] = _id(item)
 
 
 def _id(item: Mapping[str, Any]) -> str:
@@ -99,7 +134,9 @@ def _open_row(session_row: Callable[[str], SessionRow | None], sid: str, name: s
 def _check_time(item: Mapping[str, Any], row: SessionRow, now: float, name: str) -> None:
     value = item.get("created_at")
     if value is None:
-        return
+        raise IngestError("a message has a time: give its created_at (datetime, ISO-8601 or "
+                          "epoch seconds; db.messages.append / extend give the clock's)",
+                          item=name, field="created_at")
     try:
         when = item_epoch(value)
     except ValueError:
@@ -161,3 +198,38 @@ class _LiveSeqs:
         mine = rows[lo:hi]
         values = self._snap.column("seq").values(snap.size)[mine]
         return {int(v): int(r) for v, r in zip(values, mine, strict=True)}
+
+
+class _LiveMessageIds:
+    """Which live message of a `messages` snapshot holds a `message_id`, leaving out the rows
+    the batch replaces (`batch_ids`) or removes (documents in `leaving`). Indexed on first
+    use (one sort of the live rows that have one), then O(log n) per look-up."""
+
+    def __init__(self, snap: Any, batch_ids: set[str], leaving: set[str]) -> None:
+        self._snap = snap
+        self._batch_ids = batch_ids
+        self._leaving = leaving
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+
+    def holder(self, message_id: int) -> str | None:
+        """The id of a live message at `message_id` that stays, or None."""
+        snap = self._snap
+        if snap.size == 0:
+            return None
+        if self._sorted is None:
+            column = snap.column("message_id")
+            rows = np.flatnonzero(snap.live & column.present(snap.size))
+            values = column.values(snap.size)[rows]
+            order = np.argsort(values, kind="stable")
+            self._sorted = (values[order], rows[order])
+        values, rows = self._sorted
+        lo = np.searchsorted(values, message_id, "left")
+        hi = np.searchsorted(values, message_id, "right")
+        for row in rows[lo:hi].tolist():
+            (item_id,) = snap.ids.take([row])
+            if item_id in self._batch_ids:
+                continue
+            if self._leaving and snap.doc_ids.take([row])[0] in self._leaving:
+                continue
+            return str(item_id)
+        return None
