@@ -85,7 +85,7 @@ from recallql.sessions.messages import (
     session_item_ids,
 )
 from recallql.sessions.models import SessionSnapshot, SessionState
-from recallql.sessions.raw_messages import check_raw_messages
+from recallql.sessions.raw_messages import check_raw_messages, with_session_fields
 from recallql.sessions.signals import SignalPolicy
 from recallql.sessions.stored import RootResolver
 
@@ -447,7 +447,8 @@ class Database:
                 with a ``session_id`` (and ``seq``) but no ``doc_id`` (``position``) gets
                 ``session:<session_id>`` (its seq), as `Messages.append` gives them: left
                 NULL the row would never be searchable, and WITH CONTEXT, context credit and
-                GROUP BY DOCUMENT would not see its session.
+                GROUP BY DOCUMENT would not see its session; its session's ``source`` and
+                ``agent_id`` are copied into it (as `Messages.append` copies them).
             replace_documents: for every ``doc_id`` in the batch (an item without one is its
                 own document), also delete the document's live chunks whose id is not in the
                 batch, in the same batch: re-ingesting a file that shrank from 100 chunks to 1
@@ -465,7 +466,8 @@ class Database:
                 naming no session or a session that is not open; no ``seq``, one below 1 or
                 one another live message of the session (or another item) holds; no
                 ``created_at``, one before the session started or more than 300 s after the
-                clock; a ``message_id`` below 1 or one another live message (or item) holds
+                clock; a ``source`` or ``agent_id`` other than its session's; a
+                ``message_id`` below 1 or one another live message (or item) holds
                 (`recallql.sessions.raw_messages`: a raw message carries its numbering and
                 time, nothing is filled in); nothing was written.
             IdempotencyKeyReused: `key` was used before for other items.
@@ -483,10 +485,12 @@ class Database:
                          key: str | None) -> IngestReport:
         """`ingest` into ``messages``: items checked as `Messages.extend` checks messages
         (`recallql.sessions.raw_messages`), holding the writer from the check to the commit; a
-        flag left out is not 'rewound', and the session and seq give `doc_id` / `position`."""
+        flag left out is not 'rewound', the session and seq give `doc_id` / `position`, and
+        the session its `source` / `agent_id`."""
         batch: list[object] = [{**MESSAGE_FLAGS, **message_place(item), **item}
                  if isinstance(item, Mapping) else item for item in items]
         with self.store.writing():
+            batch = with_session_fields(batch, self.sessions.get)  # as append copies them
             if key is not None:  # a retry replays, even if its session has closed since
                 done = self.store.ingest_replay(MESSAGES, batch, key, replace_documents)
                 if done is not None:

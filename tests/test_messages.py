@@ -256,6 +256,29 @@ def test_ingest_into_messages_refuses_what_extend_refuses(db, items, message):
     assert db.snapshot("messages").size == 2
 
 
+def test_an_ingested_message_carries_its_sessions_source_and_agent_id(db):
+    """`db.ingest("messages", ...)` left `source` and `agent_id` NULL, where `append` copies
+    them from the session: `WHERE agent_id = ...` and `WHERE source ...` (NULL fails closed)
+    never matched a raw message, and a raw message could claim another agent than its
+    session's. They are copied from the session; a differing value is refused, naming it."""
+    db.sessions.create("a", "agent-1", source="subagent", started_at=T0)
+    db.messages.append("a", "user", "zebra appended", at=T0)
+    db.ingest("messages", [_raw("m-raw", seq=2, content="zebra ingested")], key="k-raw")
+    row = db.snapshot("messages").fetch([1])[0]
+    assert (row["id"], row["source"], row["agent_id"]) == ("m-raw", "subagent", "agent-1")
+    found = db.execute("SEARCH messages MATCHING 'zebra' USING LEXICAL "
+                       "WHERE agent_id = 'agent-1' AND source IN ('subagent')")
+    assert sorted(found.ids()) == ["m-raw", "msg:1"]
+    assert db.ingest("messages", [_raw("m-raw", seq=2, content="zebra ingested")],
+                     key="k-raw").added == 1  # the retry replays (same filled batch)
+    with pytest.raises(recallql.IngestError) as err:
+        db.ingest("messages", [_raw("m-2", seq=3, agent_id="intruder")])
+    assert str(err.value) == ("item 'm-2', field 'agent_id': session 'a' has agent_id "
+                              "'agent-1', the message says 'intruder': a message carries its "
+                              "session's agent_id (leave it out)")
+    assert db.snapshot("messages").size == 2
+
+
 def test_ingest_into_messages_may_renumber_what_it_replaces_and_replay_a_key(db):
     """A seq is taken only by a live message that stays: re-ingesting a session's messages
     with seqs swapped, or into a document replaced whole, is not a duplicate; a retry with

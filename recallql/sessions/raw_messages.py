@@ -10,8 +10,11 @@ it; a message without one would be invisible to them, and `append` would not num
 it has a time (`created_at`: AS OF, recency, sweep and `close`'s last-message check read it),
 neither before the session started nor more than `CLOCK_SKEW_SECONDS` after the clock; a
 `message_id`, when given, is a positive integer no other live message holds (`append` numbers
-after the largest). Nothing is filled in: a raw item without `seq` or `created_at` is
-refused, naming it, and `db.messages.append` / `extend` are the way to have them assigned.
+after the largest); its `source` and `agent_id` are its session's (`with_session_fields`
+copies them, as `append` does, so `WHERE agent_id = ...` and `WHERE source ...` see raw
+messages too; a differing value is refused). Its numbering and time are not filled in: a
+raw item without `seq` or `created_at` is refused, naming it, and `db.messages.append` /
+`extend` are the way to have them assigned.
 The Hermes importer writes through the store directly (its sessions come closed, with their
 own clock).
 """
@@ -28,7 +31,32 @@ from recallql.index.errors import IngestError
 from recallql.index.timestamps import item_epoch
 from recallql.sessions.input import future_problem
 from recallql.sessions.lineage import SessionRow
+from recallql.sessions.messages import SESSION_FIELDS
 from recallql.sessions.signals import no_session
+
+
+def with_session_fields(items: Sequence[Any], session_row: Callable[[str], SessionRow | None]
+                        ) -> list[Any]:
+    """The batch with each message's `SESSION_FIELDS` (``source``, ``agent_id``) copied from
+    its session where the item leaves them out, as `db.messages.append` writes them (left NULL,
+    a filter on them would never match the message). Items that are not mappings, or name no
+    existing session, are left as they are (`check_raw_messages` reports them)."""
+    rows: dict[str, SessionRow | None] = {}
+    out: list[Any] = []
+    for item in items:
+        sid = item.get("session_id") if isinstance(item, Mapping) else None
+        if not isinstance(sid, str):
+            out.append(item)
+            continue
+        if sid not in rows:
+            rows[sid] = session_row(sid)
+        row = rows[sid]
+        if row is None:
+            out.append(item)
+            continue
+        copied = {f: getattr(row, f) for f in SESSION_FIELDS if getattr(row, f) is not None}
+        out.append({**copied, **item})
+    return out
 
 
 def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], SessionRow | None],
@@ -76,6 +104,12 @@ def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], Sessio
             continue  # ingest's type check names it
         row = rows.get(sid) or _open_row(session_row, sid, name)
         rows[sid] = row
+        for field in SESSION_FIELDS:
+            given, own = item.get(field), getattr(row, field)
+            if field in item and given != own:
+                raise IngestError(f"session {sid!r} has {field} {own!r}, the message says "
+                                  f"{given!r}: a message carries its session's {field} "
+                                  "(leave it out)", item=name, field=field)
         _check_time(item, row, now, name)
         _check_message_id(item, held, seen_ids, name)
         seq = item.get("seq")
