@@ -463,8 +463,7 @@ class Database:
         Raises:
             IngestError: an invalid item (names the item and field) or key, or an item of
                 ``messages`` that `db.messages.extend` would refuse: no ``session_id``, one
-                naming no session or a session that is not open; no ``content`` or ``role``
-                (or an empty role); no ``seq``, one below 1 or
+                naming no session or a session that is not open; no ``seq``, one below 1 or
                 one another live message of the session (or another item) holds; no
                 ``created_at``, one before the session started or more than 300 s after the
                 clock; a ``source`` or ``agent_id`` other than its session's; a

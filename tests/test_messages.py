@@ -38,7 +38,7 @@ def test_append_numbers_messages_and_orders_them_per_session(db):
 
 def test_appending_after_an_import_continues_ids_and_seq(db):
     db.sessions.create("a", "agent-1")  # first: ingest refuses a message of no session
-    db.ingest("messages", [{"id": "hermes:a:7", "content": "x", "role": "user", "session_id": "a",
+    db.ingest("messages", [{"id": "hermes:a:7", "content": "x", "session_id": "a",
                             "message_id": 40, "seq": 9, "created_at": T0 + 86_400,
                             "active": True, "compacted": False}])
     assert db.messages.append("a", "user", "next") == 41
@@ -126,9 +126,9 @@ def test_an_ingested_message_without_flags_is_searchable_as_an_appended_one(db):
     searchable rule is `active OR compacted`; only `active = false AND compacted = false` is a
     rewound message)."""
     db.sessions.create("a", "agent-1", started_at=T0)
-    report = db.ingest("messages", [{"id": "m-raw", "content": "zebra crossing", "role": "user",
+    report = db.ingest("messages", [{"id": "m-raw", "content": "zebra crossing",
                                      "session_id": "a", "seq": 1, "created_at": T0},
-                                    {"id": "m-rewound", "content": "zebra stripes", "role": "user",
+                                    {"id": "m-rewound", "content": "zebra stripes",
                                      "session_id": "a", "seq": 2, "created_at": T0,
                                      "active": False, "compacted": False}])
     assert report.added == 2
@@ -143,12 +143,10 @@ def test_an_ingested_message_gets_its_session_as_document_and_its_seq_as_positio
     `session_id` / `seq` as `append` gives them (a given `doc_id` / `position` is kept)."""
     db.sessions.create("a", "agent-1", started_at=T0)
     words = ["hello there friend", "zebra crossing ahead", "thanks a lot", "zebra again"]
-    db.ingest("messages", [{"id": f"m{i}", "content": w, "role": "user", "session_id": "a",
-                            "seq": i + 1,
+    db.ingest("messages", [{"id": f"m{i}", "content": w, "session_id": "a", "seq": i + 1,
                             "message_id": i + 1, "created_at": T0}
                            for i, w in enumerate(words[:3])])
-    db.ingest("messages", [{"id": "own", "content": words[3], "role": "user",
-                            "session_id": "a", "seq": 9,
+    db.ingest("messages", [{"id": "own", "content": words[3], "session_id": "a", "seq": 9,
                             "created_at": T0, "doc_id": "elsewhere", "position": 0}])
     rows = {r["id"]: (r["doc_id"], r["position"]) for r in
             db.snapshot("messages").fetch(range(db.snapshot("messages").size))}
@@ -167,7 +165,7 @@ def test_ingest_into_messages_for_a_missing_session_is_refused_like_append():
     session id, and nothing of the batch is written."""
     db = recallql.connect(None, embedder=None)
     db.sessions.create("s-1", "agent")
-    items = [{"id": "ok", "content": "hello", "role": "user", "session_id": "s-1", "seq": 1,
+    items = [{"id": "ok", "content": "hello", "session_id": "s-1", "seq": 1,
               "created_at": db.sessions.get("s-1").started_at},
              {"id": "m2", "content": "hello", "session_id": "s-404"}]
     with pytest.raises(recallql.IngestError) as err:
@@ -180,7 +178,7 @@ def test_ingest_into_messages_for_a_missing_session_is_refused_like_append():
 
 
 def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dict:
-    item = {"id": id, "content": "hello", "role": "user", "created_at": T0, **extra}
+    item = {"id": id, "content": "hello", "created_at": T0, **extra}
     if sid is not None:
         item["session_id"] = sid
     if seq is not None:
@@ -218,12 +216,12 @@ def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dic
     ([_raw("ok", seq=3), _raw("m2", seq=4, created_at=None)],
      "item 'm2', field 'created_at': a message has a time: give its created_at (datetime, "
      "ISO-8601 or epoch seconds; db.messages.append / extend give the clock's)"),
-    ([{"id": "m2", "content": "hello", "role": "user", "session_id": "a", "seq": 3}],
+    ([{"id": "m2", "content": "hello", "session_id": "a", "seq": 3}],
      "item 'm2', field 'created_at': a message has a time: give its created_at (datetime, "
      "ISO-8601 or epoch seconds; db.messages.append / extend give the clock's)"),
     ([_raw("m2", seq=0)],
      "item 'm2', field 'seq': seq must be 1 or more (a session numbers its messages 1, 2, "
-     "...) and at most 9223372036854775807, got 0"),
+     "...), got 0"),
     ([_raw("m2", seq=3, message_id=2)],
      "item 'm2', field 'message_id': message 'msg:2' already has message_id 2: a message id "
      "is unique in the database (leave it out, or write the message with "
@@ -234,21 +232,9 @@ def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dic
      "db.messages.append, which gives the next one)"),
     ([_raw("m2", seq=3, message_id=-4)],
      "item 'm2', field 'message_id': message_id must be 1 or more, got -4"),
-    ([_raw("m2", seq=3, role="")],
-     "item 'm2', field 'role': a message has a role (a non-empty string: user, assistant, "
-     "tool, system, ...)"),
-    ([{"id": "m2", "content": "hello", "session_id": "a", "seq": 3, "created_at": T0}],
-     "item 'm2', field 'role': a message has a role (a non-empty string: user, assistant, "
-     "tool, system, ...)"),
-    ([{"id": "m2", "role": "user", "session_id": "a", "seq": 3, "created_at": T0}],
-     "item 'm2', field 'content': a message has a content (a string, possibly empty)"),
-    ([_raw("m2", seq=10**30)],
-     "item 'm2', field 'seq': seq must be 1 or more (a session numbers its messages 1, 2, "
-     "...) and at most 9223372036854775807, got 1000000000000000000000000000000"),
 ], ids=["no-session-id", "no-id", "closed-session", "seq-taken", "seq-twice-in-batch",
         "before-start", "after-the-clock", "no-seq", "created-at-none", "no-created-at",
-        "seq-zero", "message-id-taken", "message-id-twice-in-batch", "message-id-negative",
-        "empty-role", "no-role", "no-content", "seq-too-large"])
+        "seq-zero", "message-id-taken", "message-id-twice-in-batch", "message-id-negative"])
 def test_ingest_into_messages_refuses_what_extend_refuses(db, items, message):
     """`db.ingest("messages", ...)` wrote a message with no session, one into a closed
     session, a second message at a seq its session had already numbered (WITH CONTEXT and live

@@ -7,9 +7,8 @@ invariants `append` and `extend` keep, which nothing downstream re-checks: a mes
 an existing, open session; it has a place in its session: a `seq` (1, 2, ...), unique among
 the session's live messages (WITH CONTEXT, context credit and live context read neighbours by
 it; a message without one would be invisible to them, and `append` would not number after it);
-it has a `role` and a `content`, as `append` requires; it has a time (`created_at`: AS OF,
-recency, sweep and `close`'s last-message check read it), neither before the session started
-nor more than `CLOCK_SKEW_SECONDS` after the clock; a
+it has a time (`created_at`: AS OF, recency, sweep and `close`'s last-message check read it),
+neither before the session started nor more than `CLOCK_SKEW_SECONDS` after the clock; a
 `message_id`, when given, is a positive integer no other live message holds (`append` numbers
 after the largest); its `source` and `agent_id` are its session's (`with_session_fields`
 copies them, as `append` does, so `WHERE agent_id = ...` and `WHERE source ...` see raw
@@ -77,8 +76,7 @@ def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], Sessio
 
     Raises:
         IngestError: naming the item and the field: ``session_id`` missing, naming no
-            session, or a session that is not open; ``content`` or ``role`` missing (or an
-            empty role); ``created_at`` missing, before the session
+            session, or a session that is not open; ``created_at`` missing, before the session
             started or more than `CLOCK_SKEW_SECONDS` after `now`; ``seq`` missing, below 1,
             or already held by another live message of the session or by another item of the
             batch; ``message_id`` below 1 or already held by another live message or by
@@ -112,7 +110,6 @@ def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], Sessio
                 raise IngestError(f"session {sid!r} has {field} {own!r}, the message says "
                                   f"{given!r}: a message carries its session's {field} "
                                   "(leave it out)", item=name, field=field)
-        _check_words(item, name)
         _check_time(item, row, now, name)
         _check_message_id(item, held, seen_ids, name)
         seq = item.get("seq")
@@ -123,32 +120,15 @@ def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], Sessio
                               field="seq")
         if not isinstance(seq, int | np.integer) or isinstance(seq, bool):
             continue  # ingest's type check names it
-        if not 1 <= seq <= _MAX_INT:
+        if seq < 1:
             raise IngestError(f"seq must be 1 or more (a session numbers its messages 1, "
-                              f"2, ...) and at most {_MAX_INT}, got {seq}", item=name,
-                              field="seq")
+                              f"2, ...), got {seq}", item=name, field="seq")
         holder = seen.get((sid, int(seq))) or taken.holder(sid, int(seq))
         if holder is not None and holder != _id(item):
             raise IngestError(f"session {sid!r} already has message {holder!r} at seq {seq}: "
                               "a session numbers its messages once each (db.messages.append "
                               "gives the next seq)", item=name, field="seq")
         seen[(sid, int(seq))] = _id(item)
-
-
-#: The largest whole number a field of the store holds (SQLite's and numpy's int64).
-_MAX_INT = 2**63 - 1
-
-
-def _check_words(item: Mapping[str, Any], name: str) -> None:
-    """A message has a role and a content, as `append` requires (a row without a role fails
-    closed in ``WHERE role != 'tool'``, the filter agents use); their types are ingest's."""
-    if "content" not in item or item["content"] is None:
-        raise IngestError("a message has a content (a string, possibly empty)", item=name,
-                          field="content")
-    role = item.get("role")
-    if role is None or role == "":
-        raise IngestError("a message has a role (a non-empty string: user, assistant, tool, "
-                          "system, ...)", item=name, field="role")
 
 
 def _check_message_id(item: Mapping[str, Any], held: _LiveMessageIds,
