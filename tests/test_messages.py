@@ -39,8 +39,7 @@ def test_append_numbers_messages_and_orders_them_per_session(db):
 def test_appending_after_an_import_continues_ids_and_seq(db):
     db.sessions.create("a", "agent-1")  # first: ingest refuses a message of no session
     db.ingest("messages", [{"id": "hermes:a:7", "content": "x", "session_id": "a",
-                            "message_id": 40, "seq": 9, "created_at": T0 + 86_400,
-                            "active": True, "compacted": False}])
+                            "message_id": 40, "seq": 9, "active": True, "compacted": False}])
     assert db.messages.append("a", "user", "next") == 41
     assert stored(db, 41)["seq"] == 10
 
@@ -127,10 +126,9 @@ def test_an_ingested_message_without_flags_is_searchable_as_an_appended_one(db):
     rewound message)."""
     db.sessions.create("a", "agent-1", started_at=T0)
     report = db.ingest("messages", [{"id": "m-raw", "content": "zebra crossing",
-                                     "session_id": "a", "seq": 1, "created_at": T0},
+                                     "session_id": "a"},
                                     {"id": "m-rewound", "content": "zebra stripes",
-                                     "session_id": "a", "seq": 2, "created_at": T0,
-                                     "active": False, "compacted": False}])
+                                     "session_id": "a", "active": False, "compacted": False}])
     assert report.added == 2
     row = db.snapshot("messages").fetch([0])[0]
     assert (row["active"], row["compacted"]) == (True, False)
@@ -144,10 +142,9 @@ def test_an_ingested_message_gets_its_session_as_document_and_its_seq_as_positio
     db.sessions.create("a", "agent-1", started_at=T0)
     words = ["hello there friend", "zebra crossing ahead", "thanks a lot", "zebra again"]
     db.ingest("messages", [{"id": f"m{i}", "content": w, "session_id": "a", "seq": i + 1,
-                            "message_id": i + 1, "created_at": T0}
-                           for i, w in enumerate(words[:3])])
+                            "message_id": i + 1} for i, w in enumerate(words[:3])])
     db.ingest("messages", [{"id": "own", "content": words[3], "session_id": "a", "seq": 9,
-                            "created_at": T0, "doc_id": "elsewhere", "position": 0}])
+                            "doc_id": "elsewhere", "position": 0}])
     rows = {r["id"]: (r["doc_id"], r["position"]) for r in
             db.snapshot("messages").fetch(range(db.snapshot("messages").size))}
     assert rows == {"m0": ("session:a", 1), "m1": ("session:a", 2), "m2": ("session:a", 3),
@@ -165,8 +162,7 @@ def test_ingest_into_messages_for_a_missing_session_is_refused_like_append():
     session id, and nothing of the batch is written."""
     db = recallql.connect(None, embedder=None)
     db.sessions.create("s-1", "agent")
-    items = [{"id": "ok", "content": "hello", "session_id": "s-1", "seq": 1,
-              "created_at": db.sessions.get("s-1").started_at},
+    items = [{"id": "ok", "content": "hello", "session_id": "s-1"},
              {"id": "m2", "content": "hello", "session_id": "s-404"}]
     with pytest.raises(recallql.IngestError) as err:
         db.ingest("messages", items)
@@ -178,7 +174,7 @@ def test_ingest_into_messages_for_a_missing_session_is_refused_like_append():
 
 
 def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dict:
-    item = {"id": id, "content": "hello", "created_at": T0, **extra}
+    item = {"id": id, "content": "hello", **extra}
     if sid is not None:
         item["session_id"] = sid
     if seq is not None:
@@ -209,19 +205,12 @@ def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dic
      "item 'm2', field 'created_at': message at 2025-10-10T08:58:21.000000Z is after the "
      "clock (2025-10-10T08:53:20.000000Z) by more than 300 s; record it when it happens, or "
      "omit created_at= for now"),
-    ([_raw("ok", seq=3), _raw("m2")],
-     "item 'm2', field 'seq': a message has a place in its session: give its seq (1 for the "
-     "first message of 'a', then 2, ...; or write it with db.messages.append / extend, which "
-     "number it)"),
-    ([_raw("ok", seq=3), _raw("m2", seq=4, created_at=None)],
-     "item 'm2', field 'created_at': a message has a time: give its created_at (datetime, "
-     "ISO-8601 or epoch seconds; db.messages.append / extend give the clock's)"),
-    ([{"id": "m2", "content": "hello", "session_id": "a", "seq": 3}],
-     "item 'm2', field 'created_at': a message has a time: give its created_at (datetime, "
-     "ISO-8601 or epoch seconds; db.messages.append / extend give the clock's)"),
     ([_raw("m2", seq=0)],
      "item 'm2', field 'seq': seq must be 1 or more (a session numbers its messages 1, 2, "
-     "...), got 0"),
+     "...) and at most 9223372036854775807, got 0"),
+    ([_raw("m2", seq=10**30)],
+     "item 'm2', field 'seq': seq must be 1 or more (a session numbers its messages 1, 2, "
+     "...) and at most 9223372036854775807, got 1000000000000000000000000000000"),
     ([_raw("m2", seq=3, message_id=2)],
      "item 'm2', field 'message_id': message 'msg:2' already has message_id 2: a message id "
      "is unique in the database (leave it out, or write the message with "
@@ -233,17 +222,17 @@ def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dic
     ([_raw("m2", seq=3, message_id=-4)],
      "item 'm2', field 'message_id': message_id must be 1 or more, got -4"),
 ], ids=["no-session-id", "no-id", "closed-session", "seq-taken", "seq-twice-in-batch",
-        "before-start", "after-the-clock", "no-seq", "created-at-none", "no-created-at",
-        "seq-zero", "message-id-taken", "message-id-twice-in-batch", "message-id-negative"])
+        "before-start", "after-the-clock", "seq-zero", "seq-too-large", "message-id-taken",
+        "message-id-twice-in-batch", "message-id-negative"])
 def test_ingest_into_messages_refuses_what_extend_refuses(db, items, message):
     """`db.ingest("messages", ...)` wrote a message with no session, one into a closed
     session, a second message at a seq its session had already numbered (WITH CONTEXT and live
     context read neighbours by seq), and messages dated before their session or after the
     clock (`close` then refused an end before the last message), where `db.messages.append` /
     `extend` refuse all of these. Now an `IngestError` names the item and field, and nothing
-    of the batch is written. A raw message without its seq or time (the row was stored, with
-    no place WITH CONTEXT and append could see, and no time for AS OF and close), or with a
-    message_id another message holds, is refused the same way."""
+    of the batch is written. A seq below 1 (or too large: the error named the derived
+    `position`) and a message_id below 1 or another message holds are refused the same
+    way."""
     db.sessions.create("a", "agent-1", started_at=T0)
     db.sessions.create("b", "agent-1", started_at=T0)
     db.sessions.create("done", "agent-1", started_at=T0)
@@ -279,6 +268,39 @@ def test_an_ingested_message_carries_its_sessions_source_and_agent_id(db):
     assert db.snapshot("messages").size == 2
 
 
+def test_an_ingested_message_without_numbering_is_numbered_as_append_numbers_it(db):
+    """`db.ingest("messages", ...)` stored a message without `seq`, `message_id` or
+    `created_at` as NULLs: WITH CONTEXT and live context did not see its place, append numbered
+    the next message as if it were not there, result rows had no message_id and AS OF / close
+    no time. What an item leaves out is given as `append` gives it: the next seq of its
+    session after its live messages and the batch's own seqs, the next message id after every
+    stored or given one, in the batch's order, and the clock's time; an item replacing a live
+    message of the same id keeps that message's (a re-ingest is unchanged)."""
+    db.sessions.create("a", "agent-1", started_at=T0)
+    db.sessions.create("b", "agent-1", started_at=T0)
+    db.messages.append("a", "user", "first", at=T0)  # msg:1, seq 1
+    report = db.ingest("messages", [
+        {"id": "r1", "content": "alpha one", "session_id": "a"},
+        {"id": "r2", "content": "alpha two", "session_id": "a", "seq": 5, "message_id": 9},
+        {"id": "r3", "content": "alpha three", "session_id": "b"},
+        {"id": "r4", "content": "alpha four", "session_id": "a", "created_at": T0 + 7}])
+    assert report.added == 4
+    snap = db.snapshot("messages")
+    got = {r["id"]: (r["session_id"], r["seq"], r["message_id"], r["position"],
+                     r["created_at"]) for r in snap.fetch(range(snap.size))}
+    now = T0 + 86_400  # the pinned clock
+    assert got == {"msg:1": ("a", 1, 1, 1, T0), "r1": ("a", 6, 10, 6, now),
+                   "r2": ("a", 5, 9, 5, now), "r3": ("b", 1, 11, 1, now),
+                   "r4": ("a", 7, 12, 7, T0 + 7)}
+    again = db.ingest("messages", [{"id": "r1", "content": "alpha one", "session_id": "a"}])
+    assert again.unchanged == 1
+    assert db.messages.append("a", "user", "next") == 13
+    assert stored(db, 13)["seq"] == 8
+    hit = db.execute("SEARCH messages MATCHING 'one' USING LEXICAL WITH CONTEXT LIMIT 1")[0]
+    assert hit.id == "r1" and [(c.offset, c.id) for c in hit.context] == [(-1, "r2"),
+                                                                          (1, "r4")]
+
+
 def test_ingest_into_messages_may_renumber_what_it_replaces_and_replay_a_key(db):
     """A seq is taken only by a live message that stays: re-ingesting a session's messages
     with seqs swapped, or into a document replaced whole, is not a duplicate; a retry with
@@ -293,6 +315,6 @@ def test_ingest_into_messages_may_renumber_what_it_replaces_and_replay_a_key(db)
     seqs = {r["id"]: r["seq"] for r in db.snapshot("messages").fetch(
         np.flatnonzero(db.snapshot("messages").live))}
     assert seqs == {"n1": 1}
-    db.sessions.close("a", at=T0 + 1)
+    db.sessions.close("a")  # now: its messages are dated now
     assert db.ingest("messages", first, key="k-1").added == 2  # replayed: nothing written
     assert int(db.snapshot("messages").live.sum()) == 1

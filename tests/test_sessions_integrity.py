@@ -138,6 +138,6 @@ def test_sweep_survives_reopen(tmp_path, clock):
 def test_messages_ingested_by_hand_go_by_session_id(db, clock):
     db.sessions.create("old", "agent", started_at=T0 - 41 * DAY)
     db.ingest("messages", [{"id": "mine", "content": "alpha by hand", "session_id": "old",
-                            "seq": 1, "doc_id": "elsewhere", "created_at": T0 - 41 * DAY}])
+                            "doc_id": "elsewhere", "created_at": T0 - 41 * DAY}])
     assert db.sessions.sweep(30).messages == 1
     assert search(db).ids() == []

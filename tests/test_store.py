@@ -152,8 +152,7 @@ def test_extra_sql_commits_with_the_batch(index_db):
     snap = index_db.snapshot("messages")
     assert snap.size == 1 and list(snap.ids) == ["m1"]
     assert snap.lexical_topn(["lost"], 5)[0].tolist() == []
-    index_db.ingest("messages", [{"id": "m3", "content": "after", "session_id": "s1",
-                                  "seq": 2, "created_at": 10}])
+    index_db.ingest("messages", [{"id": "m3", "content": "after", "session_id": "s1"}])
     assert list(index_db.snapshot("messages").ids) == ["m1", "m3"]
 
 

@@ -1,20 +1,23 @@
 """Raw items of the `messages` collection (`Database.ingest("messages", items)`): checked as
 `db.messages.extend` checks messages, since both write the same rows.
 
-The raw path is for messages that already carry their numbering and time (`seq`,
-`created_at`, optionally `message_id`): a loader or an import of another store. It keeps the
+The raw path is for messages written by a loader or an import of another store, which may
+carry their own numbering and time (`seq`, `message_id`, `created_at`). It keeps the
 invariants `append` and `extend` keep, which nothing downstream re-checks: a message belongs to
 an existing, open session; it has a place in its session: a `seq` (1, 2, ...), unique among
 the session's live messages (WITH CONTEXT, context credit and live context read neighbours by
-it; a message without one would be invisible to them, and `append` would not number after it);
-it has a time (`created_at`: AS OF, recency, sweep and `close`'s last-message check read it),
-neither before the session started nor more than `CLOCK_SKEW_SECONDS` after the clock; a
-`message_id`, when given, is a positive integer no other live message holds (`append` numbers
-after the largest); its `source` and `agent_id` are its session's (`with_session_fields`
-copies them, as `append` does, so `WHERE agent_id = ...` and `WHERE source ...` see raw
-messages too; a differing value is refused). Its numbering and time are not filled in: a
-raw item without `seq` or `created_at` is refused, naming it, and `db.messages.append` /
-`extend` are the way to have them assigned.
+it); a `message_id`, a positive integer no other live message holds (`append` numbers after
+the largest); a time (`created_at`: AS OF, recency, sweep and `close`'s last-message check
+read it), neither before the session started nor more than `CLOCK_SKEW_SECONDS` after the
+clock; its session's `source` and `agent_id` (so `WHERE agent_id = ...` and `WHERE source
+...` see raw messages too; a differing value is refused).
+
+What an item leaves out is filled in as `append` fills it (`with_session_fields`,
+`with_numbering`): its session's `source` / `agent_id`; for an item that replaces a live
+message of the same id and session, that message's `seq`, `message_id` and `created_at` (a
+re-ingest of the same item is unchanged); otherwise the next `seq` of its session (after its
+live messages and the seqs the batch gives it), the next `message_id` of the database (after
+every one stored or given in the batch), in the batch's order, and the clock's time.
 The Hermes importer writes through the store directly (its sessions come closed, with their
 own clock).
 """
@@ -22,7 +25,7 @@ own clock).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -31,7 +34,7 @@ from recallql.index.errors import IngestError
 from recallql.index.timestamps import item_epoch
 from recallql.sessions.input import future_problem
 from recallql.sessions.lineage import SessionRow
-from recallql.sessions.messages import SESSION_FIELDS
+from recallql.sessions.messages import SESSION_FIELDS, next_message_id, next_seq
 from recallql.sessions.signals import no_session
 
 
@@ -59,6 +62,81 @@ def with_session_fields(items: Sequence[Any], session_row: Callable[[str], Sessi
     return out
 
 
+def with_numbering(items: Sequence[Any], snap: Any, now: float) -> list[Any]:
+    """The batch with the ``seq``, ``message_id`` and ``created_at`` each message leaves out
+    (absent or None) filled in as the module docstring says. Call it holding the writer, with
+    the collection's committed snapshot; items that are not mappings or have no str
+    ``session_id`` are left as they are (`check_raw_messages` or ingest report them)."""
+    wanted = [i for i, item in enumerate(items) if isinstance(item, Mapping)
+              and isinstance(item.get("session_id"), str)
+              and any(item.get(f) is None for f in _NUMBERING)]
+    if not wanted:
+        return list(items)
+    stored = _stored_numbering(snap, {str(items[i].get("id")) for i in wanted})
+    next_id = next_message_id(snap)
+    next_seqs: dict[str, int] = {}
+    for item in items:  # after what the batch gives, too
+        if not isinstance(item, Mapping) or not isinstance(item.get("session_id"), str):
+            continue
+        sid, seq, mid = item["session_id"], item.get("seq"), item.get("message_id")
+        if sid not in next_seqs:
+            next_seqs[sid] = next_seq(snap, sid)
+        if _whole(seq):
+            next_seqs[sid] = max(next_seqs[sid], int(seq) + 1)
+        if _whole(mid):
+            next_id = max(next_id, int(mid) + 1)
+    out = list(items)
+    for i in wanted:
+        item = items[i]
+        sid = item["session_id"]
+        old = stored.get(str(item.get("id")))
+        old = old if old is not None and old[0] == sid else None
+        fill: dict[str, Any] = {}
+        if item.get("seq") is None:
+            if old is not None and old[1] is not None:
+                fill["seq"] = old[1]
+            else:
+                fill["seq"] = next_seqs[sid]
+                next_seqs[sid] += 1
+        if item.get("message_id") is None:
+            if old is not None and old[2] is not None:
+                fill["message_id"] = old[2]
+            else:
+                fill["message_id"] = next_id
+                next_id += 1
+        if item.get("created_at") is None:
+            fill["created_at"] = old[3] if old is not None and old[3] is not None else now
+        out[i] = {**item, **fill}
+    return out
+
+
+_NUMBERING = ("seq", "message_id", "created_at")
+
+
+def _whole(value: object) -> TypeGuard[int | np.integer]:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def _stored_numbering(snap: Any, ids: set[str]
+                      ) -> dict[str, tuple[str | None, int | None, int | None, float | None]]:
+    """For the live rows of the snapshot with one of `ids`: id -> (session_id, seq,
+    message_id, created_at)."""
+    if snap.size == 0 or not ids:
+        return {}
+    rows = np.flatnonzero(snap.column("id").where(ids.__contains__, snap.size) & snap.live)
+    if not len(rows):
+        return {}
+    rows_ids = snap.column("id").take(rows, snap.size)
+    sessions, seqs, mids = (snap.values(name, rows) for name in ("session_id", "seq",
+                                                                  "message_id"))
+    times = snap.created_at[rows]
+    return {str(item_id): (sid, None if seq is None else int(seq),  # type: ignore[call-overload]
+                           None if mid is None else int(mid),  # type: ignore[call-overload]
+                           None if np.isnan(t) else float(t))
+            for item_id, sid, seq, mid, t in zip(rows_ids, sessions, seqs, mids, times,
+                                                 strict=True)}
+
+
 def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], SessionRow | None],
                        snap: Any, now: float, *, replace_documents: bool = False) -> None:
     """Refuse a batch of raw `messages` items that `db.messages.extend` would refuse (see the
@@ -76,11 +154,12 @@ def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], Sessio
 
     Raises:
         IngestError: naming the item and the field: ``session_id`` missing, naming no
-            session, or a session that is not open; ``created_at`` missing, before the session
-            started or more than `CLOCK_SKEW_SECONDS` after `now`; ``seq`` missing, below 1,
-            or already held by another live message of the session or by another item of the
-            batch; ``message_id`` below 1 or already held by another live message or by
-            another item of the batch.
+            session, or a session that is not open; ``source`` or ``agent_id`` other than the
+            session's; ``created_at`` before the session started or more than
+            `CLOCK_SKEW_SECONDS` after `now`; ``seq`` below 1 or above 2**63 - 1, or already
+            held by another live message of the session or by another item of the batch;
+            ``message_id`` below 1 or already held by another live message or by another item
+            of the batch. (Call `with_numbering` first: it fills what an item leaves out.)
     """
     mappings = [(i, item) for i, item in enumerate(items) if isinstance(item, Mapping)]
     batch_ids = {_id(item) for _, item in mappings}
@@ -113,22 +192,22 @@ def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], Sessio
         _check_time(item, row, now, name)
         _check_message_id(item, held, seen_ids, name)
         seq = item.get("seq")
-        if seq is None:
-            raise IngestError(f"a message has a place in its session: give its seq (1 for "
-                              f"the first message of {sid!r}, then 2, ...; or write it with "
-                              "db.messages.append / extend, which number it)", item=name,
-                              field="seq")
-        if not isinstance(seq, int | np.integer) or isinstance(seq, bool):
-            continue  # ingest's type check names it
-        if seq < 1:
+        if not _whole(seq):
+            continue  # unnumbered (no session to number it in), or ingest's type check names it
+        if not 1 <= seq <= _MAX_INT:
             raise IngestError(f"seq must be 1 or more (a session numbers its messages 1, "
-                              f"2, ...), got {seq}", item=name, field="seq")
+                              f"2, ...) and at most {_MAX_INT}, got {seq}", item=name,
+                              field="seq")
         holder = seen.get((sid, int(seq))) or taken.holder(sid, int(seq))
         if holder is not None and holder != _id(item):
             raise IngestError(f"session {sid!r} already has message {holder!r} at seq {seq}: "
                               "a session numbers its messages once each (db.messages.append "
                               "gives the next seq)", item=name, field="seq")
         seen[(sid, int(seq))] = _id(item)
+
+
+#: The largest whole number a field of the store holds (SQLite's and numpy's int64).
+_MAX_INT = 2**63 - 1
 
 
 def _check_message_id(item: Mapping[str, Any], held: _LiveMessageIds,
@@ -168,9 +247,7 @@ def _open_row(session_row: Callable[[str], SessionRow | None], sid: str, name: s
 def _check_time(item: Mapping[str, Any], row: SessionRow, now: float, name: str) -> None:
     value = item.get("created_at")
     if value is None:
-        raise IngestError("a message has a time: give its created_at (datetime, ISO-8601 or "
-                          "epoch seconds; db.messages.append / extend give the clock's)",
-                          item=name, field="created_at")
+        return  # `with_numbering` gives one
     try:
         when = item_epoch(value)
     except ValueError:
