@@ -220,7 +220,8 @@ def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dic
      "is unique in the database (leave it out, or write the message with "
      "db.messages.append, which gives the next one)"),
     ([_raw("m2", seq=3, message_id=-4)],
-     "item 'm2', field 'message_id': message_id must be 1 or more, got -4"),
+     "item 'm2', field 'message_id': message_id must be 1 or more and at most "
+     "9223372036854775807, got -4"),
 ], ids=["no-session-id", "no-id", "closed-session", "seq-taken", "seq-twice-in-batch",
         "before-start", "after-the-clock", "seq-zero", "seq-too-large", "message-id-taken",
         "message-id-twice-in-batch", "message-id-negative"])
@@ -299,6 +300,28 @@ def test_an_ingested_message_without_numbering_is_numbered_as_append_numbers_it(
     hit = db.execute("SEARCH messages MATCHING 'one' USING LEXICAL WITH CONTEXT LIMIT 1")[0]
     assert hit.id == "r1" and [(c.offset, c.id) for c in hit.context] == [(-1, "r2"),
                                                                           (1, "r4")]
+
+
+@pytest.mark.parametrize(("numbers", "field", "message"), [
+    ({"message_id": 2**63 - 1, "seq": 1}, "message_id",
+     "no message id is left: the largest (9223372036854775807) is taken"),
+    ({"message_id": 1, "seq": 2**63 - 1}, "seq",
+     "session 'a' has no seq left: the largest (9223372036854775807) is taken"),
+], ids=["message-id", "seq"])
+def test_numbering_past_the_largest_number_is_refused_naming_it(db, numbers, field, message):
+    """An import took the largest message id (or seq): the next `append` failed with an
+    IngestError about the `position` of an item the caller never wrote, and a raw message
+    left unnumbered was refused as holding another message's id (the next number wrapped
+    around). Both now say which number ran out; nothing is written."""
+    db.sessions.create("a", "agent-1", started_at=T0)
+    db.ingest("messages", [{"id": "last", "content": "x", "session_id": "a", **numbers}])
+    with pytest.raises(recallql.IngestError) as err:
+        db.messages.append("a", "user", "next")
+    assert str(err.value) == f"field {field!r}: {message}"
+    with pytest.raises(recallql.IngestError) as err:
+        db.ingest("messages", [{"id": "n", "content": "x", "session_id": "a"}])
+    assert str(err.value) == f"item 'n', field {field!r}: {message}"
+    assert db.snapshot("messages").size == 1
 
 
 def test_ingest_into_messages_may_renumber_what_it_replaces_and_replay_a_key(db):

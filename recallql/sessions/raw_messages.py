@@ -34,7 +34,13 @@ from recallql.index.errors import IngestError
 from recallql.index.timestamps import item_epoch
 from recallql.sessions.input import future_problem
 from recallql.sessions.lineage import SessionRow
-from recallql.sessions.messages import SESSION_FIELDS, next_message_id, next_seq
+from recallql.sessions.messages import (
+    MAX_NUMBER,
+    SESSION_FIELDS,
+    next_message_id,
+    next_seq,
+    numbers_left,
+)
 from recallql.sessions.signals import no_session
 
 
@@ -106,8 +112,19 @@ def with_numbering(items: Sequence[Any], snap: Any, now: float) -> list[Any]:
                 next_id += 1
         if item.get("created_at") is None:
             fill["created_at"] = old[3] if old is not None and old[3] is not None else now
+        problem = numbers_left(sid, fill.get("message_id", 1), fill.get("seq", 1))
+        if problem is not None:
+            raise IngestError(problem[1], item=_name(item, i), field=problem[0])
         out[i] = {**item, **fill}
     return out
+
+
+def _name(item: Mapping[str, Any], index: int) -> str:
+    """How an error names an item: its id, or ``#index`` (as ingest names an item without a
+    valid id)."""
+    given = item.get("id")
+    return repr(str(given)) if isinstance(given, str | int) and not isinstance(given, bool) \
+        else f"#{index}"
 
 
 _NUMBERING = ("seq", "message_id", "created_at")
@@ -171,9 +188,7 @@ def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], Sessio
     seen: dict[tuple[str, int], str] = {}
     seen_ids: dict[int, str] = {}
     for index, item in mappings:
-        given = item.get("id")
-        name = repr(str(given)) if isinstance(given, str | int) and not isinstance(given, bool) \
-            else f"#{index}"  # as ingest names an item without a valid id
+        name = _name(item, index)
         sid = item.get("session_id")
         if sid is None:
             raise IngestError("a message belongs to a session: give its session_id (or write "
@@ -194,9 +209,9 @@ def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], Sessio
         seq = item.get("seq")
         if not _whole(seq):
             continue  # unnumbered (no session to number it in), or ingest's type check names it
-        if not 1 <= seq <= _MAX_INT:
+        if not 1 <= seq <= MAX_NUMBER:
             raise IngestError(f"seq must be 1 or more (a session numbers its messages 1, "
-                              f"2, ...) and at most {_MAX_INT}, got {seq}", item=name,
+                              f"2, ...) and at most {MAX_NUMBER}, got {seq}", item=name,
                               field="seq")
         holder = seen.get((sid, int(seq))) or taken.holder(sid, int(seq))
         if holder is not None and holder != _id(item):
@@ -206,18 +221,14 @@ def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], Sessio
         seen[(sid, int(seq))] = _id(item)
 
 
-#: The largest whole number a field of the store holds (SQLite's and numpy's int64).
-_MAX_INT = 2**63 - 1
-
-
 def _check_message_id(item: Mapping[str, Any], held: _LiveMessageIds,
                       seen: dict[int, str], name: str) -> None:
     value = item.get("message_id")
     if value is None or not isinstance(value, int | np.integer) or isinstance(value, bool):
         return  # optional; a value of the wrong type is named by ingest's type check
-    if value < 1:
-        raise IngestError(f"message_id must be 1 or more, got {value}", item=name,
-                          field="message_id")
+    if not 1 <= value <= MAX_NUMBER:
+        raise IngestError(f"message_id must be 1 or more and at most {MAX_NUMBER}, got "
+                          f"{value}", item=name, field="message_id")
     holder = seen.get(int(value)) or held.holder(int(value))
     if holder is not None and holder != _id(item):
         raise IngestError(f"message {holder!r} already has message_id {value}: a message id "
