@@ -78,7 +78,8 @@ def with_numbering(items: Sequence[Any], snap: Any, now: float) -> list[Any]:
               and any(item.get(f) is None for f in _NUMBERING)]
     if not wanted:
         return list(items)
-    stored = _stored_numbering(snap, {str(items[i].get("id")) for i in wanted})
+    stored = _stored_numbering(snap, {str(items[i].get("id")) for i in wanted},
+                               {items[i]["session_id"] for i in wanted})
     next_id = next_message_id(snap)
     next_seqs: dict[str, int] = {}
     for item in items:  # after what the batch gives, too
@@ -134,24 +135,28 @@ def _whole(value: object) -> TypeGuard[int | np.integer]:
     return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
-def _stored_numbering(snap: Any, ids: set[str]
+def _stored_numbering(snap: Any, ids: set[str], sessions: set[str]
                       ) -> dict[str, tuple[str | None, int | None, int | None, float | None]]:
-    """For the live rows of the snapshot with one of `ids`: id -> (session_id, seq,
-    message_id, created_at)."""
+    """For the live rows of the snapshot in one of `sessions` with one of `ids`: id ->
+    (session_id, seq, message_id, created_at). Reads the ids of those sessions' rows only."""
     if snap.size == 0 or not ids:
         return {}
-    rows = np.flatnonzero(snap.column("id").where(ids.__contains__, snap.size) & snap.live)
+    column = snap.column("session_id")
+    codes = [c for c in (column.pool.index.get(sid) for sid in sessions) if c is not None]
+    if not codes:
+        return {}
+    rows = np.flatnonzero(np.isin(column.codes(snap.size), codes) & snap.live)
+    rows = np.asarray([r for r, item_id in zip(rows.tolist(), snap.ids.take(rows), strict=True)
+                       if item_id in ids], np.int64)
     if not len(rows):
         return {}
-    rows_ids = snap.column("id").take(rows, snap.size)
-    sessions, seqs, mids = (snap.values(name, rows) for name in ("session_id", "seq",
-                                                                  "message_id"))
+    found, sids, seqs, mids = (snap.values(name, rows) for name in ("id", "session_id", "seq",
+                                                                    "message_id"))
     times = snap.created_at[rows]
     return {str(item_id): (sid, None if seq is None else int(seq),  # type: ignore[call-overload]
                            None if mid is None else int(mid),  # type: ignore[call-overload]
                            None if np.isnan(t) else float(t))
-            for item_id, sid, seq, mid, t in zip(rows_ids, sessions, seqs, mids, times,
-                                                 strict=True)}
+            for item_id, sid, seq, mid, t in zip(found, sids, seqs, mids, times, strict=True)}
 
 
 def check_raw_messages(items: Sequence[Any], session_row: Callable[[str], SessionRow | None],
