@@ -85,7 +85,11 @@ from recallql.sessions.messages import (
     session_item_ids,
 )
 from recallql.sessions.models import SessionSnapshot, SessionState
-from recallql.sessions.raw_messages import check_raw_messages
+from recallql.sessions.raw_messages import (
+    check_raw_messages,
+    with_numbering,
+    with_session_fields,
+)
 from recallql.sessions.signals import SignalPolicy
 from recallql.sessions.stored import RootResolver
 
@@ -447,7 +451,13 @@ class Database:
                 with a ``session_id`` (and ``seq``) but no ``doc_id`` (``position``) gets
                 ``session:<session_id>`` (its seq), as `Messages.append` gives them: left
                 NULL the row would never be searchable, and WITH CONTEXT, context credit and
-                GROUP BY DOCUMENT would not see its session.
+                GROUP BY DOCUMENT would not see its session; its session's ``source`` and
+                ``agent_id`` are copied into it (as `Messages.append` copies them); and one
+                without ``seq`` / ``message_id`` / ``created_at`` is numbered and dated as
+                `Messages.append` would number and date it: the next seq of its session and
+                the next message id (in the batch's order, after the live messages and the
+                batch's own numbers) and the clock's time, or, replacing a live message of the
+                same id and session, that message's (`recallql.sessions.raw_messages`).
             replace_documents: for every ``doc_id`` in the batch (an item without one is its
                 own document), also delete the document's live chunks whose id is not in the
                 batch, in the same batch: re-ingesting a file that shrank from 100 chunks to 1
@@ -462,9 +472,11 @@ class Database:
         Raises:
             IngestError: an invalid item (names the item and field) or key, or an item of
                 ``messages`` that `db.messages.extend` would refuse: no ``session_id``, one
-                naming no session or a session that is not open, a ``seq`` another live
-                message of the session (or another item) holds, a ``created_at`` before the
-                session started or more than 300 s after the clock
+                naming no session or a session that is not open; a ``seq`` below 1 or one
+                another live message of the session (or another item) holds; a
+                ``created_at`` before the session started or more than 300 s after the
+                clock; a ``source`` or ``agent_id`` other than its session's; a
+                ``message_id`` below 1 or one another live message (or item) holds
                 (`recallql.sessions.raw_messages`); nothing was written.
             IdempotencyKeyReused: `key` was used before for other items.
             StoreError: unknown collection, read-only database, or a storage failure (disk
@@ -481,18 +493,27 @@ class Database:
                          key: str | None) -> IngestReport:
         """`ingest` into ``messages``: items checked as `Messages.extend` checks messages
         (`recallql.sessions.raw_messages`), holding the writer from the check to the commit; a
-        flag left out is not 'rewound', and the session and seq give `doc_id` / `position`."""
-        batch: list[object] = [{**MESSAGE_FLAGS, **message_place(item), **item}
-                 if isinstance(item, Mapping) else item for item in items]
+        flag left out is not 'rewound'; a message left unnumbered is numbered and dated as
+        `append` would, its session gives it `source` / `agent_id`, and its session and seq
+        `doc_id` / `position`. An idempotency key records the items as given (a retry
+        gives them so, and numbering them again would give other numbers)."""
+        given: list[object] = [{**MESSAGE_FLAGS, **item} if isinstance(item, Mapping) else item
+                               for item in items]
         with self.store.writing():
             if key is not None:  # a retry replays, even if its session has closed since
-                done = self.store.ingest_replay(MESSAGES, batch, key, replace_documents)
+                done = self.store.ingest_replay(MESSAGES, given, key, replace_documents)
                 if done is not None:
                     return done
+            # numbered as append numbers, and given its session's fields as append copies them
+            batch = with_numbering(with_session_fields(given, self.sessions.get),
+                                   self.snapshot(MESSAGES), self._clock())
+            batch = [{**message_place(item), **item} if isinstance(item, Mapping) else item
+                     for item in batch]
             check_raw_messages(batch, self.sessions.get, self.snapshot(MESSAGES),
                                self._clock(), replace_documents=replace_documents)
             return self.store.ingest(MESSAGES, batch, self.embedder(MESSAGES),
-                                     replace_documents=replace_documents, key=key)
+                                     replace_documents=replace_documents, key=key,
+                                     request_items=given)  # what a retry gives
 
     def delete(self, collection: str, ids: Iterable[str | int] | None = None, *,
                doc_ids: Iterable[str | int] | None = None) -> DeleteReport:

@@ -205,16 +205,37 @@ def _raw(id: str, sid: str | None = "a", seq: int | None = None, **extra) -> dic
      "item 'm2', field 'created_at': message at 2025-10-10T08:58:21.000000Z is after the "
      "clock (2025-10-10T08:53:20.000000Z) by more than 300 s; record it when it happens, or "
      "omit created_at= for now"),
+    ([_raw("m2", seq=0)],
+     "item 'm2', field 'seq': seq must be 1 or more (a session numbers its messages 1, 2, "
+     "...) and at most 9223372036854775807, got 0"),
+    ([_raw("m2", seq=10**30)],
+     "item 'm2', field 'seq': seq must be 1 or more (a session numbers its messages 1, 2, "
+     "...) and at most 9223372036854775807, got 1000000000000000000000000000000"),
+    ([_raw("m2", seq=3, message_id=2)],
+     "item 'm2', field 'message_id': message 'msg:2' already has message_id 2: a message id "
+     "is unique in the database (leave it out, or write the message with "
+     "db.messages.append, which gives the next one)"),
+    ([_raw("m2", seq=3, message_id=7), _raw("m3", sid="b", seq=1, message_id=7)],
+     "item 'm3', field 'message_id': message 'm2' already has message_id 7: a message id "
+     "is unique in the database (leave it out, or write the message with "
+     "db.messages.append, which gives the next one)"),
+    ([_raw("m2", seq=3, message_id=-4)],
+     "item 'm2', field 'message_id': message_id must be 1 or more and at most "
+     "9223372036854775807, got -4"),
 ], ids=["no-session-id", "no-id", "closed-session", "seq-taken", "seq-twice-in-batch",
-        "before-start", "after-the-clock"])
+        "before-start", "after-the-clock", "seq-zero", "seq-too-large", "message-id-taken",
+        "message-id-twice-in-batch", "message-id-negative"])
 def test_ingest_into_messages_refuses_what_extend_refuses(db, items, message):
     """`db.ingest("messages", ...)` wrote a message with no session, one into a closed
     session, a second message at a seq its session had already numbered (WITH CONTEXT and live
     context read neighbours by seq), and messages dated before their session or after the
     clock (`close` then refused an end before the last message), where `db.messages.append` /
     `extend` refuse all of these. Now an `IngestError` names the item and field, and nothing
-    of the batch is written."""
+    of the batch is written. A seq below 1 (or too large: the error named the derived
+    `position`) and a message_id below 1 or another message holds are refused the same
+    way."""
     db.sessions.create("a", "agent-1", started_at=T0)
+    db.sessions.create("b", "agent-1", started_at=T0)
     db.sessions.create("done", "agent-1", started_at=T0)
     db.sessions.close("done", at=T0 + 1)
     db.messages.extend([{"session_id": "a", "role": "user", "content": "x", "at": T0 + i}
@@ -223,6 +244,84 @@ def test_ingest_into_messages_refuses_what_extend_refuses(db, items, message):
         db.ingest("messages", items)
     assert str(err.value) == message
     assert db.snapshot("messages").size == 2
+
+
+def test_an_ingested_message_carries_its_sessions_source_and_agent_id(db):
+    """`db.ingest("messages", ...)` left `source` and `agent_id` NULL, where `append` copies
+    them from the session: `WHERE agent_id = ...` and `WHERE source ...` (NULL fails closed)
+    never matched a raw message, and a raw message could claim another agent than its
+    session's. They are copied from the session; a differing value is refused, naming it."""
+    db.sessions.create("a", "agent-1", source="subagent", started_at=T0)
+    db.messages.append("a", "user", "zebra appended", at=T0)
+    db.ingest("messages", [_raw("m-raw", seq=2, content="zebra ingested")], key="k-raw")
+    row = db.snapshot("messages").fetch([1])[0]
+    assert (row["id"], row["source"], row["agent_id"]) == ("m-raw", "subagent", "agent-1")
+    found = db.execute("SEARCH messages MATCHING 'zebra' USING LEXICAL "
+                       "WHERE agent_id = 'agent-1' AND source IN ('subagent')")
+    assert sorted(found.ids()) == ["m-raw", "msg:1"]
+    assert db.ingest("messages", [_raw("m-raw", seq=2, content="zebra ingested")],
+                     key="k-raw").added == 1  # the retry replays (same filled batch)
+    with pytest.raises(recallql.IngestError) as err:
+        db.ingest("messages", [_raw("m-2", seq=3, agent_id="intruder")])
+    assert str(err.value) == ("item 'm-2', field 'agent_id': session 'a' has agent_id "
+                              "'agent-1', the message says 'intruder': a message carries its "
+                              "session's agent_id (leave it out)")
+    assert db.snapshot("messages").size == 2
+
+
+def test_an_ingested_message_without_numbering_is_numbered_as_append_numbers_it(db):
+    """`db.ingest("messages", ...)` stored a message without `seq`, `message_id` or
+    `created_at` as NULLs: WITH CONTEXT and live context did not see its place, append numbered
+    the next message as if it were not there, result rows had no message_id and AS OF / close
+    no time. What an item leaves out is given as `append` gives it: the next seq of its
+    session after its live messages and the batch's own seqs, the next message id after every
+    stored or given one, in the batch's order, and the clock's time; an item replacing a live
+    message of the same id keeps that message's (a re-ingest is unchanged)."""
+    db.sessions.create("a", "agent-1", started_at=T0)
+    db.sessions.create("b", "agent-1", started_at=T0)
+    db.messages.append("a", "user", "first", at=T0)  # msg:1, seq 1
+    report = db.ingest("messages", [
+        {"id": "r1", "content": "alpha one", "session_id": "a"},
+        {"id": "r2", "content": "alpha two", "session_id": "a", "seq": 5, "message_id": 9},
+        {"id": "r3", "content": "alpha three", "session_id": "b"},
+        {"id": "r4", "content": "alpha four", "session_id": "a", "created_at": T0 + 7}])
+    assert report.added == 4
+    snap = db.snapshot("messages")
+    got = {r["id"]: (r["session_id"], r["seq"], r["message_id"], r["position"],
+                     r["created_at"]) for r in snap.fetch(range(snap.size))}
+    now = T0 + 86_400  # the pinned clock
+    assert got == {"msg:1": ("a", 1, 1, 1, T0), "r1": ("a", 6, 10, 6, now),
+                   "r2": ("a", 5, 9, 5, now), "r3": ("b", 1, 11, 1, now),
+                   "r4": ("a", 7, 12, 7, T0 + 7)}
+    again = db.ingest("messages", [{"id": "r1", "content": "alpha one", "session_id": "a"}])
+    assert again.unchanged == 1
+    assert db.messages.append("a", "user", "next") == 13
+    assert stored(db, 13)["seq"] == 8
+    hit = db.execute("SEARCH messages MATCHING 'one' USING LEXICAL WITH CONTEXT LIMIT 1")[0]
+    assert hit.id == "r1" and [(c.offset, c.id) for c in hit.context] == [(-1, "r2"),
+                                                                          (1, "r4")]
+
+
+@pytest.mark.parametrize(("numbers", "field", "message"), [
+    ({"message_id": 2**63 - 1, "seq": 1}, "message_id",
+     "no message id is left: the largest (9223372036854775807) is taken"),
+    ({"message_id": 1, "seq": 2**63 - 1}, "seq",
+     "session 'a' has no seq left: the largest (9223372036854775807) is taken"),
+], ids=["message-id", "seq"])
+def test_numbering_past_the_largest_number_is_refused_naming_it(db, numbers, field, message):
+    """An import took the largest message id (or seq): the next `append` failed with an
+    IngestError about the `position` of an item the caller never wrote, and a raw message
+    left unnumbered was refused as holding another message's id (the next number wrapped
+    around). Both now say which number ran out; nothing is written."""
+    db.sessions.create("a", "agent-1", started_at=T0)
+    db.ingest("messages", [{"id": "last", "content": "x", "session_id": "a", **numbers}])
+    with pytest.raises(recallql.IngestError) as err:
+        db.messages.append("a", "user", "next")
+    assert str(err.value) == f"field {field!r}: {message}"
+    with pytest.raises(recallql.IngestError) as err:
+        db.ingest("messages", [{"id": "n", "content": "x", "session_id": "a"}])
+    assert str(err.value) == f"item 'n', field {field!r}: {message}"
+    assert db.snapshot("messages").size == 1
 
 
 def test_ingest_into_messages_may_renumber_what_it_replaces_and_replay_a_key(db):
@@ -239,6 +338,6 @@ def test_ingest_into_messages_may_renumber_what_it_replaces_and_replay_a_key(db)
     seqs = {r["id"]: r["seq"] for r in db.snapshot("messages").fetch(
         np.flatnonzero(db.snapshot("messages").live))}
     assert seqs == {"n1": 1}
-    db.sessions.close("a", at=T0 + 1)
+    db.sessions.close("a")  # now: its messages are dated now
     assert db.ingest("messages", first, key="k-1").added == 2  # replayed: nothing written
     assert int(db.snapshot("messages").live.sum()) == 1

@@ -278,11 +278,12 @@ def test_frozen_snapshot_survives_a_policy_change(tmp_path, clock):
 
     with recallql.connect(tmp_path / "db", embedder=None, clock=clock) as db:
         db.sessions.create("s", "agent")
+        db.sessions.create("c", "agent")
         db.sessions.signal("s", "reward", 1.0, entity="E", at=T0)
+        db.sessions.signal("c", "reward", 1.0, entity="E", at=T0)
+        clock.now = T0 + 3 * DAY  # an end may not be dated after the clock
         db.sessions.close("s", at=T0 + 3 * DAY)
         frozen = db.sessions.archive("s")
-        db.sessions.create("c", "agent")
-        db.sessions.signal("c", "reward", 1.0, entity="E", at=T0)
         db.sessions.close("c", at=T0 + 3 * DAY)
     faster = SignalPolicy(half_lives={"reward": 1.0})
     clock.now = T0 + 10 * DAY

@@ -96,7 +96,8 @@ def test_close_sets_end_reason_and_time(db, clock):
 
 
 @pytest.mark.parametrize("case", ["unknown", "twice", "before-start", "before-last-signal",
-                                  "before-last-message", "empty-reason", "unknown-reason"])
+                                  "before-last-message", "empty-reason", "unknown-reason",
+                                  "after-the-clock", "far-future"])
 def test_close_mistakes_are_errors_and_write_nothing(db, clock, case):
     db.sessions.create("s-1", "agent")
     if case == "before-last-signal":
@@ -117,6 +118,13 @@ def test_close_mistakes_are_errors_and_write_nothing(db, clock, case):
                                 f"cannot close session 's-1' at {iso(T0 + 50)}: its last "
                                 f"message is at {iso(T0 + 100)}"),
         "empty-reason": ("s-1", {"end_reason": ""}, SessionError, "end_reason"),
+        "after-the-clock": ("s-1", {"at": T0 + 301}, SessionError,
+                            f"^cannot close session 's-1': its end at {iso(T0 + 301)} is after "
+                            f"the clock \\({iso(T0)}\\) by more than 300 s; record it when it "
+                            "happens, or omit at= for now \\(a session is closed when it "
+                            "ends\\)$"),
+        "far-future": ("s-1", {"at": datetime(9999, 1, 1, tzinfo=UTC)}, SessionError,
+                       "is after the clock"),
         "unknown-reason": ("s-1", {"end_reason": "compresion"}, SessionError,
                            "unknown end reason 'compresion'; did you mean 'compression'\\? "
                            "\\(any_reason=True records another\\)"),
@@ -124,6 +132,14 @@ def test_close_mistakes_are_errors_and_write_nothing(db, clock, case):
     with pytest.raises(err, match=match):
         db.sessions.close(id_, **kwargs)
     assert dump(db) == before
+
+
+def test_close_may_be_dated_up_to_the_clock_skew_ahead(db, clock):
+    """`close(at=...)` accepted an end a year ahead of the clock (the session then read as
+    closed in every AS OF before it); it takes an end up to 300 s ahead, as `create` takes a
+    start, and refuses later ones."""
+    db.sessions.create("s-1", "agent")
+    assert db.sessions.close("s-1", at=T0 + 300).ended_at == utc(T0 + 300)
 
 
 def test_close_records_another_reason_when_asked(db):
@@ -136,6 +152,7 @@ def test_archive_freezes_and_persists_the_snapshot(db, clock):
     db.sessions.annotate("s-1", "alpha beta")
     clock.now = T0 + DAY  # a write may not be dated after the clock
     db.sessions.signal("s-1", "reward", 1.0, entity="e1", at=T0 + DAY)
+    clock.now = T0 + 2 * DAY  # an end may not be dated after the clock
     db.sessions.close("s-1", at=T0 + 2 * DAY)
     at_close = db.sessions.snapshot("s-1", as_of=T0 + 2 * DAY)
     frozen = db.sessions.archive("s-1")
@@ -164,6 +181,7 @@ def test_archived_session_as_of_before_its_end_is_computed_like_a_closed_one(db,
     db.sessions.create("s-1", "agent")
     clock.now = T0 + DAY
     db.sessions.signal("s-1", "reward", 1.0, at=T0 + DAY)
+    clock.now = T0 + 2 * DAY  # an end may not be dated after the clock
     db.sessions.close("s-1", at=T0 + 2 * DAY)
     before_archive = db.sessions.snapshot("s-1", as_of=T0 + 1.5 * DAY)
     db.sessions.archive("s-1")
@@ -294,6 +312,7 @@ def test_live_session_decays_to_now_and_as_of(db, clock):
 def test_closed_session_is_frozen_at_its_end(db, clock):
     db.sessions.create("s-1", "agent")
     db.sessions.signal("s-1", "reward", 1.0, entity="e1", at=T0)
+    clock.now = T0 + 7 * DAY
     db.sessions.close("s-1", at=T0 + 7 * DAY)
     expected = 0.5 ** (7 / 7)
     for later in (7, 8, 365):

@@ -227,7 +227,8 @@ class Store:
 
     def ingest(self, name: str, items: Iterable[object], embedder: Embedder | None = None, *,
                replace_documents: bool = False, extra_sql: ExtraSql | None = None,
-               key: str | None = None) -> IngestReport:
+               key: str | None = None, request_items: list[object] | None = None
+               ) -> IngestReport:
         """Write one all-or-nothing batch of items.
 
         Args:
@@ -242,6 +243,9 @@ class Store:
                 (e.g. to write session rows atomically with message items).
             key: an idempotency key: a retry with the same key and items returns the first
                 call's report without writing (`recallql.index.requests`).
+            request_items: the items the key's request is recorded from, when the caller
+                completed `items` from the store's state (messages numbered after the live
+                ones: a retry would number them anew); default `items`.
 
         Returns:
             The `IngestReport` (batch 0 when nothing changed and there is no `extra_sql`).
@@ -263,8 +267,9 @@ class Store:
             req = None
             if key is not None:
                 items = list(items)
-                req = keys.request(key, f"ingest:{name}",
-                                   batches.request_parts(state, items, replace_documents))
+                req = keys.request(key, f"ingest:{name}", batches.request_parts(
+                    state, items if request_items is None else request_items,
+                    replace_documents))
                 done = keys.replay(self.meta.write, req)
                 if done is not None:
                     return IngestReport(**done)  # type: ignore[arg-type]

@@ -308,7 +308,8 @@ class Sessions(LineageAccess):
             SessionError: not open, an empty or unknown end_reason (with a did-you-mean; or
                 one that is not valid Unicode), or
                 `at` before the session's start or its last message, signal or annotation
-                (naming both times).
+                (naming both times), or more than `CLOCK_SKEW_SECONDS` (300 s) after the
+                database's clock (as `create` refuses a start); nothing is written.
             StoreError: the database is read-only.
         """
         if not isinstance(end_reason, str) or not end_reason:
@@ -320,9 +321,14 @@ class Sessions(LineageAccess):
                                "records another)")
         when = None if at is None else to_epoch(at, self._clock(), "at")
         with self._write(f"close session {id!r}") as conn:
-            if when is None:  # "now" once the writer is ours: after any write it waited for
-                when = self._clock()
+            now = self._clock()  # once the writer is ours: after any write it waited for
+            if when is None:
+                when = now
             row = self._require_open(conn, id)
+            problem = future_problem(when, now, "its end", "at")
+            if problem is not None:
+                raise SessionError(f"cannot close session {id!r}: {problem} (a session is "
+                                   "closed when it ends)")
             self._close(conn, row, end_reason, when, self._meta.last_message_at(id))
         return self.snapshot(id, as_of=when)
 

@@ -36,6 +36,9 @@ from recallql.sessions.signals import no_session
 
 COLLECTION = "messages"
 
+#: The largest seq or message id (the store's whole numbers are SQLite's / numpy's int64).
+MAX_NUMBER = 2**63 - 1
+
 
 class Messages:
     """Append messages to sessions. Each `append` or `extend` call is one all-or-nothing batch;
@@ -143,6 +146,9 @@ class Messages:
             sid = m["session_id"]
             try:
                 when = message_time(m["at"], now, rows[sid].started_at)
+                problem = numbers_left(sid, message_id + i, seqs[sid])
+                if problem is not None:
+                    raise IngestError(problem[1], field=problem[0])
             except (SessionError, IngestError) as exc:
                 raise _numbered(exc, i if numbered else None) from None
             items.append(message_item(sid, message_id + i, seqs[sid], m["role"], m["content"],
@@ -257,6 +263,17 @@ def message_time(at: datetime | float | None, now: float, started_at: float | No
     if problem is not None:
         raise SessionError(problem)
     return when
+
+
+def numbers_left(session_id: str, message_id: int, seq: int) -> tuple[str, str] | None:
+    """Why a message cannot be numbered `message_id` / `seq` (past `MAX_NUMBER`: an import
+    may have used the last ones), as ``(field, message)``, or None."""
+    if message_id > MAX_NUMBER:
+        return "message_id", f"no message id is left: the largest ({MAX_NUMBER}) is taken"
+    if seq > MAX_NUMBER:
+        return "seq", (f"session {session_id!r} has no seq left: the largest ({MAX_NUMBER}) "
+                       "is taken")
+    return None
 
 
 def next_message_id(snap: Any) -> int:
