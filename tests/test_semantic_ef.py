@@ -44,11 +44,22 @@ def test_the_clause_parses_and_renders():
     ("SEARCH notes USING SEMANTIC (exact, ef = 300) NEAR :v", "ef applies to (ann)", "ef"),
     ("SEARCH notes USING SEMANTIC (ann, eff = 300) NEAR :v", "unknown semantic search option",
      "eff"),
-    ("SEARCH notes USING SEMANTIC (ann, ef = 0) NEAR :v", "ef = 0 is out of range", "0"),
-    ("SEARCH notes USING SEMANTIC (ann, ef = 100001) NEAR :v", "out of range", "100001"),
 ])
 def test_bad_ef_is_refused_with_a_caret(text, message, caret):
     with pytest.raises(QuerySyntaxError) as err:
+        parse(text)
+    assert message in str(err.value)
+    start, end = err.value.span
+    assert text[start:end] == caret
+
+
+@pytest.mark.parametrize(("text", "message", "caret"), [
+    ("SEARCH notes USING SEMANTIC (ann, ef = 0) NEAR :v", "ef = 0 is out of range", "0"),
+    ("SEARCH notes USING SEMANTIC (ann, ef = 100001) NEAR :v", "out of range", "100001"),
+])
+def test_ef_out_of_range_is_a_value_error_with_a_caret(text, message, caret):
+    """A value out of range is a QuerySemanticError, as `LIMIT 0` (docs/language.md, Errors)."""
+    with pytest.raises(recallql.QuerySemanticError) as err:
         parse(text)
     assert message in str(err.value)
     start, end = err.value.span
