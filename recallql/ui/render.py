@@ -447,10 +447,27 @@ def print_outcome(console: Console, outcome: Result | Explain,
     """Print `render(outcome)` on `console` at its width (EXPLAIN's text and JSON unwrapped and
     uncropped: they wrap where they were laid out)."""
     shown = render(outcome, catalog, width=console.width)
-    console.print(shown, soft_wrap=isinstance(shown, Text))
+    if isinstance(shown, Text):
+        console.print(shown, soft_wrap=True)
+    else:
+        print_table(console, shown)
+
+
+def print_table(console: Console, table: RenderableType) -> None:
+    """Print a table (or tables with their notes) on `console`. To a pipe or a file, each
+    line goes without the spaces rich pads its last cell with (the columns before it keep
+    their widths, so the alignment is unchanged); a terminal gets the table as drawn."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    with console.capture() as captured:
+        console.print(table)
+    lines = captured.get().split("\n")
+    console.file.write("\n".join(line.rstrip(" ") for line in lines))
+    console.file.flush()
 
 
 __all__ = ["FORMATS", "Catalog", "cell", "date_of", "explain_text", "json_data",
-           "json_lines", "make_console",
-           "print_outcome", "record_view", "records_table", "render", "result_table", "row_text",
+           "json_lines", "make_console", "print_outcome", "print_table", "record_view",
+           "records_table", "render", "result_table", "row_text",
            "shorten", "summary", "to_json", "warnings_text", "why", "wrap_parts", "wrap_reasons"]
