@@ -328,6 +328,20 @@ def test_explain_format_json_prints_json(db, command):
     assert payload["format"] == "json" and payload["plan"]["operator"] == "TopK"
 
 
+@pytest.mark.parametrize("args", [("explain", "SEARCH docs MATCHING 'rotate' LIMIT 1", "--json"),
+                                  ("query", "EXPLAIN SEARCH docs MATCHING 'rotate' LIMIT 1",
+                                   "--json"),
+                                  ("query", "EXPLAIN SEARCH docs MATCHING 'rotate' LIMIT 1",
+                                   "--format", "jsonl")],
+                         ids=["explain-json", "query-json", "query-jsonl"])
+def test_explain_as_json_says_its_format_is_json(db, args):
+    """`recallql explain --json` printed ``"format": "text"`` inside its JSON."""
+    done = cli(*args, "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert (payload["format"], payload["plan"]["operator"]) == ("json", "TopK")
+
+
 def test_explain_of_a_catalog_statement_exits_1(db):
     done = cli("explain", "SHOW COLLECTIONS", "--db", str(db))
     assert done.returncode == 1 and "EXPLAIN applies to SEARCH and RETRIEVE" in done.stderr

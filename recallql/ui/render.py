@@ -371,8 +371,12 @@ def warnings_text(result: Result) -> Text | None:
 def json_data(outcome: Result | Explain, catalog: Catalog | None = None) -> dict[str, Any]:
     """The outcome as JSON data (the pydantic dump: rows with reasons, warnings, snapshot,
     stats), with row fields that are timestamps (``created_at`` and the collection's declared
-    timestamp fields) as ISO-8601 UTC strings instead of epoch seconds."""
+    timestamp fields) as ISO-8601 UTC strings instead of epoch seconds. An EXPLAIN's
+    ``format`` is ``"json"``: the format it is shown in (``--json`` asks for it as much as
+    ``EXPLAIN FORMAT JSON`` does)."""
     data = outcome.model_dump(mode="json")
+    if isinstance(outcome, Explain):
+        data["format"] = "json"
     result = data["result"] if isinstance(outcome, Explain) else data
     for row in result["rows"]:
         stamps = (catalog or Catalog()).timestamp_fields(row["collection"])
