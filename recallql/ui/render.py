@@ -318,7 +318,8 @@ def record_view(record: Mapping[str, Any], title: str | None = None) -> Table:
 _ROW_HEAD = re.compile(r"#\d+ ")
 _REASON_BREAK = re.compile(r"  (?=[A-Z][A-Z_]+(?:\(| [+-]\d))")
 _EXPLAIN_STYLES = (  # (pattern, style) applied in order over EXPLAIN's text format
-    (re.compile(r"^ *[A-Za-z]+(?=:)", re.MULTILINE), "bold cyan"),
+    (re.compile(r"^ *(?:[A-Za-z]+(?=:)|[A-Z][A-Za-z]+(?=  rows=|$))", re.MULTILINE),
+     "bold cyan"),  # an operator's name (one without properties has no colon)
     (re.compile(r"(?<= )[a-z_]+(?==)"), "dim"),
     (re.compile(r"rows=\S+ time=\S+"), "yellow"),
     (re.compile(r"^(?:warning|stats): .*$", re.MULTILINE), "yellow"),
