@@ -66,10 +66,19 @@ def test_ef_out_of_range_is_a_value_error_with_a_caret(text, message, caret):
     assert text[start:end] == caret
 
 
-def test_ef_below_the_window_is_refused(db):
+@pytest.mark.parametrize("text", [
+    "SEARCH notes USING SEMANTIC (ann, ef = 50) NEAR :v LIMIT 5",
+    "SEARCH notes USING HYBRID (ANN,EF=50)NEAR :v",
+    "SEARCH notes USING SEMANTIC (ann, ef = 50 -- 2 is too few\n) NEAR :v",
+], ids=["canonical", "tight", "comment"])
+def test_ef_below_the_window_is_refused_with_the_caret_under_ef(db, text):
+    """The caret was under the whole USING clause; it goes under the value, as every other
+    value check's."""
     with pytest.raises(recallql.QuerySemanticError, match="below the semantic leg's window of "
-                       "100 rows"):
-        db.execute("SEARCH notes USING SEMANTIC (ann, ef = 50) NEAR :v LIMIT 5", v=QUERY)
+                       "100 rows") as err:
+        db.execute(text, v=QUERY)
+    start, end = err.value.span
+    assert text[start:end] == "50"
 
 
 def test_the_graph_searches_with_the_statement_ef(db):
