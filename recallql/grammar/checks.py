@@ -317,7 +317,8 @@ def _check_duration(slot: Slot, what: str, node: Node, fail: Callable[..., NoRet
 def _check_shape(slot: Slot, what: str, node: Node, fail: Callable[..., NoReturn]) -> None:
     name = node.name.upper() if isinstance(node, Identifier) else None
     if name not in SHAPES:
-        hint = did_you_mean(name or "", SHAPES, listing=False)
+        hint = _unquoted(node, SHAPES, slot.what) or did_you_mean(name or "", SHAPES,
+                                                                  listing=False)
         fail(f"{what} must be EXP, GAUSS or LINEAR, found {node.to_text()}", hint)
 
 
@@ -330,7 +331,17 @@ def _check_normalization(slot: Slot, what: str, node: Node,
     name = node.name.lower() if isinstance(node, Identifier) else None
     if name not in NORMALIZATIONS:
         fail(f"{what} takes a name, minmax or tmm, not {node.to_text()}",
-             did_you_mean(name or "", NORMALIZATIONS, listing=False) or _NORMALIZATION_HINT)
+             _unquoted(node, NORMALIZATIONS, slot.what)
+             or did_you_mean(name or "", NORMALIZATIONS, listing=False) or _NORMALIZATION_HINT)
+
+
+def _unquoted(node: Node, names: tuple[str, ...], option: str) -> str | None:
+    """The hint for a choice written as a string (``shape = 'EXP'``): write the name bare."""
+    if isinstance(node, StringLiteral):
+        found = next((c for c in names if c.lower() == node.value.strip().lower()), None)
+        if found is not None:
+            return f"write the name without quotes: {option} = {found}"
+    return None
 
 
 _CHECKS: dict[str, Check] = {
