@@ -69,6 +69,21 @@ def test_piped_tables_keep_the_why_column_and_whole_words(db):
     assert "lex#1" in done.stdout and "2024-01-01" in done.stdout
 
 
+@pytest.mark.parametrize("statement", ["SEARCH docs MATCHING 'backup retention' LIMIT 2",
+                                       "SHOW COLLECTIONS", "DESCRIBE docs"],
+                         ids=["search", "show", "describe"])
+def test_piped_tables_have_no_trailing_spaces_and_keep_their_columns(db, statement):
+    """rich pads every line's last cell to the column's width; in a pipe that was trailing
+    spaces on every line (README shows none)."""
+    done = cli("query", statement, "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if line != line.rstrip()] == []
+    last = lines[0].rindex(" ") + 1  # where the last column starts, under its heading
+    rows = [line for line in lines[2:] if len(line) > last and not line.startswith("(")]
+    assert rows and all(line[last - 1] == " " != line[last] for line in rows), rows
+
+
 def test_show_session_is_the_vertical_view_of_sessions_show(db):
     assert cli("sessions", "create", "s-view", "--agent", "a", "--db", str(db)).returncode == 0
     shown = cli("sessions", "show", "s-view", "--db", str(db))
@@ -311,6 +326,20 @@ def test_explain_format_json_prints_json(db, command):
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["format"] == "json" and payload["plan"]["operator"] == "TopK"
+
+
+@pytest.mark.parametrize("args", [("explain", "SEARCH docs MATCHING 'rotate' LIMIT 1", "--json"),
+                                  ("query", "EXPLAIN SEARCH docs MATCHING 'rotate' LIMIT 1",
+                                   "--json"),
+                                  ("query", "EXPLAIN SEARCH docs MATCHING 'rotate' LIMIT 1",
+                                   "--format", "jsonl")],
+                         ids=["explain-json", "query-json", "query-jsonl"])
+def test_explain_as_json_says_its_format_is_json(db, args):
+    """`recallql explain --json` printed ``"format": "text"`` inside its JSON."""
+    done = cli(*args, "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert (payload["format"], payload["plan"]["operator"]) == ("json", "TopK")
 
 
 def test_explain_of_a_catalog_statement_exits_1(db):

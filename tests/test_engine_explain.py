@@ -178,6 +178,21 @@ def test_explain_analyze_adds_rows_and_times(db):
     assert "stats: " in text
 
 
+def test_an_operator_without_properties_prints_its_name_without_a_colon(db):
+    """RETRIEVE without MATCHING or WHERE printed a bare ``EligibleScan:``; an operator line
+    is ``Name: key=value``, or just ``Name`` when it has nothing to show (as DataFusion)."""
+    lines = db.explain("RETRIEVE 2 FROM kb").to_text().splitlines()
+    assert lines[:4] == ["TopK: k=2 offset=0", "  RecencyBoost: field=created_at weight=0.005 "
+                         "half_life=365d shape=EXP", "    SignalBoost: reward=0.1",
+                         "      EligibleScan"]
+    filtered = db.explain("RETRIEVE 2 FROM kb WHERE team = 'ops'").to_text().splitlines()
+    assert filtered[3] == "      EligibleScan: filter=pushed"
+    analyzed = db.explain("RETRIEVE 2 FROM kb", analyze=True).to_text().splitlines()
+    assert re.fullmatch(r"      EligibleScan  rows=5 time=\d+\.\d{3}ms", analyzed[3])
+    assert not [line for line in lines + analyzed if re.search(r":( |$)", line)
+                and line.rstrip().endswith(":")]
+
+
 def test_explain_json_has_the_same_content(db):
     explain = db.execute("EXPLAIN FORMAT JSON SEARCH kb MATCHING 'backup' NEAR :v LIMIT 2", v=V)
     data = json.loads(explain.to_json())

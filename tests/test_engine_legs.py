@@ -210,6 +210,27 @@ def test_when_the_legs_left_all_weigh_zero_every_share_is_zero(db):
     assert cosines == sorted(cosines, reverse=True) and result.rows[0].reasons[0].rank == 1
 
 
+@pytest.mark.parametrize("text", ["the of", "   ", "?!"], ids=["stopwords", "blank", "punct"])
+def test_text_without_terms_and_no_vector_says_that_no_leg_ran(db, text):
+    """A text of only stopwords (or blank, or punctuation) on a collection without an embedder
+    and without NEAR ran no leg, yet one warning said "ran the semantic leg only" and the other
+    "ran the lexical leg only"; both now say no leg ran, in the result and in EXPLAIN."""
+    statement = f"SEARCH kb MATCHING '{text}' LIMIT 3"
+    result = db.execute(statement)
+    assert result.rows == []
+    assert [(w.code, w.message) for w in result.warnings] == [
+        (Reason.LEXICAL_LEG_EMPTY, "the MATCHING text has no searchable terms (blank, "
+         "punctuation or stopwords); the semantic leg cannot run either (no embedder, no NEAR "
+         "vector), so no rows"),
+        (Reason.SEMANTIC_LEG_UNAVAILABLE, "collection 'kb' has no embedder and no NEAR vector "
+         "was given; no leg ran, so no rows")]
+    lines = db.explain(statement).to_text().splitlines()
+    assert [line for line in lines if line.startswith("warning: ")] == [
+        f"warning: {w.code.value}: {w.message}" for w in result.warnings]
+    lexical_only = db.execute("SEARCH kb MATCHING 'backup' LIMIT 3")
+    assert lexical_only.warnings[0].message.endswith("; ran the lexical leg only")
+
+
 def test_stopword_text_under_using_lexical_does_not_claim_a_semantic_leg_ran(db):
     """`USING LEXICAL` with only stopwords said "ran the semantic leg only" and returned
     nothing: no leg ran."""

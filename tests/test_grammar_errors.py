@@ -141,6 +141,78 @@ def test_invalid_values_name_the_parameter_with_a_caret(text: str, name: str, to
     assert caret_line == "  " + " " * start + "^" * (end - start)
 
 
+# One rule for every option value (docs/language.md, Errors): a value the grammar reads but
+# the clause does not take — out of range, or a name not among the clause's choices — is a
+# QuerySemanticError with the caret under the value and a did-you-mean where one is close.
+# `normalization = zscore` and the USING method / ef were QuerySyntaxErrors, unlike
+# `shape = CUBIC` and `LIMIT 0`.
+OPTION_VALUES = [
+    ("normalization-unknown", "SEARCH d MATCHING 'x' FUSE CONVEX (normalization = zscore)",
+     "zscore", "normalization takes a name, minmax or tmm, not zscore", "minmax: "),
+    ("normalization-typo", "SEARCH d MATCHING 'x' FUSE CONVEX (normalization = minmx)",
+     "minmx", "normalization takes a name, minmax or tmm, not minmx", "did you mean 'minmax'?"),
+    ("normalization-number", "SEARCH d MATCHING 'x' FUSE CONVEX (normalization = 3)", "3",
+     "normalization takes a name, minmax or tmm, not 3", "minmax: "),
+    ("normalization-parameter", "SEARCH d MATCHING 'x' FUSE CONVEX (normalization = :n)", ":n",
+     "normalization takes a name, minmax or tmm, not a parameter", "minmax: "),
+    ("ef-high", "SEARCH d MATCHING 'x' USING SEMANTIC (ann, ef = 100001)", "100001",
+     "ef = 100001 is out of range", "ef is the HNSW candidate list: 1 … 100,000"),
+    ("ef-zero", "SEARCH d MATCHING 'x' USING HYBRID (ann, ef = 0)", "0",
+     "ef = 0 is out of range", "ef is the HNSW candidate list: 1 … 100,000"),
+    ("method-typo", "SEARCH d MATCHING 'x' USING SEMANTIC (exakt)", "exakt",
+     "unknown semantic search method 'exakt'", "did you mean 'exact'?"),
+    ("shape-unknown", "SEARCH d MATCHING 'x' WITH RECENCY (shape = CUBIC)", "CUBIC",
+     "shape must be EXP, GAUSS or LINEAR, found CUBIC", None),
+    ("shape-typo", "SEARCH d MATCHING 'x' WITH RECENCY (shape = GAUS)", "GAUS",
+     "shape must be EXP, GAUSS or LINEAR, found GAUS", "did you mean 'GAUSS'?"),
+    ("normalization-string", "SEARCH d MATCHING 'x' FUSE CONVEX (normalization = 'TMM')",
+     "'TMM'", "normalization takes a name, minmax or tmm, not 'TMM'",
+     "write the name without quotes: normalization = tmm"),
+    ("shape-string", "SEARCH d MATCHING 'x' WITH RECENCY (shape = 'gauss')", "'gauss'",
+     "shape must be EXP, GAUSS or LINEAR, found 'gauss'",
+     "write the name without quotes: shape = GAUSS"),
+    ("alpha", "SEARCH d MATCHING 'x' FUSE CONVEX (alpha = 1.5)", "1.5",
+     "alpha must be between 0 and 1, got 1.5", None),
+    ("window", "SEARCH d MATCHING 'x' FUSE RRF (window = 0)", "0",
+     "window must be at least 1, got 0", "window is how many candidates each leg returns"),
+    ("leg-weight", "SEARCH d MATCHING 'x' FUSE RRF (weights = (lexical = -1))", "-1",
+     "FUSE weight must not be negative, got -1", "leg weights are numbers >= 0"),
+    ("context", "SEARCH d MATCHING 'x' WITH CONTEXT (after = -1)", "-1",
+     "after must not be negative, got -1", None),
+    ("limit", "SEARCH d MATCHING 'x' LIMIT 0", "0", "LIMIT must be at least 1, got 0",
+     "LIMIT takes a positive whole number"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "token", "message", "hint"), [v[1:] for v in OPTION_VALUES],
+                         ids=[v[0] for v in OPTION_VALUES])
+def test_option_values_follow_one_rule(text: str, token: str, message: str,
+                                       hint: str | None) -> None:
+    with pytest.raises(QueryError) as info:
+        parse(text)
+    err = info.value
+    assert (type(err), err.message) == (QuerySemanticError, message)
+    start, end = err.span
+    assert text[start:end] == token
+    assert str(err).splitlines()[3] == "  " + " " * start + "^" * (end - start)
+    assert err.hint == hint if hint is None else err.hint.startswith(hint)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("SEARCH d MATCHING 'x' USING SEMANTIC (exact, ef = 10)", "ef applies to (ann), not (exact)"),
+    ("SEARCH d MATCHING 'x' USING SEMANTIC (ann, eff = 10)", "unknown semantic search option"),
+    ("SEARCH d MATCHING 'x' USING LEXICAL (exact)", "USING LEXICAL has no semantic leg"),
+    ("SEARCH d MATCHING 'x' FUSE RRF (alpha = 0.5)", "option 'alpha' is for FUSE CONVEX"),
+    ("SEARCH d MATCHING 'x' FUSE CONVEX (normalisation = tmm)", "unknown option"),
+], ids=["ef-with-exact", "option-name", "lexical-method", "option-of-other-method",
+        "option-name-typo"])  # fmt: skip
+def test_option_names_and_places_stay_syntax_errors(text: str, message: str) -> None:
+    """An option name the clause does not know, or an option in a clause that does not take
+    it, is structure: `QuerySyntaxError`."""
+    with pytest.raises(QuerySyntaxError, match=re.escape(message)):
+        parse(text)
+
+
 @pytest.mark.parametrize(
     "text",
     ["SEARCH d MATCHING 'x' WITH RECENCY (weight = 0)", "SEARCH d MATCHING 'x' LIMIT 1 OFFSET 0",

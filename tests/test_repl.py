@@ -87,6 +87,20 @@ def test_piped_input_runs_statements_and_sets_the_exit_code(db_path):
     assert bad.returncode == 1 and "unknown collection 'nope'" in bad.stdout
 
 
+def test_tables_to_a_pipe_or_an_o_file_have_no_trailing_spaces(repl, tmp_path):
+    """rich pads each line's last cell; the shell's tables in a pipe (its console is not a
+    terminal here) and in a ``\\o`` file carried those spaces, as the CLI's did."""
+    statements = ["SEARCH docs MATCHING 'backup' LIMIT 2;\n", "SHOW COLLECTIONS;\n",
+                  "DESCRIBE docs;\n"]
+    repl.run_lines(statements)
+    target = tmp_path / "out.txt"
+    repl.run_lines([f"\\o {target}\n", *statements, "\\o\n"])
+    for text in (repl.output.getvalue(), target.read_text(encoding="utf-8")):
+        lines = text.splitlines()
+        assert "(2 rows)" in text and "BM25 text" in text and "messages" in text
+        assert [line for line in lines if line != line.rstrip()] == []
+
+
 def test_several_statements_on_one_line_run_in_order(repl):
     repl.run_lines(["DESCRIBE docs; SHOW COLLECTIONS;\n"])
     text = repl.output.getvalue()

@@ -44,8 +44,6 @@ def test_the_clause_parses_and_renders():
     ("SEARCH notes USING SEMANTIC (exact, ef = 300) NEAR :v", "ef applies to (ann)", "ef"),
     ("SEARCH notes USING SEMANTIC (ann, eff = 300) NEAR :v", "unknown semantic search option",
      "eff"),
-    ("SEARCH notes USING SEMANTIC (ann, ef = 0) NEAR :v", "ef = 0 is out of range", "0"),
-    ("SEARCH notes USING SEMANTIC (ann, ef = 100001) NEAR :v", "out of range", "100001"),
 ])
 def test_bad_ef_is_refused_with_a_caret(text, message, caret):
     with pytest.raises(QuerySyntaxError) as err:
@@ -55,10 +53,32 @@ def test_bad_ef_is_refused_with_a_caret(text, message, caret):
     assert text[start:end] == caret
 
 
-def test_ef_below_the_window_is_refused(db):
+@pytest.mark.parametrize(("text", "message", "caret"), [
+    ("SEARCH notes USING SEMANTIC (ann, ef = 0) NEAR :v", "ef = 0 is out of range", "0"),
+    ("SEARCH notes USING SEMANTIC (ann, ef = 100001) NEAR :v", "out of range", "100001"),
+])
+def test_ef_out_of_range_is_a_value_error_with_a_caret(text, message, caret):
+    """A value out of range is a QuerySemanticError, as `LIMIT 0` (docs/language.md, Errors)."""
+    with pytest.raises(recallql.QuerySemanticError) as err:
+        parse(text)
+    assert message in str(err.value)
+    start, end = err.value.span
+    assert text[start:end] == caret
+
+
+@pytest.mark.parametrize("text", [
+    "SEARCH notes USING SEMANTIC (ann, ef = 50) NEAR :v LIMIT 5",
+    "SEARCH notes USING HYBRID (ANN,EF=50)NEAR :v",
+    "SEARCH notes USING SEMANTIC (ann, ef = 50 -- 2 is too few\n) NEAR :v",
+], ids=["canonical", "tight", "comment"])
+def test_ef_below_the_window_is_refused_with_the_caret_under_ef(db, text):
+    """The caret was under the whole USING clause; it goes under the value, as every other
+    value check's."""
     with pytest.raises(recallql.QuerySemanticError, match="below the semantic leg's window of "
-                       "100 rows"):
-        db.execute("SEARCH notes USING SEMANTIC (ann, ef = 50) NEAR :v LIMIT 5", v=QUERY)
+                       "100 rows") as err:
+        db.execute(text, v=QUERY)
+    start, end = err.value.span
+    assert text[start:end] == "50"
 
 
 def test_the_graph_searches_with_the_statement_ef(db):

@@ -10,7 +10,7 @@ from engine_helpers import semantic_line
 
 import recallql
 from recallql.engine.legs import LegBatches
-from recallql.grammar import QuerySyntaxError, parse
+from recallql.grammar import QuerySemanticError, QuerySyntaxError, parse
 from recallql.index import graphs, semantic
 
 DIM = 8
@@ -87,7 +87,7 @@ def test_grammar_of_the_method():
     assert stmt.using.method == "exact"
     assert stmt.to_text() == "SEARCH notes USING SEMANTIC (exact) NEAR :v"
     assert parse("SEARCH notes USING SEMANTIC NEAR :v").using.method is None
-    with pytest.raises(QuerySyntaxError, match="unknown semantic search method 'exakt'") as e:
+    with pytest.raises(QuerySemanticError, match="unknown semantic search method 'exakt'") as e:
         parse("SEARCH notes USING SEMANTIC (exakt) NEAR :v")
     assert "did you mean 'exact'" in str(e.value)
     with pytest.raises(QuerySyntaxError, match="USING LEXICAL has no semantic leg"):

@@ -182,7 +182,7 @@ def import_hermes(
       recallql import hermes ~/.hermes/state.db --db memory.db
       recallql import hermes state.db --db memory.db --json
     """
-    from recallql.ui.render import cell, records_table
+    from recallql.ui.render import cell, print_table, records_table
 
     if store.is_dir():
         raise fail(f"{store} is a directory, not a Hermes store: name its SQLite file (e.g. "
@@ -197,4 +197,4 @@ def import_hermes(
         return
     out.print(f"imported {store} into {db}", markup=False)
     rows = [{"what": k, "value": cell(v)} for k, v in report.model_dump(mode="json").items()]
-    out.print(records_table(["what", "value"], rows))
+    print_table(out, records_table(["what", "value"], rows))

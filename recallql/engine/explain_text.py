@@ -41,7 +41,7 @@ def _value(v: Any) -> str:
 
 def _plan_lines(node: PlanNode, depth: int, out: list[str]) -> None:
     props = " ".join(f"{k}={_value(v)}" for k, v in node.properties.items())
-    line = "  " * depth + f"{node.operator}:" + (f" {props}" if props else "")
+    line = "  " * depth + node.operator + (f": {props}" if props else "")  # no bare colon
     if node.rows_out is not None:
         rows = f"rows={node.rows_in}→{node.rows_out}" if node.children else f"rows={node.rows_out}"
         line += f"  {rows} time={node.time_ms:.3f}ms"

@@ -136,10 +136,34 @@ def _recency(weight: float, half_life_days: float, field: str, shape: DecayShape
     return RecencyPlan(weight=weight, half_life_days=half_life_days, field=field, shape=shape)
 
 
+def _dropped_legs(collection: str, using: str, no_terms: bool, no_vector: bool) -> list[Notice]:
+    """The warnings for legs the statement asked for but could not run, each saying what ran
+    instead — or that nothing did (a text of only stopwords on a collection without an
+    embedder ran no leg: it said "ran the semantic leg only" and "ran the lexical leg only")."""
+    notices = []
+    if no_terms:
+        if using == "lexical":
+            rest = "USING LEXICAL has no other leg, so no rows"
+        elif no_vector:
+            rest = "the semantic leg cannot run either (no embedder, no NEAR vector), so no rows"
+        else:
+            rest = "ran the semantic leg only"
+        notices.append(Notice(code=Reason.LEXICAL_LEG_EMPTY, message=(
+            "the MATCHING text has no searchable terms (blank, punctuation or stopwords); "
+            + rest)))
+    if no_vector:
+        rest = "no leg ran, so no rows" if no_terms else "ran the lexical leg only"
+        notices.append(Notice(code=Reason.SEMANTIC_LEG_UNAVAILABLE, message=(
+            f"collection '{collection}' has no embedder and no NEAR vector was given; "
+            + rest)))
+    return notices
+
+
 def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool, n: int,
           notices: list[Notice]) -> tuple[LegSpec, ...]:
     info = spec.collection
     legs: list[LegSpec] = []
+    no_terms = False
     if spec.text is not None and spec.using in ("hybrid", "lexical"):
         terms = analyze(spec.text)
         if terms:
@@ -151,10 +175,8 @@ def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool,
                 "terms": tuple(counts), "term_counts": weights, "text": None, "vector": None,
                 "options": {}}))
         else:
-            notices.append(Notice(code=Reason.LEXICAL_LEG_EMPTY, message=(
-                "the MATCHING text has no searchable terms (blank, punctuation or stopwords); "
-                + ("ran the semantic leg only" if spec.using == "hybrid" else
-                   "USING LEXICAL has no other leg, so no rows"))))
+            no_terms = True
+    no_vector = False
     if spec.using in ("hybrid", "semantic"):
         if spec.vector is not None or (spec.text is not None and can_embed):
             text = spec.text if spec.vector is None else None
@@ -167,9 +189,8 @@ def _legs(spec: QuerySpec, analyze: Callable[[str], list[str]], can_embed: bool,
                     {} if spec.semantic_method == "auto" else {"method": spec.semantic_method}),
                     **({} if spec.semantic_ef is None else {"ef": spec.semantic_ef})}}))
         else:
-            notices.append(Notice(code=Reason.SEMANTIC_LEG_UNAVAILABLE, message=(
-                f"collection '{info.name}' has no embedder and no NEAR vector was given; ran "
-                "the lexical leg only")))
+            no_vector = True
+    notices.extend(_dropped_legs(info.name, spec.using, no_terms, no_vector))
     if legs and spec.context_weight > 0.0:
         legs.append(_context_leg(n, spec.filter, spec.context_weight))
     return tuple(legs)

@@ -45,9 +45,10 @@ from recallql.grammar.statements import (
 )
 from recallql.grammar.suggest import did_you_mean
 
-__all__ = ["Slot", "map_slots", "check_value", "validate", "SHAPES"]
+__all__ = ["Slot", "map_slots", "check_value", "validate", "SHAPES", "NORMALIZATIONS"]
 
 SHAPES = ("EXP", "GAUSS", "LINEAR")
+NORMALIZATIONS = ("minmax", "tmm")
 
 
 class Slot(NamedTuple):
@@ -56,7 +57,7 @@ class Slot(NamedTuple):
     Kinds: text, session, vector, value, pattern, timestamp, count (whole number >= 1),
     offset (whole number >= 0), weight and leg_weight (number >= 0), signal_weight (number),
     positive (number > 0), duration (> 0), name (an identifier), shape (EXP | GAUSS | LINEAR),
-    weights (a list of ``leg = leg_weight``).
+    normalization (minmax | tmm), weights (a list of ``leg = leg_weight``).
     """
 
     kind: str
@@ -87,7 +88,7 @@ _OPTION_SLOTS: dict[tuple[type, str], Slot] = {
     (Fuse, "window"): Slot("count", "window"),
     (Fuse, "weights"): Slot("weights", "weights"),
     (Fuse, "alpha"): Slot("fraction", "alpha"),
-    (Fuse, "normalization"): Slot("name", "normalization"),
+    (Fuse, "normalization"): Slot("normalization", "normalization"),
     (WithContext, "before"): Slot("offset", "before"),
     (WithContext, "after"): Slot("offset", "after"),
     (GroupBy, "budget"): Slot("count", "budget"),
@@ -225,6 +226,9 @@ def validate(stmt: StatementBase) -> StatementBase:
                 _raise(QuerySemanticError, stmt.source, node,
                        "weights takes a list of leg weights, not a parameter",
                        "e.g. weights = (lexical = 1.0, semantic = :w)")
+            if slot.kind == "normalization":
+                _raise(QuerySemanticError, stmt.source, node, "normalization takes a name, "
+                       "minmax or tmm, not a parameter", _NORMALIZATION_HINT)
             if slot.kind in ("name", "shape"):
                 example = "shape = EXP" if slot.kind == "shape" else "field = created_at"
                 message = f"{slot.what} takes a name, not a parameter"
@@ -313,8 +317,31 @@ def _check_duration(slot: Slot, what: str, node: Node, fail: Callable[..., NoRet
 def _check_shape(slot: Slot, what: str, node: Node, fail: Callable[..., NoReturn]) -> None:
     name = node.name.upper() if isinstance(node, Identifier) else None
     if name not in SHAPES:
-        hint = did_you_mean(name or "", SHAPES, listing=False)
+        hint = _unquoted(node, SHAPES, slot.what) or did_you_mean(name or "", SHAPES,
+                                                                  listing=False)
         fail(f"{what} must be EXP, GAUSS or LINEAR, found {node.to_text()}", hint)
+
+
+_NORMALIZATION_HINT = ("minmax: the window's lowest and highest score; tmm: theoretical "
+                       "minimum")
+
+
+def _check_normalization(slot: Slot, what: str, node: Node,
+                         fail: Callable[..., NoReturn]) -> None:
+    name = node.name.lower() if isinstance(node, Identifier) else None
+    if name not in NORMALIZATIONS:
+        fail(f"{what} takes a name, minmax or tmm, not {node.to_text()}",
+             _unquoted(node, NORMALIZATIONS, slot.what)
+             or did_you_mean(name or "", NORMALIZATIONS, listing=False) or _NORMALIZATION_HINT)
+
+
+def _unquoted(node: Node, names: tuple[str, ...], option: str) -> str | None:
+    """The hint for a choice written as a string (``shape = 'EXP'``): write the name bare."""
+    if isinstance(node, StringLiteral):
+        found = next((c for c in names if c.lower() == node.value.strip().lower()), None)
+        if found is not None:
+            return f"write the name without quotes: {option} = {found}"
+    return None
 
 
 _CHECKS: dict[str, Check] = {
@@ -336,4 +363,5 @@ _CHECKS: dict[str, Check] = {
     "duration": _check_duration,
     "name": _check_instance((Identifier,), "a field name"),
     "shape": _check_shape,
+    "normalization": _check_normalization,
 }

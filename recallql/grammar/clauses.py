@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lark import Tree
 
+from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.literals import span_of, token_at
 from recallql.grammar.nodes import Identifier, Span
 from recallql.grammar.statements import (
@@ -171,7 +172,7 @@ class ClauseCollector:
             name = self.builder.ident(tree.children[3])
             method = name.name.lower()
             if method not in SEMANTIC_METHODS:
-                raise self.builder.error(
+                raise self._value_error(
                     f"unknown semantic search method {name.name!r}", name.span,
                     hint=did_you_mean(name.name, SEMANTIC_METHODS)
                     or "USING SEMANTIC (exact) scans every eligible row; (ann) uses the graph")
@@ -199,11 +200,16 @@ class ClauseCollector:
         ef = int(str(value))
         low, high = EF_RANGE
         if not low <= ef <= high:
-            raise self.builder.error(
+            raise self._value_error(
                 f"ef = {ef} is out of range", span_of(value),
                 hint=f"ef is the HNSW candidate list: {low:,} … {high:,} (default 128; it is "
                 "raised to the candidates the leg asks for)")
         return ef
+
+    def _value_error(self, message: str, span: Span, hint: str | None) -> QuerySemanticError:
+        """A value the grammar takes but the clause does not (a name not among its choices, a
+        number out of its range): a `QuerySemanticError`, as `checks.validate` raises."""
+        return QuerySemanticError(message, text=self.builder.text, span=span, hint=hint)
 
     def near(self, tree: Tree) -> Any:
         """``NEAR <param>``."""
@@ -262,16 +268,12 @@ class ClauseCollector:
         return Fuse.model_construct(method=method, options=tuple(options), span=span_of(tree))
 
     def _normalization(self, option: Option) -> Option:
-        """``normalization = minmax | tmm`` (case-insensitive; stored in lower case)."""
+        """``normalization = minmax | tmm``: a name is stored in lower case; whether it is one
+        of the two is a value check (`recallql.grammar.checks`, a `QuerySemanticError`)."""
         value = option.value
-        name = value.name.lower() if isinstance(value, Identifier) else None
-        if name not in ("minmax", "tmm"):
-            what = "a parameter" if type(value).__name__ == "Parameter" else value.to_text()
-            raise self.builder.error(
-                f"normalization takes a name, minmax or tmm, not {what}", value.span,
-                hint=did_you_mean(name or "", ["minmax", "tmm"], listing=False)
-                or "minmax: the window's lowest and highest score; tmm: theoretical minimum")
-        ident = Identifier.model_construct(name=name, quoted=False, span=value.span)
+        if not isinstance(value, Identifier):
+            return option
+        ident = Identifier.model_construct(name=value.name.lower(), quoted=False, span=value.span)
         return Option.model_construct(name=option.name, value=ident, span=option.span)
 
     def group_by(self, tree: Tree) -> Any:

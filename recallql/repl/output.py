@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from rich.console import Console, RenderableType
 
-from recallql.ui.render import PIPE_WIDTH
+from recallql.ui.render import PIPE_WIDTH, print_table
 
 
 class Output:
@@ -63,12 +63,19 @@ class Output:
         kwargs: dict[str, Any] = {"soft_wrap": soft_wrap}
         if plain:
             kwargs.update(markup=False, highlight=False)
+        table = not (soft_wrap or plain)  # a table: to a file or a pipe, no trailing padding
         if self._file_console is not None:
-            self._file_console.print(renderable, **kwargs)
+            if table:
+                print_table(self._file_console, renderable)
+            else:
+                self._file_console.print(renderable, **kwargs)
             self._file.flush()  # type: ignore[union-attr]
             return
         if not (self.pager and self.console.is_terminal):
-            self.console.print(renderable, **kwargs)
+            if table:
+                print_table(self.console, renderable)
+            else:
+                self.console.print(renderable, **kwargs)
             return
         with self.console.capture() as captured:
             self.console.print(renderable, **kwargs)

@@ -318,7 +318,8 @@ def record_view(record: Mapping[str, Any], title: str | None = None) -> Table:
 _ROW_HEAD = re.compile(r"#\d+ ")
 _REASON_BREAK = re.compile(r"  (?=[A-Z][A-Z_]+(?:\(| [+-]\d))")
 _EXPLAIN_STYLES = (  # (pattern, style) applied in order over EXPLAIN's text format
-    (re.compile(r"^ *[A-Za-z]+(?=:)", re.MULTILINE), "bold cyan"),
+    (re.compile(r"^ *(?:[A-Za-z]+(?=:)|[A-Z][A-Za-z]+(?=  rows=|$))", re.MULTILINE),
+     "bold cyan"),  # an operator's name (one without properties has no colon)
     (re.compile(r"(?<= )[a-z_]+(?==)"), "dim"),
     (re.compile(r"rows=\S+ time=\S+"), "yellow"),
     (re.compile(r"^(?:warning|stats): .*$", re.MULTILINE), "yellow"),
@@ -371,8 +372,12 @@ def warnings_text(result: Result) -> Text | None:
 def json_data(outcome: Result | Explain, catalog: Catalog | None = None) -> dict[str, Any]:
     """The outcome as JSON data (the pydantic dump: rows with reasons, warnings, snapshot,
     stats), with row fields that are timestamps (``created_at`` and the collection's declared
-    timestamp fields) as ISO-8601 UTC strings instead of epoch seconds."""
+    timestamp fields) as ISO-8601 UTC strings instead of epoch seconds. An EXPLAIN's
+    ``format`` is ``"json"``: the format it is shown in (``--json`` asks for it as much as
+    ``EXPLAIN FORMAT JSON`` does)."""
     data = outcome.model_dump(mode="json")
+    if isinstance(outcome, Explain):
+        data["format"] = "json"
     result = data["result"] if isinstance(outcome, Explain) else data
     for row in result["rows"]:
         stamps = (catalog or Catalog()).timestamp_fields(row["collection"])
@@ -447,10 +452,27 @@ def print_outcome(console: Console, outcome: Result | Explain,
     """Print `render(outcome)` on `console` at its width (EXPLAIN's text and JSON unwrapped and
     uncropped: they wrap where they were laid out)."""
     shown = render(outcome, catalog, width=console.width)
-    console.print(shown, soft_wrap=isinstance(shown, Text))
+    if isinstance(shown, Text):
+        console.print(shown, soft_wrap=True)
+    else:
+        print_table(console, shown)
+
+
+def print_table(console: Console, table: RenderableType) -> None:
+    """Print a table (or tables with their notes) on `console`. To a pipe or a file, each
+    line goes without the spaces rich pads its last cell with (the columns before it keep
+    their widths, so the alignment is unchanged); a terminal gets the table as drawn."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    with console.capture() as captured:
+        console.print(table)
+    lines = captured.get().split("\n")
+    console.file.write("\n".join(line.rstrip(" ") for line in lines))
+    console.file.flush()
 
 
 __all__ = ["FORMATS", "Catalog", "cell", "date_of", "explain_text", "json_data",
-           "json_lines", "make_console",
-           "print_outcome", "record_view", "records_table", "render", "result_table", "row_text",
+           "json_lines", "make_console", "print_outcome", "print_table", "record_view",
+           "records_table", "render", "result_table", "row_text",
            "shorten", "summary", "to_json", "warnings_text", "why", "wrap_parts", "wrap_reasons"]
