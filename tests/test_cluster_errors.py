@@ -1,0 +1,151 @@
+"""A cluster's user gets the errors one database gives: the same class, message, span, line,
+column and ``str()`` for bad statements, bad items, session mistakes; nothing of a failing
+batch written on any shard; a clear recallql error for a lost shard or a closed connection;
+every recallql exception crosses Ray with its attributes.
+
+Each test runs twice: over shard objects in this process (``in_process``), and over Ray actors
+(marked ``cluster``: ``make test-cluster`` runs them inside ``unshare -n``; elsewhere they
+skip, saying why). One Ray instance serves the whole module.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import pickle
+import sys
+from typing import Any
+
+import pytest
+
+import recallql
+from recallql import cluster
+from recallql.cluster.runtime import network_interfaces
+from recallql.engine.executor import ExecutionError
+from recallql.grammar.errors import ParameterError, QuerySemanticError, QuerySyntaxError
+from recallql.index.errors import (
+    DatabaseLocked,
+    FilterError,
+    IdempotencyKeyReused,
+    IngestError,
+    SignalRejected,
+    StoreError,
+)
+from recallql.sessions.input import SessionError, SessionNotFound
+
+NOW = 1.7e9
+#: "now" for the shards and the database (a partial of a builtin: it pickles by value, so Ray's
+#: workers need not import this module).
+clock = functools.partial(float, NOW)
+
+
+def _ray_or_skip() -> Any:
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install "
+                              "'recallql[cluster]'")
+    if network_interfaces():
+        pytest.skip("`unshare -n` is not permitted here, and this starts Ray, whose servers "
+                    "listen on every interface" if os.environ.get("RECALLQL_NO_UNSHARE") else
+                    "starts Ray, whose servers listen on every interface: runs only inside a "
+                    "private network namespace (`make test-cluster` uses unshare -n)")
+    return ray
+
+
+FIELDS = {"agent_id": str}
+ITEMS = [{"id": f"n{i}", "title": "tape backup", "agent_id": f"a{i % 3}",
+          "vector": [1.0, 0.0, 0.0, float(i)]} for i in range(6)]
+
+
+def _define(target: Any, shared: bool) -> None:
+    for name, is_shared in (("notes", False), ("kb", True)):
+        kwargs = {"shared": True} if is_shared and shared else {}
+        target.create_collection(name, fields=FIELDS, embedder=None, dim=4, **kwargs)
+
+
+@pytest.fixture(scope="module",
+                params=["in_process", pytest.param("ray", marks=pytest.mark.cluster)])
+def pair(request, tmp_path_factory):
+    """(cluster, database): the same collections and items; `notes` per tenant (a0, a1, a2)
+    and `kb` shared in the cluster, both plain collections in the database."""
+    in_process = request.param == "in_process"
+    if not in_process:
+        _ray_or_skip().cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    root = tmp_path_factory.mktemp(request.param)
+    db = recallql.connect(root / "db", embedder=None, clock=clock)
+    c = cluster.connect(shards=3, path=root / "cluster", embedder=None, clock=clock,
+                        in_process=in_process, num_cpus=2)
+    _define(db, False)
+    _define(c, True)
+    for target in (db, c):
+        target.ingest("notes", ITEMS)
+        target.ingest("kb", ITEMS)
+    yield c, db
+    c.close()
+    db.close()
+
+
+def outcome(call: Any) -> tuple[Any, ...]:
+    """What a call gives a user: its result's repr, or its error's class, ``str()`` and the
+    attributes recallql errors carry."""
+    try:
+        return ("ok", repr(call()))
+    except Exception as exc:  # noqa: BLE001 - comparing what escapes
+        return (type(exc), str(exc), *(getattr(exc, a, None) for a in (
+            "span", "line", "column", "expected", "hint", "item", "field", "operator")))
+
+
+def same(c: Any, db: Any, call: Any) -> None:
+    """`call(target)` gives the same outcome on the cluster and the database."""
+    mine, theirs = outcome(lambda: call(c)), outcome(lambda: call(db))
+    assert mine == theirs
+
+
+# -- pickling -------------------------------------------------------------------------------------
+
+ERRORS = [
+    QuerySyntaxError("expected a whole number after LIMIT, found 'ten'", text="SEARCH d LIMIT ten",
+                     span=(15, 18), expected=["a whole number"], hint="LIMIT takes a number"),
+    QuerySemanticError("unknown field 'agnt_id'", text="x agnt_id", span=(2, 9),
+                       hint="did you mean 'agent_id'?"),
+    ParameterError("parameter :n is missing", text="LIMIT :n", span=(6, 8)),
+    IngestError("duplicate id within the batch", item="'g4'", field="id"),
+    IngestError("an item must be a dict, got str", item="#1"),
+    SessionError("session 's1' already exists"),
+    SessionNotFound("cannot close: no session 'nope'"),
+    SignalRejected("signal rejected (rule unknown_session): no session 'nope'"),
+    StoreError("the database /x is closed"),
+    FilterError("unknown field 'x'"),
+    IdempotencyKeyReused("key 'k' was used for another request"),
+    DatabaseLocked("locked", path="/x", pid=7, waited=1.5),
+    ExecutionError("LexicalScan", ValueError("bad")),
+    cluster.ClusterError("shard 1 died"),
+]
+
+
+def _attributes(exc: BaseException) -> tuple[Any, ...]:
+    return (type(exc), str(exc), exc.args, dict(vars(exc)))
+
+
+@pytest.mark.parametrize("exc", ERRORS, ids=lambda e: type(e).__name__)
+def test_every_recallql_error_pickles_with_its_attributes(exc):
+    assert _attributes(pickle.loads(pickle.dumps(exc))) == _attributes(exc)
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+def test_every_recallql_error_crosses_the_shard_boundary_as_itself(pair):
+    """Raised in a shard's process (a Ray task on the Ray path), the coordinator re-raises the
+    error itself — not `RayTaskError(...)` — with every attribute."""
+    c, _ = pair
+    for exc in ERRORS:
+        if hasattr(c.transport, "_ray"):
+            ray = c.transport._ray
+            ref = ray.remote(num_cpus=0)(_raise).remote(exc)
+            with pytest.raises(type(exc)) as caught:
+                c.transport._get(ref)
+        else:
+            with pytest.raises(type(exc)) as caught:
+                _raise(pickle.loads(pickle.dumps(exc)))
+        assert type(caught.value) is type(exc)
+        assert _attributes(caught.value) == _attributes(exc)
