@@ -149,3 +149,35 @@ def test_every_recallql_error_crosses_the_shard_boundary_as_itself(pair):
                 _raise(pickle.loads(pickle.dumps(exc)))
         assert type(caught.value) is type(exc)
         assert _attributes(caught.value) == _attributes(exc)
+
+
+# -- a closed connection (keep last: it closes the module's cluster) ------------------------------
+
+
+def test_a_closed_cluster_refuses_every_call_as_a_closed_database_does(pair, tmp_path):
+    c, _ = pair
+    other = recallql.connect(tmp_path / "closed", embedder=None, clock=clock)
+    other.close()
+    c.close()
+    calls = [
+        lambda t: t.execute("SEARCH notes MATCHING 'x' WHERE agent_id = 'a1' LIMIT 3"),
+        lambda t: t.execute("SEARCH kb MATCHING 'x' LIMIT 3"),
+        lambda t: t.explain("SEARCH kb MATCHING 'x' LIMIT 3"),
+        lambda t: t.plan("SEARCH kb MATCHING 'x' LIMIT 3"),
+        lambda t: t.ingest("kb", ITEMS[:1]),
+        lambda t: t.ingest("notes", ITEMS[:1]),
+        lambda t: t.delete("kb", ["n0"]),
+        lambda t: t.collections(),
+        lambda t: t.sessions.create("s9", "a0"),
+        lambda t: t.sessions.list("a0"),
+        lambda t: t.sessions.snapshot("s9"),
+        lambda t: t.messages.append("s9", "user", "x"),
+    ]
+    for call in calls:
+        with pytest.raises(StoreError) as mine:
+            call(c)
+        assert str(mine.value) == f"the cluster {c.root} is closed"
+        with pytest.raises(StoreError) as theirs:
+            call(other)
+        assert str(theirs.value).endswith(f"the database {tmp_path / 'closed'} is closed")
+    c.close()  # a second close does nothing

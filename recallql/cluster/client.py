@@ -30,6 +30,7 @@ from recallql.grammar import bind, parse
 from recallql.grammar import statements as st
 from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.nodes import And, Comparison, StringLiteral
+from recallql.index.errors import StoreError
 
 
 def connect(address: str | None = None, shards: int = 4, path: str | Path | None = None, *,
@@ -99,6 +100,16 @@ class Cluster:
         self._owns_dir = owns_dir
         self.sessions = ClusterSessions(self)
         self.messages = ClusterMessages(self)
+        self._closed = False
+
+    def check_open(self) -> None:
+        """Refuse a call on a closed connection (as a closed `recallql.Database` does).
+
+        Raises:
+            StoreError: `close` was called.
+        """
+        if self._closed:
+            raise StoreError(f"the cluster {self.root} is closed")
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -117,6 +128,7 @@ class Cluster:
         """Call `method` on shards with their arguments and wait for every result (reads are
         retried across an actor restart, writes are not); `then(position, result)`, when
         given, is applied to each result as it arrives (`Transport.scatter`)."""
+        self.check_open()
         return self.transport.scatter(method, shards, args, write=write, then=then)
 
     def wait_ready(self) -> list[int]:
@@ -130,7 +142,9 @@ class Cluster:
 
         Raises:
             ClusterError: an unknown tenant (nothing was ever written for it).
+            StoreError: the connection is closed.
         """
+        self.check_open()
         shard = self.placement.tenant_shard(tenant, place=create)
         if shard is None:
             raise ClusterError(f"unknown tenant {tenant!r}: nothing was written for it yet")
@@ -150,7 +164,9 @@ class Cluster:
             QueryError: a mistake in the statement (a caret under the token), or no tenant
                 to route it to.
             ClusterError: an unknown tenant; a shard lost.
+            StoreError: the connection is closed.
         """
+        self.check_open()
         stmt = bind(parse(text), *args, **params)
         owner = self._route(stmt, tenant)
         if owner is not None:
@@ -163,7 +179,12 @@ class Cluster:
     def explain(self, text: str, /, *args: object, tenant: str | None = None,
                 analyze: bool = False, verbose: bool = False, **params: object) -> Explain:
         """EXPLAIN a SEARCH or RETRIEVE (routed as `execute`). On a shared collection the plan
-        is the coordinator's: legs over every shard, then fusion and boosts once."""
+        is the coordinator's: legs over every shard, then fusion and boosts once.
+
+        Raises:
+            QueryError, ClusterError, StoreError: as `execute`.
+        """
+        self.check_open()
         stmt = bind(parse(text), *args, **params)
         owner = self._route(stmt, tenant)
         if owner is not None:
@@ -181,7 +202,9 @@ class Cluster:
 
         Raises:
             QueryError: a mistake in the statement.
+            StoreError: the connection is closed.
         """
+        self.check_open()
         stmt = bind(parse(text), *args, **params)
         if isinstance(stmt, st.Explain | st.Search | st.Retrieve):
             planned = self.planner.plan(stmt)
@@ -302,6 +325,7 @@ class Cluster:
         """
         from recallql.index.schema import make_info
 
+        self.check_open()
         if shared and name in {"docs", "messages"}:
             raise ClusterError(f"{name!r} is a built-in per-tenant collection; a shared "
                                "collection needs another name")
@@ -320,6 +344,7 @@ class Cluster:
 
     def collections(self) -> list[CollectionDef]:
         """The cluster's collections."""
+        self.check_open()
         return self.placement.collections()
 
     def ingest(self, collection: str, items: Iterable[Mapping[str, object]], *,
@@ -331,7 +356,9 @@ class Cluster:
 
         Raises:
             IngestError: an item without a tenant, or invalid (that part wrote nothing).
+            StoreError: the connection is closed.
         """
+        self.check_open()
         coll = self.placement.collection(collection)
         if coll is not None and coll.shared:
             groups = grouped(items, lambda item: item_shard(item.get("id"), coll.spread))
@@ -352,6 +379,7 @@ class Cluster:
     def delete(self, collection: str, ids: Iterable[str | int], *,
                tenant: str | None = None) -> ClusterWriteReport:
         """Delete items by id (a tenant's, or a shared collection's on their shards)."""
+        self.check_open()
         coll = self.placement.collection(collection)
         ids = list(ids)
         if coll is not None and coll.shared:
@@ -383,6 +411,7 @@ class Cluster:
         """Start one more shard; new tenants are placed on it until it holds as many tenants as
         the others (existing tenants and shared items stay where they are). Returns its index.
         """
+        self.check_open()
         index = self.placement.ensure_shards(self.shards + 1) - 1
         self.transport.add(index)
         self.wait_ready()
@@ -390,11 +419,16 @@ class Cluster:
 
     def tenants(self) -> dict[str, int]:
         """Every tenant and the shard that owns it."""
+        self.check_open()
         return self.placement.tenants()
 
     def close(self) -> None:
         """Close the shards' databases; stop the Ray instance this connection started (and
-        remove a temporary cluster directory)."""
+        remove a temporary cluster directory). A second call does nothing; any other call
+        afterwards raises `StoreError`."""
+        if self._closed:
+            return
+        self._closed = True
         self.transport.close()
         self.placement.close()
         if self._owns_dir:

@@ -58,7 +58,9 @@ class ClusterSessions:
 
         Raises:
             ClusterError: no such session.
+            StoreError: the connection is closed.
         """
+        self._cluster.check_open()
         tenant = self._cluster.placement.session_tenant(session_id)
         if tenant is None:
             raise ClusterError(f"unknown session {session_id!r} (create it through the cluster)")
