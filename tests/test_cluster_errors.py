@@ -151,6 +151,67 @@ def test_every_recallql_error_crosses_the_shard_boundary_as_itself(pair):
         assert _attributes(caught.value) == _attributes(exc)
 
 
+# -- ingest ---------------------------------------------------------------------------------------
+
+
+def _item(id: object, agent: object = "a0", **extra: object) -> dict[str, object]:
+    out = {"title": "ok", "agent_id": agent, "vector": [1.0, 0.0, 0.0, 0.0], **extra}
+    if id is not None:
+        out["id"] = id
+    return out
+
+
+#: Batches with one invalid item after valid ones of other tenants / shards.
+BAD_BATCHES = {
+    "wrong dim": [_item("g1"), _item("g2", "a1", vector=[1.0, 0.0, 0.0])],
+    "missing id": [_item("g3"), _item("g3b", "a2"), _item(None, "a1")],
+    "not a dict": [_item("g5"), _item("g5b", "a1"), "junk"],
+    "wrong type": [_item("g6"), _item("g7", "a2", title=3)],
+    "routing field of the wrong type": [_item("g8"), _item("g8b", "a1"), _item("g9", 5)],
+    "unknown field": [_item("g10", "a1"), _item("g11", "a2", colour="red")],
+}
+
+
+def _contents(target: Any) -> dict[str, list[str]]:
+    out = {"kb": target.execute("RETRIEVE FROM kb LIMIT 100").ids()}
+    for agent in ("a0", "a1", "a2"):
+        out[agent] = target.execute("RETRIEVE FROM notes WHERE agent_id = :a LIMIT 100",
+                                    a=agent).ids()
+    return out
+
+
+@pytest.mark.parametrize("collection", ["notes", "kb"])
+@pytest.mark.parametrize("case", list(BAD_BATCHES))
+def test_an_invalid_item_is_the_databases_error_and_writes_nothing_on_any_shard(
+        pair, collection, case):
+    c, db = pair
+    before = _contents(c)
+    assert before == _contents(db)
+    same(c, db, lambda t: t.ingest(collection, BAD_BATCHES[case]))
+    assert _contents(c) == before  # no tenant's and no shard's part was written
+
+
+def test_an_item_is_named_by_its_position_in_the_whole_batch(pair):
+    c, _ = pair
+    for collection in ("notes", "kb"):
+        with pytest.raises(IngestError) as caught:
+            c.ingest(collection, BAD_BATCHES["missing id"])
+        assert (caught.value.item, caught.value.field) == ("#2", "id")
+        assert str(caught.value) == "item #2, field 'id': id must be a string or an integer, " \
+            "got None"
+
+
+def test_an_item_without_a_tenant_names_itself_and_writes_nothing(pair):
+    c, _ = pair
+    before = _contents(c)
+    with pytest.raises(IngestError) as caught:
+        c.ingest("notes", [_item("t1", "a1"), {"id": "t2", "title": "x",
+                                                "vector": [1.0, 0.0, 0.0, 0.0]}])
+    assert str(caught.value) == "item 't2', field 'agent_id': no tenant: pass tenant=... or " \
+        "give the item a 'agent_id' string"
+    assert _contents(c) == before
+
+
 # -- a closed connection (keep last: it closes the module's cluster) ------------------------------
 
 

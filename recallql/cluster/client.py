@@ -20,7 +20,13 @@ from typing import Any
 from recallql.cluster.gather import GatherSource, gather_legs
 from recallql.cluster.placement import CollectionDef, Placement, item_shard
 from recallql.cluster.planner import PlanContext, Planner, StalePlan
-from recallql.cluster.routed import ClusterMessages, ClusterSessions, ClusterWriteReport, grouped
+from recallql.cluster.routed import (
+    ClusterMessages,
+    ClusterSessions,
+    ClusterWriteReport,
+    grouped,
+    renumbered,
+)
 from recallql.cluster.runtime import ClusterError, start
 from recallql.cluster.transport import InProcess, RayShards, Then, Transport
 from recallql.engine.models import Explain, Result
@@ -30,7 +36,9 @@ from recallql.grammar import bind, parse
 from recallql.grammar import statements as st
 from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.nodes import And, Comparison, StringLiteral
-from recallql.index.errors import StoreError
+from recallql.index.errors import IngestError, StoreError
+from recallql.index.items import validate as validate_items
+from recallql.index.schema import CollectionInfo
 
 
 def connect(address: str | None = None, shards: int = 4, path: str | Path | None = None, *,
@@ -351,30 +359,66 @@ class Cluster:
                tenant: str | None = None, replace_documents: bool = False
                ) -> ClusterWriteReport:
         """Add or replace items: per tenant (`tenant`, else each item's routing field), or
-        spread over shards by a hash of the item id for a shared collection. Each tenant's
-        (or shard's) part is one all-or-nothing batch.
+        spread over shards by a hash of the item id for a shared collection.
+
+        The whole batch is validated against the collection's schema before anything is
+        written, so an invalid item writes nothing on any shard, and its error is the one a
+        database gives (items named by their position in this batch, ``#i``); a shared
+        collection's batch is validated as one database's (a duplicate id anywhere in it is
+        refused), a per-tenant one tenant by tenant (tenants are separate databases; the
+        first tenant with an invalid item, in the order tenants first appear, is reported).
+        What only a database can refuse — an item of ``messages`` naming a session that is
+        not open, an embedder that fails — and storage failures fail on their shard alone:
+        each tenant's (or shard's) part is one all-or-nothing batch, and parts already
+        written stay.
 
         Raises:
-            IngestError: an item without a tenant, or invalid (that part wrote nothing).
+            IngestError: an invalid item or an item without a tenant (nothing written).
             StoreError: the connection is closed.
         """
         self.check_open()
+        batch = list(items)
         coll = self.placement.collection(collection)
         if coll is not None and coll.shared:
-            groups = grouped(items, lambda item: item_shard(item.get("id"), coll.spread))
+            found = self.scatter("plan_context", [0], [(collection,)])[0]
+            if found is not None:
+                validate_items(found.info, batch)
+            else:
+                _mappings(batch)
+            groups = grouped(range(len(batch)),
+                             lambda i: item_shard(batch[i].get("id"), coll.spread))
             shards = sorted(groups)
             reports = self.scatter("shared_call", shards, [
-                ("ingest", (collection, groups[s]), {"replace_documents": replace_documents})
-                for s in shards], write=True)
+                ("ingest", (collection, [batch[i] for i in groups[s]]),
+                 {"replace_documents": replace_documents}) for s in shards], write=True)
             return ClusterWriteReport({f"shard-{s}": r for s, r in zip(shards, reports,
                                                                         strict=True)})
-        by_tenant = grouped(items, lambda item: tenant or self._item_tenant(item))
+        _mappings(batch)
+        by_tenant = grouped(range(len(batch)),
+                            lambda i: tenant or self._item_tenant(batch[i], i, strict=False))
+        info = None if collection == "messages" else self._tenant_info(collection)
+        for owner, at in by_tenant.items():
+            if info is not None:
+                with renumbered(at):
+                    validate_items(info, [batch[i] for i in at])
+            if owner is None:
+                self._item_tenant(batch[at[0]], at[0], strict=True)
         out = ClusterWriteReport()
-        for owner, group in by_tenant.items():
-            out.parts[owner] = self.tenant_call(owner, "db", "ingest", (collection, group),
-                                                {"replace_documents": replace_documents},
-                                                create=True, write=True)
+        for owner, at in by_tenant.items():
+            with renumbered(at):
+                out.parts[owner] = self.tenant_call(owner, "db", "ingest",
+                                                    (collection, [batch[i] for i in at]),
+                                                    {"replace_documents": replace_documents},
+                                                    create=True, write=True)
         return out
+
+    def _tenant_info(self, collection: str) -> CollectionInfo | None:
+        """A per-tenant collection's schema as a tenant's database holds it (the first
+        tenant's, by name); None when no tenant has it yet."""
+        for owner in sorted(self.placement.tenants()):
+            infos = self.tenant_call(owner, "db", "collections")
+            return next((info for info in infos if info.name == collection), None)
+        return None
 
     def delete(self, collection: str, ids: Iterable[str | int], *,
                tenant: str | None = None) -> ClusterWriteReport:
@@ -395,15 +439,19 @@ class Cluster:
         return ClusterWriteReport({tenant: self.tenant_call(tenant, "db", "delete",
                                                             (collection, ids), write=True)})
 
-    def _item_tenant(self, item: Mapping[str, object]) -> str:
+    def _item_tenant(self, item: Mapping[str, object], position: int, *, strict: bool
+                     ) -> str | None:
+        """The tenant of an item: its routing field's string. None (`strict` false), or
+        `IngestError` naming the item (its id, else its position) and the field."""
         value = item.get(self._routing)
-        if not isinstance(value, str) or not value:
-            from recallql.index.errors import IngestError
-
-            raise IngestError(f"no tenant: pass tenant=... or give the item a "
-                              f"'{self._routing}' string", item=str(item.get("id")),
-                              field=self._routing)
-        return value
+        if isinstance(value, str) and value:
+            return value
+        if not strict:
+            return None
+        name = item.get("id")
+        raise IngestError(f"no tenant: pass tenant=... or give the item a "
+                          f"'{self._routing}' string", field=self._routing,
+                          item=repr(name) if isinstance(name, str | int) else f"#{position}")
 
     # -- shards ---------------------------------------------------------------------------------
 
@@ -439,6 +487,14 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _mappings(batch: Sequence[object]) -> None:
+    """Refuse a batch with an item that is not a mapping, as a database does."""
+    for i, item in enumerate(batch):
+        if not isinstance(item, Mapping):
+            raise IngestError(f"an item must be a dict, got {type(item).__name__}",
+                              item=f"#{i}")
 
 
 def _type_name(kind: object) -> str:

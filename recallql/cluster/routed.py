@@ -3,12 +3,14 @@ what a write over several tenants or shards reports."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from recallql.cluster.runtime import ClusterError
 from recallql.index.batch import DeleteReport, IngestReport
+from recallql.index.errors import IngestError
 
 if TYPE_CHECKING:
     from recallql.cluster.client import Cluster
@@ -125,6 +127,24 @@ class ClusterMessages:
             for i, new in zip(at, part, strict=True):
                 ids[i] = new
         return ids
+
+
+@contextlib.contextmanager
+def renumbered(positions: Sequence[int]) -> Iterator[None]:
+    """Re-raise an `IngestError` of a part of a batch (the items at `positions` of the whole
+    batch) naming the item by its position in the whole batch (``#i``), as one database
+    would name it."""
+    try:
+        yield
+    except IngestError as exc:
+        item = exc.item
+        if item is None or not item.startswith("#") or not item[1:].isdigit() \
+                or int(item[1:]) >= len(positions):
+            raise
+        where = [f"item {item}"] + ([] if exc.field is None else [f"field {exc.field!r}"])
+        message = str(exc).removeprefix(", ".join(where) + ": ")
+        raise IngestError(message, item=f"#{positions[int(item[1:])]}", field=exc.field
+                          ) from None
 
 
 def grouped(items: Iterable[Any], key: Callable[[Any], Any]) -> dict[Any, list[Any]]:
