@@ -212,6 +212,71 @@ def test_an_item_without_a_tenant_names_itself_and_writes_nothing(pair):
     assert _contents(c) == before
 
 
+# -- sessions and messages -------------------------------------------------------------------------
+
+LATER = NOW + 1000.0  # past the 300 s the clock may be ahead of
+
+
+def _message(session: object) -> dict[str, object]:
+    return {"session_id": session, "role": "user", "content": "restore the backup"}
+
+
+def _signal(session: object) -> dict[str, object]:
+    return {"session_id": session, "name": "reward", "value": 1.0}
+
+
+#: (what, call) in order: each gives the cluster's and the database's same outcome.
+SESSION_CALLS = [
+    ("create", lambda t: t.sessions.create("s1", "a0")),
+    ("create s2 of another agent", lambda t: t.sessions.create("s2", "a1")),
+    ("the same id for another agent", lambda t: t.sessions.create("s1", "a1")),
+    ("the same id for its agent", lambda t: t.sessions.create("s1", "a0")),
+    ("a future start", lambda t: t.sessions.create("s3", "a0", started_at=LATER)),
+    ("an invalid session id", lambda t: t.sessions.create("s 3", "a0")),
+    ("an invalid agent id", lambda t: t.sessions.create("s3", "a 0")),
+    ("get unknown", lambda t: t.sessions.get("nope")),
+    ("snapshot unknown", lambda t: t.sessions.snapshot("nope")),
+    ("close unknown", lambda t: t.sessions.close("nope")),
+    ("archive unknown", lambda t: t.sessions.archive("nope")),
+    ("signal unknown", lambda t: t.sessions.signal("nope", "reward", 1.0)),
+    ("annotate unknown", lambda t: t.sessions.annotate("nope", "backup")),
+    ("append unknown", lambda t: t.messages.append("nope", "user", "x")),
+    ("extend naming an unknown session",
+     lambda t: t.messages.extend([_message("s1"), _message("nope")])),
+    ("signal_many naming an unknown session",
+     lambda t: t.sessions.signal_many([_signal("s1"), _signal("nope")])),
+    ("list of an agent with nothing", lambda t: t.sessions.list("zzz")),
+    ("a future signal", lambda t: t.sessions.signal("s1", "reward", 1.0, at=LATER)),
+    ("a future message", lambda t: t.messages.append("s1", "user", "x", at=LATER)),
+    ("a future end", lambda t: t.sessions.close("s1", end=LATER)),
+    ("an unknown end reason", lambda t: t.sessions.close("s1", end_reason="bored")),
+    ("a bad message in a batch over two owners",
+     lambda t: t.messages.extend([_message("s1"), _message("s2"), {"session_id": "s2"}])),
+    ("a bad signal of the second owner",
+     lambda t: t.sessions.signal_many([_signal("s1"), _signal("s2"),
+                                       {**_signal("s2"), "value": float("nan")}])),
+    ("close s2", lambda t: t.sessions.close("s2")),
+    ("append to a closed session", lambda t: t.messages.append("s2", "user", "x")),
+    ("signal a closed session", lambda t: t.sessions.signal("s2", "reward", 1.0)),
+    ("close a closed session", lambda t: t.sessions.close("s2")),
+    ("a closed session in a batch over two owners",
+     lambda t: t.messages.extend([_message("s1"), _message("s2")])),
+]
+
+
+def test_session_and_message_mistakes_are_the_databases(pair):
+    c, db = pair
+    for what, call in SESSION_CALLS:
+        mine = outcome(lambda call=call: call(c))
+        theirs = outcome(lambda call=call: call(db))
+        assert (what, mine) == (what, theirs)
+    for target in (c, db):  # the refused batches over two owners wrote nothing
+        assert target.execute("RETRIEVE FROM messages FOR SESSION 's1' LIMIT 10",
+                              **({} if target is db else {})).ids() == []
+    assert c.sessions.owner("s1") == "a0"  # the refused second "s1" placed nothing
+    assert [s["id"] for s in c.sessions.list("a1")] == ["s2"]
+
+
 # -- a closed connection (keep last: it closes the module's cluster) ------------------------------
 
 
