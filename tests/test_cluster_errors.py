@@ -13,9 +13,11 @@ from __future__ import annotations
 import functools
 import os
 import pickle
+import re
 import sys
 from typing import Any
 
+import numpy as np
 import pytest
 
 import recallql
@@ -51,6 +53,19 @@ def _ray_or_skip() -> Any:
 
 
 FIELDS = {"agent_id": str}
+
+
+class DyingEmbedder:
+    """The shards' default embedder (4-d): its process exits, as a crashing shard does, when
+    a text says "exit now" (only the Ray test sends one)."""
+
+    name = "dying-4"
+    dim = 4
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        if any("exit now" in text for text in texts):
+            os._exit(1)
+        return np.tile(np.float32([0.0, 1.0, 0.0, 0.0]), (len(texts), 1))
 ITEMS = [{"id": f"n{i}", "title": "tape backup", "agent_id": f"a{i % 3}",
           "vector": [1.0, 0.0, 0.0, float(i)]} for i in range(6)]
 
@@ -71,7 +86,7 @@ def pair(request, tmp_path_factory):
         _ray_or_skip().cloudpickle.register_pickle_by_value(sys.modules[__name__])
     root = tmp_path_factory.mktemp(request.param)
     db = recallql.connect(root / "db", embedder=None, clock=clock)
-    c = cluster.connect(shards=3, path=root / "cluster", embedder=None, clock=clock,
+    c = cluster.connect(shards=3, path=root / "cluster", embedder=DyingEmbedder(), clock=clock,
                         in_process=in_process, num_cpus=2)
     _define(db, False)
     _define(c, True)
@@ -143,7 +158,7 @@ def test_every_recallql_error_crosses_the_shard_boundary_as_itself(pair):
             ray = c.transport._ray
             ref = ray.remote(num_cpus=0)(_raise).remote(exc)
             with pytest.raises(type(exc)) as caught:
-                c.transport._get(ref)
+                c.transport._get([ref], [0], "a task")
         else:
             with pytest.raises(type(exc)) as caught:
                 _raise(pickle.loads(pickle.dumps(exc)))
@@ -275,6 +290,30 @@ def test_session_and_message_mistakes_are_the_databases(pair):
                               **({} if target is db else {})).ids() == []
     assert c.sessions.owner("s1") == "a0"  # the refused second "s1" placed nothing
     assert [s["id"] for s in c.sessions.list("a1")] == ["s2"]
+
+
+# -- a lost shard ---------------------------------------------------------------------------------
+
+
+def test_a_shard_that_dies_mid_write_is_a_cluster_error_and_wrote_nothing(pair):
+    c, _ = pair
+    if not hasattr(c.transport, "_ray"):
+        pytest.skip("a shard process dies: needs shard actors (Ray)")
+    c.create_collection("embedded", fields=FIELDS)  # embeds with the shards' DyingEmbedder
+    c.ingest("embedded", [{"id": "e1", "title": "fine", "agent_id": "a0"}])
+    shard = c.tenants()["a0"]
+    with pytest.raises(cluster.ClusterError) as caught:
+        c.ingest("embedded", [{"id": "e2", "title": "exit now", "agent_id": "a0"}])
+    assert type(caught.value) is cluster.ClusterError
+    text = str(caught.value)
+    # (Ray names the death ActorDiedError or, while it learns of it, ActorUnavailableError)
+    assert re.match(f"shard {shard} was lost during db.ingest of tenant 'a0' "
+                    r"\((ActorDiedError|ActorUnavailableError): \S", text), text
+    assert text.endswith("retry the call (a write is all or nothing on each shard, so a "
+                         "shard's part was written whole or not at all)")
+    assert "Traceback" not in text and "\n" not in text
+    # the read is retried across the restart; the shard reopened its databases from disk
+    assert c.execute("RETRIEVE FROM embedded WHERE agent_id = 'a0' LIMIT 10").ids() == ["e1"]
 
 
 # -- a closed connection (keep last: it closes the module's cluster) ------------------------------
