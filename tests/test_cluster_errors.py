@@ -166,6 +166,45 @@ def test_every_recallql_error_crosses_the_shard_boundary_as_itself(pair):
         assert _attributes(caught.value) == _attributes(exc)
 
 
+# -- statements -----------------------------------------------------------------------------------
+
+#: (statement, parameters): each a mistake; the cluster's error is the database's.
+BAD_STATEMENTS = [
+    ("SEARCH notes MATCHING 'x' WHERE agent_id = 'a1' LIMT 3", {}),
+    ("SEARCH notes MATCHING 'x' WHERE agent_id = 'a1'\n  LIMIT ten", {}),
+    ("SEARCH kb MATCHING 'x' LIMIT", {}),
+    ("SEARCH note MATCHING 'x' WHERE agent_id = 'a1' LIMIT 3", {}),
+    ("SEARCH kbb MATCHING 'x' LIMIT 3", {}),
+    ("EXPLAIN SEARCH nots MATCHING 'x' LIMIT 3", {}),
+    ("RETRIEVE FROM kbb LIMIT 3", {}),
+    ("SEARCH notes MATCHING 'x' WHERE agent_id = 'a1' AND titel = 'x' LIMIT 3", {}),
+    ("SEARCH kb MATCHING 'x' WHERE agnt_id = 'a1' LIMIT 3", {}),
+    ("RETRIEVE FROM kb WHERE created_at >= 'yesterday' LIMIT 3", {}),
+    ("SEARCH kb MATCHING 'x' WHERE agent_id = 5 LIMIT 3", {}),
+    ("SEARCH notes MATCHING :q WHERE agent_id = 'a1' LIMIT :n", {"q": "x", "n": "three"}),
+    ("SEARCH kb MATCHING :q LIMIT 3", {}),
+    ("SEARCH kb MATCHING :q LIMIT 3", {"q": "x", "extra": 1}),
+    ("SEARCH kb NEAR :v LIMIT 3", {"v": [1.0, 0.0]}),
+    ("SEARCH kb MATCHING 'x' FUSE RRF (k = -1) LIMIT 3", {}),
+]
+
+
+@pytest.mark.parametrize(("text", "params"), BAD_STATEMENTS, ids=[t for t, _ in BAD_STATEMENTS])
+def test_a_bad_statement_is_the_databases_error(pair, text, params):
+    c, db = pair
+    same(c, db, lambda t: t.execute(text, **params))
+    with pytest.raises(recallql.QueryError):  # the mistake is refused (same() compared how)
+        c.execute(text, **params)
+
+
+def test_explain_of_a_bad_statement_is_the_databases_error(pair):
+    c, db = pair
+    for text in ("SEARCH kb MATCHING 'x' WHERE agnt = 1 LIMIT 3",
+                 "SEARCH notes MATCHING 'x' WHERE agent_id = 'a2' AND agnt = 1 LIMIT 3",
+                 "SEARCH kbb MATCHING 'x' LIMIT 3"):
+        same(c, db, lambda t, text=text: t.explain(text))
+
+
 # -- ingest ---------------------------------------------------------------------------------------
 
 

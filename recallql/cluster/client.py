@@ -32,13 +32,13 @@ from recallql.cluster.transport import InProcess, RayShards, Then, Transport
 from recallql.engine.models import Explain, Result
 from recallql.engine.plan import ExplainSpec, QueryPlan
 from recallql.engine.refill import run_statement
-from recallql.grammar import bind, parse
+from recallql.grammar import bind, did_you_mean, parse
 from recallql.grammar import statements as st
 from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.nodes import And, Comparison, StringLiteral
 from recallql.index.errors import IngestError, StoreError
 from recallql.index.items import validate as validate_items
-from recallql.index.schema import CollectionInfo
+from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo
 
 
 def connect(address: str | None = None, shards: int = 4, path: str | Path | None = None, *,
@@ -277,7 +277,8 @@ class Cluster:
         """The tenant a statement runs on; None: scatter-gather over a shared collection.
 
         Raises:
-            QuerySemanticError: nothing names a tenant.
+            QuerySemanticError: an unknown collection (as a database says it, with its
+                did-you-mean), or nothing names a tenant.
         """
         if tenant is not None:
             return tenant
@@ -286,6 +287,12 @@ class Cluster:
             coll = self.placement.collection(query.collection.name)
             if coll is not None and coll.shared:
                 return None
+            if coll is None and query.collection.name not in BUILTIN_COLLECTIONS:
+                names = sorted({*BUILTIN_COLLECTIONS, *(c.name for c in
+                                                        self.placement.collections())})
+                raise QuerySemanticError(  # a database's error, before any tenant is needed
+                    f"unknown collection '{query.collection.name}'", text=query.source,
+                    span=query.collection.span, hint=did_you_mean(query.collection.name, names))
             found = self._tenant_of_where(query.where)
             if found is None and query.session is not None:
                 session = getattr(query.session, "value", None)
