@@ -266,6 +266,15 @@ def test_an_item_without_a_tenant_names_itself_and_writes_nothing(pair):
     assert _contents(c) == before
 
 
+def test_a_tenant_whose_name_is_percent_encoded_on_disk_is_written_and_read(pair):
+    """A tenant's directory is its name percent-encoded (``t_team%20a%2Fb``); its databases
+    open (the metadata store's read-only URI was misread: StoreError 'unable to open')."""
+    c, _ = pair
+    tenant = "team a/b?#ü"
+    c.ingest("notes", [_item("p1", tenant)])
+    assert c.execute("RETRIEVE FROM notes WHERE agent_id = :a LIMIT 5", a=tenant).ids() == ["p1"]
+
+
 # -- sessions and messages -------------------------------------------------------------------------
 
 LATER = NOW + 1000.0  # past the 300 s the clock may be ahead of
