@@ -266,6 +266,25 @@ def test_an_item_without_a_tenant_names_itself_and_writes_nothing(pair):
     assert _contents(c) == before
 
 
+def test_the_first_batch_of_a_new_cluster_is_validated_before_any_tenant_is_placed(tmp_path):
+    """No tenant exists yet: the schema comes from the recorded definition (with the
+    cluster's embedder, for its dimension), and an invalid item writes and places nothing."""
+    c = cluster.connect(shards=3, path=tmp_path / "fresh", embedder=DyingEmbedder(),
+                        clock=clock, in_process=True)
+    try:
+        c.create_collection("notes", fields=FIELDS)  # dim: the embedder's (4)
+        batch = [_item("f1", "a0"), _item("f2", "a1"), _item("f3", "a2", vector=[1.0, 0.0])]
+        with pytest.raises(IngestError) as caught:
+            c.ingest("notes", batch)
+        assert (caught.value.item, caught.value.field) == ("'f3'", "vector")
+        assert c.tenants() == {}
+        assert c.transport.handle(0).collection_info("notes").dim == 4
+        c.ingest("notes", batch[:2])
+        assert c.tenants() == {"a0": 0, "a1": 1}
+    finally:
+        c.close()
+
+
 def test_a_tenant_whose_name_is_percent_encoded_on_disk_is_written_and_read(pair):
     """A tenant's directory is its name percent-encoded (``t_team%20a%2Fb``); its databases
     open (the metadata store's read-only URI was misread: StoreError 'unable to open')."""

@@ -420,12 +420,10 @@ class Cluster:
         return out
 
     def _tenant_info(self, collection: str) -> CollectionInfo | None:
-        """A per-tenant collection's schema as a tenant's database holds it (the first
-        tenant's, by name); None when no tenant has it yet."""
-        for owner in sorted(self.placement.tenants()):
-            infos = self.tenant_call(owner, "db", "collections")
-            return next((info for info in infos if info.name == collection), None)
-        return None
+        """A per-tenant collection's schema as tenants' databases hold it (`Shard.collection_info`
+        of shard 0); None when unknown."""
+        found: CollectionInfo | None = self.scatter("collection_info", [0], [(collection,)])[0]
+        return found
 
     def delete(self, collection: str, ids: Iterable[str | int], *,
                tenant: str | None = None) -> ClusterWriteReport:
