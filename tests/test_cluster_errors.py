@@ -178,6 +178,11 @@ BAD_STATEMENTS = [
     ("EXPLAIN SEARCH nots MATCHING 'x' LIMIT 3", {}),
     ("RETRIEVE FROM kbb LIMIT 3", {}),
     ("SEARCH notes MATCHING 'x' WHERE agent_id = 'a1' AND titel = 'x' LIMIT 3", {}),
+    ("SEARCH notes MATCHING 'x' WHERE agnt_id = 'a1' LIMIT 3", {}),
+    ("RETRIEVE FROM notes WHERE created_at >= 'yesterday' LIMIT 3", {}),
+    ("SEARCH notes NEAR :v LIMIT 3", {"v": [1.0, 0.0]}),
+    ("SHOW SESSION 'nope'", {}),
+    ("SHOW LINEAGE 'nope'", {}),
     ("SEARCH kb MATCHING 'x' WHERE agnt_id = 'a1' LIMIT 3", {}),
     ("RETRIEVE FROM kb WHERE created_at >= 'yesterday' LIMIT 3", {}),
     ("SEARCH kb MATCHING 'x' WHERE agent_id = 5 LIMIT 3", {}),
@@ -195,6 +200,18 @@ def test_a_bad_statement_is_the_databases_error(pair, text, params):
     same(c, db, lambda t: t.execute(text, **params))
     with pytest.raises(recallql.QueryError):  # the mistake is refused (same() compared how)
         c.execute(text, **params)
+
+
+def test_a_valid_statement_naming_no_tenant_is_refused_as_documented(pair):
+    """docs/cluster.md: nothing but tenant=, the routing field or a session routes; a
+    statement on a per-tenant collection that names none is an error, never a broadcast."""
+    c, _ = pair
+    text = "SEARCH notes MATCHING 'x' LIMIT 3"
+    with pytest.raises(QuerySemanticError) as caught:
+        c.execute(text)
+    assert caught.value.message.startswith("the cluster cannot tell which tenant this "
+                                           "statement is for")
+    assert caught.value.span == (0, len(text))
 
 
 def test_explain_of_a_bad_statement_is_the_databases_error(pair):

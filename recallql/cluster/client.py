@@ -29,6 +29,7 @@ from recallql.cluster.routed import (
 )
 from recallql.cluster.runtime import ClusterError, start
 from recallql.cluster.transport import InProcess, RayShards, Then, Transport
+from recallql.engine.analyzer import analyze
 from recallql.engine.models import Explain, Result
 from recallql.engine.plan import ExplainSpec, QueryPlan
 from recallql.engine.refill import run_statement
@@ -277,8 +278,9 @@ class Cluster:
         """The tenant a statement runs on; None: scatter-gather over a shared collection.
 
         Raises:
-            QuerySemanticError: an unknown collection (as a database says it, with its
-                did-you-mean), or nothing names a tenant.
+            QuerySemanticError: an unknown collection, field or session, or any other
+                mistake a database finds in the statement (as it says it, with its caret
+                and did-you-mean), else nothing names a tenant.
         """
         if tenant is not None:
             return tenant
@@ -304,6 +306,13 @@ class Cluster:
             owner = self.placement.session_tenant(str(getattr(session_node, "value", "")))
             if owner is not None:
                 return owner
+            if isinstance(stmt, st.ShowSession | st.ShowLineage):  # a database's answer
+                raise QuerySemanticError(f"no session '{session_node.value}'",
+                                         text=stmt.source, span=session_node.span)
+        if isinstance(query, st.Search | st.Retrieve):
+            info = self._tenant_info(query.collection.name)
+            if info is not None:  # a mistake in the statement is a database's error first
+                analyze(query, {info.name: info}, None)
         raise QuerySemanticError(
             f"the cluster cannot tell which tenant this statement is for: pass tenant=..., "
             f"filter on {self._routing} = '...', or name a session created through the cluster "
