@@ -311,6 +311,24 @@ def test_a_tenant_whose_name_is_percent_encoded_on_disk_is_written_and_read(pair
     assert c.execute("RETRIEVE FROM notes WHERE agent_id = :a LIMIT 5", a=tenant).ids() == ["p1"]
 
 
+def test_a_batch_argument_that_is_no_list_is_the_databases_error(pair):
+    """One mapping, a string or a number where a list belongs: refused as a database refuses
+    it (a bare string of ids was iterated: delete('n1') deleted ids 'n' and '1')."""
+    c, db = pair
+    before = _contents(c)
+    for value in (5, "n1", {"id": "n1"}):
+        same(c, db, lambda t, v=value: t.ingest("kb", v))
+        same(c, db, lambda t, v=value: t.ingest("notes", v))
+        same(c, db, lambda t, v=value: t.messages.extend(v))
+        same(c, db, lambda t, v=value: t.sessions.signal_many(v))
+    same(c, db, lambda t: t.delete("kb", "n1"))
+    assert outcome(lambda: c.delete("notes", "n1", tenant="a1")) == outcome(
+        lambda: db.delete("notes", "n1"))
+    assert _contents(c) == before
+    with pytest.raises(AttributeError):
+        c.sessions.no_such_method("s1")
+
+
 # -- sessions and messages -------------------------------------------------------------------------
 
 LATER = NOW + 1000.0  # past the 300 s the clock may be ahead of

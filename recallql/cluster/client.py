@@ -37,9 +37,11 @@ from recallql.grammar import bind, did_you_mean, parse
 from recallql.grammar import statements as st
 from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.nodes import And, Comparison, StringLiteral
+from recallql.index.changes import delete_args
 from recallql.index.errors import IngestError, StoreError
 from recallql.index.items import validate as validate_items
 from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo
+from recallql.sessions.input import many
 
 
 def connect(address: str | None = None, shards: int = 4, path: str | Path | None = None, *,
@@ -393,7 +395,7 @@ class Cluster:
             StoreError: the connection is closed.
         """
         self.check_open()
-        batch = list(items)
+        batch = list(many(items, "items", IngestError))  # as a database refuses a non-list
         coll = self.placement.collection(collection)
         if coll is not None and coll.shared:
             found = self.scatter("plan_context", [0], [(collection,)])[0]
@@ -436,10 +438,17 @@ class Cluster:
 
     def delete(self, collection: str, ids: Iterable[str | int], *,
                tenant: str | None = None) -> ClusterWriteReport:
-        """Delete items by id (a tenant's, or a shared collection's on their shards)."""
+        """Delete items by id (a tenant's, or a shared collection's on their shards).
+
+        Raises:
+            IngestError: `ids` is not a list of ids (a bare string, a mapping), or an id a
+                database would refuse, naming its position (``#i``).
+            ClusterError: a per-tenant collection without `tenant`.
+            StoreError: the connection is closed.
+        """
         self.check_open()
         coll = self.placement.collection(collection)
-        ids = list(ids)
+        ids = list(delete_args(ids, None)[0])  # a database's checks: a bare string is no list
         if coll is not None and coll.shared:
             groups = grouped(ids, lambda i: item_shard(i, coll.spread))
             shards = sorted(groups)

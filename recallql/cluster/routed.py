@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from recallql.cluster.runtime import ClusterError
+from recallql.cluster.shard import TENANT_METHODS
 from recallql.index.batch import DeleteReport, IngestReport
 from recallql.index.errors import IngestError, SignalRejected
-from recallql.sessions.input import SessionError, SessionNotFound
+from recallql.sessions.input import SessionError, SessionNotFound, many
 from recallql.sessions.messages import _checked as check_message
 from recallql.sessions.signals import no_session, validate_id
 
@@ -110,7 +111,7 @@ class ClusterSessions:
         Returns:
             The number of signals recorded.
         """
-        items = list(signals)
+        items = list(many(signals, "signals", SignalRejected))
         owners = [self._batch_owner(s, i, "signal", _unknown_signal) for i, s in
                   enumerate(items)]
         total = 0
@@ -134,8 +135,8 @@ class ClusterSessions:
         return owner
 
     def __getattr__(self, method: str) -> Callable[..., Any]:
-        if method.startswith("_"):
-            raise AttributeError(method)
+        if method.startswith("_") or method not in TENANT_METHODS["sessions"]:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {method!r}")
         write = method in {"annotate", "signal", "close", "archive"}
 
         def routed(session_id: str, *args: Any, **kwargs: Any) -> Any:
@@ -177,7 +178,8 @@ class ClusterMessages:
         Returns:
             The new message ids, in the order given (ids are per tenant database).
         """
-        items = [dict(m) if isinstance(m, Mapping) else m for m in messages]
+        items = [dict(m) if isinstance(m, Mapping) else m
+                 for m in many(messages, "messages", SessionError)]
         for i, m in enumerate(items):  # what a database checks first, numbered as it does
             check_message(m, i)
         owners = [self._cluster.sessions._batch_owner(m, i, "message", _unknown_message)
