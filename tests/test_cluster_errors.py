@@ -222,6 +222,17 @@ def test_explain_of_a_bad_statement_is_the_databases_error(pair):
         same(c, db, lambda t, text=text: t.explain(text))
 
 
+def test_plan_of_a_tenant_statement_is_its_databases_plan(pair):
+    """`plan` routes as `execute` (it asked shard 0's shared database, which holds no
+    per-tenant collection: "unknown collection 'notes'")."""
+    c, db = pair
+    text = "SEARCH notes MATCHING 'tape' WHERE agent_id = 'a1' LIMIT 3"
+    mine, theirs = c.plan(text), db.plan(text)
+    assert (mine.collection, [leg.name for leg in mine.legs], mine.limit) == \
+        (theirs.collection, [leg.name for leg in theirs.legs], theirs.limit)
+    same(c, db, lambda t: t.plan("SEARCH nots MATCHING 'x' WHERE agent_id = 'a1' LIMIT 3"))
+
+
 # -- ingest ---------------------------------------------------------------------------------------
 
 

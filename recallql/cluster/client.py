@@ -207,17 +207,22 @@ class Cluster:
         assert isinstance(out, Explain)
         return out
 
-    def plan(self, text: str, /, *args: object, **params: object) -> QueryPlan:
-        """The plan of a statement over a shared collection: the coordinator's own
-        (`recallql.cluster.planner`), else shard 0's (every shard holds the same catalog).
+    def plan(self, text: str, /, *args: object, tenant: str | None = None,
+             **params: object) -> QueryPlan:
+        """The plan of a statement, routed as `execute`: a tenant's database's plan, or over
+        a shared collection the coordinator's own (`recallql.cluster.planner`), else shard
+        0's (every shard holds the same shared catalog).
 
         Raises:
-            QueryError: a mistake in the statement.
+            QueryError: a mistake in the statement, or no tenant to route it to.
             StoreError: the connection is closed.
         """
         self.check_open()
         stmt = bind(parse(text), *args, **params)
         if isinstance(stmt, st.Explain | st.Search | st.Retrieve):
+            owner = self._route(stmt, tenant)
+            if owner is not None:
+                return self.tenant_call(owner, "db", "plan", (text, *args), params)  # type: ignore[no-any-return]
             planned = self.planner.plan(stmt)
             if planned is not None:
                 return planned[0]
