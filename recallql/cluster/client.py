@@ -112,6 +112,7 @@ class Cluster:
         self.sessions = ClusterSessions(self)
         self.messages = ClusterMessages(self)
         self._closed = False
+        self._schemas: dict[tuple[str, bool], CollectionInfo] = {}
 
     def check_open(self) -> None:
         """Refuse a call on a closed connection (as a closed `recallql.Database` does).
@@ -369,6 +370,7 @@ class Cluster:
         except ValueError as exc:
             raise ClusterError(str(exc)) from None
         self.planner.forget(name)
+        self._schemas.pop((name, shared), None)
         self.scatter("create_collection", range(coll.spread if shared else self.shards),
                      [(name,)] * (coll.spread if shared else self.shards), write=True)
         return coll
@@ -403,10 +405,7 @@ class Cluster:
         batch = list(many(items, "items", IngestError))  # as a database refuses a non-list
         coll = self.placement.collection(collection)
         if coll is not None and coll.shared:
-            found = self.scatter("plan_context", [0], [(collection,)])[0]
-            if found is not None:
-                validate_items(found.info, batch)
-            else:
+            if not self._check_items(collection, True, batch, [list(range(len(batch)))]):
                 _mappings(batch)
             groups = grouped(range(len(batch)),
                              lambda i: item_shard(batch[i].get("id"), coll.spread))
@@ -419,13 +418,11 @@ class Cluster:
         _mappings(batch)
         by_tenant = grouped(range(len(batch)),
                             lambda i: tenant or self._item_tenant(batch[i], i, strict=False))
-        info = None if collection == "messages" else self._tenant_info(collection)
-        for owner, at in by_tenant.items():
-            if info is not None:
-                with renumbered(at):
-                    validate_items(info, [batch[i] for i in at])
-            if owner is None:
-                self._item_tenant(batch[at[0]], at[0], strict=True)
+        if collection != "messages":  # a database completes messages items before checking
+            self._check_items(collection, False, batch, list(by_tenant.values()))
+        if None in by_tenant:
+            first = by_tenant[None][0]
+            self._item_tenant(batch[first], first, strict=True)
         out = ClusterWriteReport()
         for owner, at in by_tenant.items():
             with renumbered(at):
@@ -435,11 +432,52 @@ class Cluster:
                                                     create=True, write=True)
         return out
 
+    def _check_items(self, collection: str, shared: bool, batch: list[Any],
+                     parts: Iterable[list[int]]) -> bool:
+        """Validate each part of `batch` (positions) against the collection's schema, as its
+        database will (`recallql.index.items.validate`). The schema is kept per collection; a
+        refusal is checked again with the schema fetched afresh (a field declared since).
+        Returns whether a schema was known.
+
+        Raises:
+            IngestError: as a database, naming an item by its position in `batch`.
+        """
+        parts = list(parts)
+        for fresh in (False, True):
+            info = self._schema(collection, shared, fresh)
+            if info is None:
+                return False
+            try:
+                for at in parts:
+                    with renumbered(at):
+                        validate_items(info, [batch[i] for i in at])
+                return True
+            except IngestError:
+                if fresh:
+                    raise
+        return True
+
+    def _schema(self, collection: str, shared: bool, fresh: bool) -> CollectionInfo | None:
+        """A collection's schema as its databases hold it: a shared one's from shard 0's
+        share, a per-tenant one's from shard 0's tenants (`Shard.collection_info`); None when
+        unknown. Kept once known (`fresh`: fetched again)."""
+        key = (collection, shared)
+        if not fresh and key in self._schemas:
+            return self._schemas[key]
+        if shared:
+            context: PlanContext | None = self.scatter("plan_context", [0], [(collection,)])[0]
+            info = None if context is None else context.info
+        else:
+            info = self.scatter("collection_info", [0], [(collection,)])[0]
+        if info is None:
+            self._schemas.pop(key, None)
+        else:
+            self._schemas[key] = info
+        return info
+
     def _tenant_info(self, collection: str) -> CollectionInfo | None:
-        """A per-tenant collection's schema as tenants' databases hold it (`Shard.collection_info`
-        of shard 0); None when unknown."""
-        found: CollectionInfo | None = self.scatter("collection_info", [0], [(collection,)])[0]
-        return found
+        """A per-tenant collection's schema (`_schema`)."""
+        return self._schema(collection, False, False)
 
     def delete(self, collection: str, ids: Iterable[str | int], *,
                tenant: str | None = None) -> ClusterWriteReport:
