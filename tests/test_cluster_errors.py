@@ -313,6 +313,20 @@ def test_the_first_batch_of_a_new_cluster_is_validated_before_any_tenant_is_plac
         c.close()
 
 
+def test_a_stale_kept_schema_never_refuses_a_valid_item(pair):
+    """The coordinator keeps a collection's schema; one that misses a field the databases
+    have (declared since) is fetched afresh before an item is refused."""
+    from recallql.index.schema import make_info
+
+    c, _ = pair
+    for name, shared in (("notes", False), ("kb", True)):
+        c._schemas[(name, shared)] = make_info(name, ("title", "body"), {}, 4, None)
+        report = c.ingest(name, [_item(f"stale-{name}", "a1")])
+        assert report.count == 1
+        assert "agent_id" in c._schemas[(name, shared)].fields
+        c.delete(name, [f"stale-{name}"], **({} if shared else {"tenant": "a1"}))
+
+
 def test_a_tenant_whose_name_is_percent_encoded_on_disk_is_written_and_read(pair):
     """A tenant's directory is its name percent-encoded (``t_team%20a%2Fb``); its databases
     open (the metadata store's read-only URI was misread: StoreError 'unable to open')."""
