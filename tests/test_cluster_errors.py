@@ -443,6 +443,24 @@ def test_a_shard_that_dies_mid_write_is_a_cluster_error_and_wrote_nothing(pair):
     assert c.execute("RETRIEVE FROM embedded WHERE agent_id = 'a0' LIMIT 10").ids() == ["e1"]
 
 
+def test_a_shard_that_dies_mid_statement_every_time_is_a_cluster_error(pair):
+    """A read is retried across restarts (`READ_RETRIES`); a statement that kills its shard
+    each time (its MATCHING text is embedded there) ends as a ClusterError naming the shard
+    and the call, and the restarted shard answers the next statement."""
+    c, _ = pair
+    if not hasattr(c.transport, "_ray"):
+        pytest.skip("a shard process dies: needs shard actors (Ray)")
+    shard = c.tenants()["a0"]
+    with pytest.raises(cluster.ClusterError) as caught:
+        c.execute("SEARCH embedded MATCHING 'exit now' WHERE agent_id = 'a0' LIMIT 3")
+    assert type(caught.value) is cluster.ClusterError
+    assert re.match(f"shard {shard} was lost during db.execute of tenant 'a0' "
+                    r"\((ActorDiedError|ActorUnavailableError): \S", str(caught.value))
+    assert "Traceback" not in str(caught.value)
+    assert c.execute("SEARCH embedded MATCHING 'fine' WHERE agent_id = 'a0' LIMIT 3").ids() \
+        == ["e1"]
+
+
 # -- a closed connection (keep last: it closes the module's cluster) ------------------------------
 
 
