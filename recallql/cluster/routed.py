@@ -15,7 +15,7 @@ from recallql.index.batch import DeleteReport, IngestReport
 from recallql.index.errors import IngestError, SignalRejected
 from recallql.sessions.input import SessionError, SessionNotFound, many
 from recallql.sessions.messages import _checked as check_message
-from recallql.sessions.signals import no_session, validate_id
+from recallql.sessions.signals import no_session, short_repr, validate_id
 
 if TYPE_CHECKING:
     from recallql.cluster.client import Cluster
@@ -112,6 +112,8 @@ class ClusterSessions:
             The number of signals recorded.
         """
         items = list(many(signals, "signals", SignalRejected))
+        for i, sig in enumerate(items):  # the shape a database checks first, as it numbers it
+            _signal_shape(sig, i)
         owners = [self._batch_owner(s, i, "signal", _unknown_signal) for i, s in
                   enumerate(items)]
         total = 0
@@ -213,6 +215,19 @@ class ClusterMessages:
 
 def _unknown_message(session_id: object) -> Exception:
     return SessionNotFound(f"cannot append: {no_session(session_id)}")
+
+
+_SIGNAL_KEYS = {"session_id", "name", "value"}
+
+
+def _signal_shape(sig: object, index: int) -> None:
+    """Refuse a `signal_many` entry that is not a signal's mapping (`Sessions.signal_many`'s
+    own first check, rule ``bad_signal``)."""
+    if not isinstance(sig, Mapping) or not set(sig) >= _SIGNAL_KEYS \
+            or set(sig) - _SIGNAL_KEYS - {"entity", "at"}:
+        raise SignalRejected(
+            f"signal #{index}: signal rejected (rule bad_signal): a signal is a mapping with "
+            f"session_id, name, value and optionally entity and at, got {short_repr(sig)}")
 
 
 def _unknown_signal(session_id: object) -> Exception:
