@@ -28,11 +28,16 @@ class _ReverseRay:
     """`wait` returns the last pending refs first (the shards finish in reverse order)."""
 
     class exceptions:  # noqa: N801 - mirrors `ray.exceptions`
-        class RayTaskError(Exception):
+        class RayError(Exception):
+            pass
+
+        class RayTaskError(RayError):
             cause: object = None
 
-        class RayActorError(Exception):
-            pass
+        class RayActorError(RayError):
+            def __init__(self, actor_id: str | None = None, error_msg: str = "") -> None:
+                super().__init__(error_msg)
+                self.actor_id, self.error_msg = actor_id, error_msg
 
     def wait(self, pending: list, num_returns: int = 1) -> tuple[list, list]:
         ready = pending[::-1][:num_returns]
@@ -42,6 +47,8 @@ class _ReverseRay:
         if isinstance(ref, list):
             return [self.get(r) for r in ref]
         value, _ = ref
+        if isinstance(value, self.exceptions.RayError):
+            raise value
         if isinstance(value, BaseException):
             err = self.exceptions.RayTaskError()
             err.cause = value  # Ray's task error carries the shard's exception
@@ -78,6 +85,34 @@ def test_a_shard_error_reaches_the_caller_from_the_as_ready_path():
     shards, _ = _shards(["a", ClusterError("shard 1 is gone"), "c"])
     with pytest.raises(ClusterError, match="shard 1 is gone"):
         shards.scatter("legs", [0, 1, 2], [()] * 3, then=lambda i, r: r)
+
+
+def test_a_dead_shard_is_a_cluster_error_naming_it_without_ray_s_traceback():
+    ray = _ReverseRay()
+    died = ray.exceptions.RayActorError(
+        "ab12", "The actor died unexpectedly before finishing this task.\n"
+        "\tclass_name: Shard\nTraceback (most recent call last): ...")
+    shards, _ = _shards(["a", died, "c"])
+    shards._actors[1]._actor_id = SimpleNamespace(hex=lambda: "ab12")
+    for then in (None, lambda i, r: r):
+        with pytest.raises(ClusterError) as caught:
+            shards.scatter("legs", [0, 1, 2], [()] * 3, then=then)
+        assert type(caught.value) is ClusterError
+        assert str(caught.value) == (
+            "shard 1 was lost during legs (RayActorError: The actor died unexpectedly before "
+            "finishing this task.); Ray restarts a dead shard, which reopens its databases from "
+            "disk: retry the call (a write is all or nothing on each shard, so a shard's part "
+            "was written whole or not at all)")
+
+
+def test_a_shard_s_own_error_crosses_as_itself_not_as_ray_s_wrapper():
+    from recallql.grammar.errors import QuerySemanticError
+
+    err = QuerySemanticError("unknown field 'x'", text="WHERE x = 1", span=(6, 7), hint="h")
+    shards, _ = _shards(["a", err])
+    with pytest.raises(QuerySemanticError) as caught:
+        shards.scatter("legs", [0, 1], [(), ()])
+    assert caught.value is err and (caught.value.line, caught.value.column) == (1, 7)
 
 
 def test_in_process_then_sees_each_result_in_shard_order(tmp_path):

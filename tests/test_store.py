@@ -507,3 +507,16 @@ def test_a_definition_of_the_wrong_shape_is_a_store_error(text_fields, fields, m
         with pytest.raises(StoreError, match="fields must be a mapping"):
             db.store.add_fields("docs", ["tag"])
         assert "x" not in {c.name for c in db.collections()}
+
+
+@pytest.mark.parametrize("name", ["t_a%200", "what?", "a#b c", "naïve"])
+def test_a_database_opens_under_a_directory_whose_name_a_uri_would_misread(tmp_path, name):
+    """Read-only connections open the metadata store by URI (``mode=ro``): the path is
+    %-escaped, so '%20', '?' and '#' in a directory name (a cluster's tenant directories are
+    percent-encoded names) stay themselves."""
+    db = recallql.connect(tmp_path / name, embedder=None)
+    db.sessions.create("s1", "a0")
+    db.ingest("docs", [{"id": "d1", "title": "tape backup", "vector": [1.0] + [0.0] * 383}])
+    assert db.sessions.get("s1").agent_id == "a0"
+    assert db.execute("RETRIEVE FROM docs LIMIT 3").ids() == ["d1"]
+    db.close()

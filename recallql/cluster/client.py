@@ -20,16 +20,28 @@ from typing import Any
 from recallql.cluster.gather import GatherSource, gather_legs
 from recallql.cluster.placement import CollectionDef, Placement, item_shard
 from recallql.cluster.planner import PlanContext, Planner, StalePlan
-from recallql.cluster.routed import ClusterMessages, ClusterSessions, ClusterWriteReport, grouped
+from recallql.cluster.routed import (
+    ClusterMessages,
+    ClusterSessions,
+    ClusterWriteReport,
+    grouped,
+    renumbered,
+)
 from recallql.cluster.runtime import ClusterError, start
 from recallql.cluster.transport import InProcess, RayShards, Then, Transport
+from recallql.engine.analyzer import analyze
 from recallql.engine.models import Explain, Result
 from recallql.engine.plan import ExplainSpec, QueryPlan
 from recallql.engine.refill import run_statement
-from recallql.grammar import bind, parse
+from recallql.grammar import bind, did_you_mean, parse
 from recallql.grammar import statements as st
 from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.nodes import And, Comparison, StringLiteral
+from recallql.index.changes import delete_args
+from recallql.index.errors import IngestError, StoreError
+from recallql.index.items import validate as validate_items
+from recallql.index.schema import BUILTIN_COLLECTIONS, CollectionInfo
+from recallql.sessions.input import many
 
 
 def connect(address: str | None = None, shards: int = 4, path: str | Path | None = None, *,
@@ -99,6 +111,17 @@ class Cluster:
         self._owns_dir = owns_dir
         self.sessions = ClusterSessions(self)
         self.messages = ClusterMessages(self)
+        self._closed = False
+        self._schemas: dict[tuple[str, bool], CollectionInfo] = {}
+
+    def check_open(self) -> None:
+        """Refuse a call on a closed connection (as a closed `recallql.Database` does).
+
+        Raises:
+            StoreError: `close` was called.
+        """
+        if self._closed:
+            raise StoreError(f"the cluster {self.root} is closed")
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -117,6 +140,7 @@ class Cluster:
         """Call `method` on shards with their arguments and wait for every result (reads are
         retried across an actor restart, writes are not); `then(position, result)`, when
         given, is applied to each result as it arrives (`Transport.scatter`)."""
+        self.check_open()
         return self.transport.scatter(method, shards, args, write=write, then=then)
 
     def wait_ready(self) -> list[int]:
@@ -130,7 +154,9 @@ class Cluster:
 
         Raises:
             ClusterError: an unknown tenant (nothing was ever written for it).
+            StoreError: the connection is closed.
         """
+        self.check_open()
         shard = self.placement.tenant_shard(tenant, place=create)
         if shard is None:
             raise ClusterError(f"unknown tenant {tenant!r}: nothing was written for it yet")
@@ -150,7 +176,9 @@ class Cluster:
             QueryError: a mistake in the statement (a caret under the token), or no tenant
                 to route it to.
             ClusterError: an unknown tenant; a shard lost.
+            StoreError: the connection is closed.
         """
+        self.check_open()
         stmt = bind(parse(text), *args, **params)
         owner = self._route(stmt, tenant)
         if owner is not None:
@@ -163,7 +191,12 @@ class Cluster:
     def explain(self, text: str, /, *args: object, tenant: str | None = None,
                 analyze: bool = False, verbose: bool = False, **params: object) -> Explain:
         """EXPLAIN a SEARCH or RETRIEVE (routed as `execute`). On a shared collection the plan
-        is the coordinator's: legs over every shard, then fusion and boosts once."""
+        is the coordinator's: legs over every shard, then fusion and boosts once.
+
+        Raises:
+            QueryError, ClusterError, StoreError: as `execute`.
+        """
+        self.check_open()
         stmt = bind(parse(text), *args, **params)
         owner = self._route(stmt, tenant)
         if owner is not None:
@@ -175,15 +208,22 @@ class Cluster:
         assert isinstance(out, Explain)
         return out
 
-    def plan(self, text: str, /, *args: object, **params: object) -> QueryPlan:
-        """The plan of a statement over a shared collection: the coordinator's own
-        (`recallql.cluster.planner`), else shard 0's (every shard holds the same catalog).
+    def plan(self, text: str, /, *args: object, tenant: str | None = None,
+             **params: object) -> QueryPlan:
+        """The plan of a statement, routed as `execute`: a tenant's database's plan, or over
+        a shared collection the coordinator's own (`recallql.cluster.planner`), else shard
+        0's (every shard holds the same shared catalog).
 
         Raises:
-            QueryError: a mistake in the statement.
+            QueryError: a mistake in the statement, or no tenant to route it to.
+            StoreError: the connection is closed.
         """
+        self.check_open()
         stmt = bind(parse(text), *args, **params)
         if isinstance(stmt, st.Explain | st.Search | st.Retrieve):
+            owner = self._route(stmt, tenant)
+            if owner is not None:
+                return self.tenant_call(owner, "db", "plan", (text, *args), params)  # type: ignore[no-any-return]
             planned = self.planner.plan(stmt)
             if planned is not None:
                 return planned[0]
@@ -246,7 +286,9 @@ class Cluster:
         """The tenant a statement runs on; None: scatter-gather over a shared collection.
 
         Raises:
-            QuerySemanticError: nothing names a tenant.
+            QuerySemanticError: an unknown collection, field or session, or any other
+                mistake a database finds in the statement (as it says it, with its caret
+                and did-you-mean), else nothing names a tenant.
         """
         if tenant is not None:
             return tenant
@@ -255,6 +297,12 @@ class Cluster:
             coll = self.placement.collection(query.collection.name)
             if coll is not None and coll.shared:
                 return None
+            if coll is None and query.collection.name not in BUILTIN_COLLECTIONS:
+                names = sorted({*BUILTIN_COLLECTIONS, *(c.name for c in
+                                                        self.placement.collections())})
+                raise QuerySemanticError(  # a database's error, before any tenant is needed
+                    f"unknown collection '{query.collection.name}'", text=query.source,
+                    span=query.collection.span, hint=did_you_mean(query.collection.name, names))
             found = self._tenant_of_where(query.where)
             if found is None and query.session is not None:
                 session = getattr(query.session, "value", None)
@@ -266,6 +314,13 @@ class Cluster:
             owner = self.placement.session_tenant(str(getattr(session_node, "value", "")))
             if owner is not None:
                 return owner
+            if isinstance(stmt, st.ShowSession | st.ShowLineage):  # a database's answer
+                raise QuerySemanticError(f"no session '{session_node.value}'",
+                                         text=stmt.source, span=session_node.span)
+        if isinstance(query, st.Search | st.Retrieve):
+            info = self._tenant_info(query.collection.name)
+            if info is not None:  # a mistake in the statement is a database's error first
+                analyze(query, {info.name: info}, None)
         raise QuerySemanticError(
             f"the cluster cannot tell which tenant this statement is for: pass tenant=..., "
             f"filter on {self._routing} = '...', or name a session created through the cluster "
@@ -302,6 +357,7 @@ class Cluster:
         """
         from recallql.index.schema import make_info
 
+        self.check_open()
         if shared and name in {"docs", "messages"}:
             raise ClusterError(f"{name!r} is a built-in per-tenant collection; a shared "
                                "collection needs another name")
@@ -314,46 +370,128 @@ class Cluster:
         except ValueError as exc:
             raise ClusterError(str(exc)) from None
         self.planner.forget(name)
+        self._schemas.pop((name, shared), None)
         self.scatter("create_collection", range(coll.spread if shared else self.shards),
                      [(name,)] * (coll.spread if shared else self.shards), write=True)
         return coll
 
     def collections(self) -> list[CollectionDef]:
         """The cluster's collections."""
+        self.check_open()
         return self.placement.collections()
 
     def ingest(self, collection: str, items: Iterable[Mapping[str, object]], *,
                tenant: str | None = None, replace_documents: bool = False
                ) -> ClusterWriteReport:
         """Add or replace items: per tenant (`tenant`, else each item's routing field), or
-        spread over shards by a hash of the item id for a shared collection. Each tenant's
-        (or shard's) part is one all-or-nothing batch.
+        spread over shards by a hash of the item id for a shared collection.
+
+        The whole batch is validated against the collection's schema before anything is
+        written, so an invalid item writes nothing on any shard, and its error is the one a
+        database gives (items named by their position in this batch, ``#i``); a shared
+        collection's batch is validated as one database's (a duplicate id anywhere in it is
+        refused), a per-tenant one tenant by tenant (tenants are separate databases; the
+        first tenant with an invalid item, in the order tenants first appear, is reported).
+        What only a database can refuse — an item of ``messages`` naming a session that is
+        not open, an embedder that fails — and storage failures fail on their shard alone:
+        each tenant's (or shard's) part is one all-or-nothing batch, and parts already
+        written stay.
 
         Raises:
-            IngestError: an item without a tenant, or invalid (that part wrote nothing).
+            IngestError: an invalid item or an item without a tenant (nothing written).
+            StoreError: the connection is closed.
         """
+        self.check_open()
+        batch = list(many(items, "items", IngestError))  # as a database refuses a non-list
         coll = self.placement.collection(collection)
         if coll is not None and coll.shared:
-            groups = grouped(items, lambda item: item_shard(item.get("id"), coll.spread))
+            if not self._check_items(collection, True, batch, [list(range(len(batch)))]):
+                _mappings(batch)
+            groups = grouped(range(len(batch)),
+                             lambda i: item_shard(batch[i].get("id"), coll.spread))
             shards = sorted(groups)
             reports = self.scatter("shared_call", shards, [
-                ("ingest", (collection, groups[s]), {"replace_documents": replace_documents})
-                for s in shards], write=True)
+                ("ingest", (collection, [batch[i] for i in groups[s]]),
+                 {"replace_documents": replace_documents}) for s in shards], write=True)
             return ClusterWriteReport({f"shard-{s}": r for s, r in zip(shards, reports,
                                                                         strict=True)})
-        by_tenant = grouped(items, lambda item: tenant or self._item_tenant(item))
+        _mappings(batch)
+        by_tenant = grouped(range(len(batch)),
+                            lambda i: tenant or self._item_tenant(batch[i], i, strict=False))
+        if collection != "messages":  # a database completes messages items before checking
+            self._check_items(collection, False, batch, list(by_tenant.values()))
+        if None in by_tenant:
+            first = by_tenant[None][0]
+            self._item_tenant(batch[first], first, strict=True)
         out = ClusterWriteReport()
-        for owner, group in by_tenant.items():
-            out.parts[owner] = self.tenant_call(owner, "db", "ingest", (collection, group),
-                                                {"replace_documents": replace_documents},
-                                                create=True, write=True)
+        for owner, at in by_tenant.items():
+            with renumbered(at):
+                out.parts[owner] = self.tenant_call(owner, "db", "ingest",
+                                                    (collection, [batch[i] for i in at]),
+                                                    {"replace_documents": replace_documents},
+                                                    create=True, write=True)
         return out
+
+    def _check_items(self, collection: str, shared: bool, batch: list[Any],
+                     parts: Iterable[list[int]]) -> bool:
+        """Validate each part of `batch` (positions) against the collection's schema, as its
+        database will (`recallql.index.items.validate`). The schema is kept per collection; a
+        refusal is checked again with the schema fetched afresh (a field declared since).
+        Returns whether a schema was known.
+
+        Raises:
+            IngestError: as a database, naming an item by its position in `batch`.
+        """
+        parts = list(parts)
+        for fresh in (False, True):
+            info = self._schema(collection, shared, fresh)
+            if info is None:
+                return False
+            try:
+                for at in parts:
+                    with renumbered(at):
+                        validate_items(info, [batch[i] for i in at])
+                return True
+            except IngestError:
+                if fresh:
+                    raise
+        return True
+
+    def _schema(self, collection: str, shared: bool, fresh: bool) -> CollectionInfo | None:
+        """A collection's schema as its databases hold it: a shared one's from shard 0's
+        share, a per-tenant one's from shard 0's tenants (`Shard.collection_info`); None when
+        unknown. Kept once known (`fresh`: fetched again)."""
+        key = (collection, shared)
+        if not fresh and key in self._schemas:
+            return self._schemas[key]
+        if shared:
+            context: PlanContext | None = self.scatter("plan_context", [0], [(collection,)])[0]
+            info = None if context is None else context.info
+        else:
+            info = self.scatter("collection_info", [0], [(collection,)])[0]
+        if info is None:
+            self._schemas.pop(key, None)
+        else:
+            self._schemas[key] = info
+        return info
+
+    def _tenant_info(self, collection: str) -> CollectionInfo | None:
+        """A per-tenant collection's schema (`_schema`)."""
+        return self._schema(collection, False, False)
 
     def delete(self, collection: str, ids: Iterable[str | int], *,
                tenant: str | None = None) -> ClusterWriteReport:
-        """Delete items by id (a tenant's, or a shared collection's on their shards)."""
+        """Delete items by id (a tenant's, or a shared collection's on their shards).
+
+        Raises:
+            IngestError: `ids` is not a list of ids (a bare string, a mapping), or an id a
+                database would refuse, naming its position (``#i``).
+            ClusterError: a per-tenant collection without `tenant`.
+            StoreError: the connection is closed.
+        """
+        self.check_open()
         coll = self.placement.collection(collection)
-        ids = list(ids)
+        ids = list(delete_args(ids, None)[0])  # a database's checks: a bare string is no list
         if coll is not None and coll.shared:
             groups = grouped(ids, lambda i: item_shard(i, coll.spread))
             shards = sorted(groups)
@@ -367,15 +505,19 @@ class Cluster:
         return ClusterWriteReport({tenant: self.tenant_call(tenant, "db", "delete",
                                                             (collection, ids), write=True)})
 
-    def _item_tenant(self, item: Mapping[str, object]) -> str:
+    def _item_tenant(self, item: Mapping[str, object], position: int, *, strict: bool
+                     ) -> str | None:
+        """The tenant of an item: its routing field's string. None (`strict` false), or
+        `IngestError` naming the item (its id, else its position) and the field."""
         value = item.get(self._routing)
-        if not isinstance(value, str) or not value:
-            from recallql.index.errors import IngestError
-
-            raise IngestError(f"no tenant: pass tenant=... or give the item a "
-                              f"'{self._routing}' string", item=str(item.get("id")),
-                              field=self._routing)
-        return value
+        if isinstance(value, str) and value:
+            return value
+        if not strict:
+            return None
+        name = item.get("id")
+        raise IngestError(f"no tenant: pass tenant=... or give the item a "
+                          f"'{self._routing}' string", field=self._routing,
+                          item=repr(name) if isinstance(name, str | int) else f"#{position}")
 
     # -- shards ---------------------------------------------------------------------------------
 
@@ -383,6 +525,7 @@ class Cluster:
         """Start one more shard; new tenants are placed on it until it holds as many tenants as
         the others (existing tenants and shared items stay where they are). Returns its index.
         """
+        self.check_open()
         index = self.placement.ensure_shards(self.shards + 1) - 1
         self.transport.add(index)
         self.wait_ready()
@@ -390,11 +533,16 @@ class Cluster:
 
     def tenants(self) -> dict[str, int]:
         """Every tenant and the shard that owns it."""
+        self.check_open()
         return self.placement.tenants()
 
     def close(self) -> None:
         """Close the shards' databases; stop the Ray instance this connection started (and
-        remove a temporary cluster directory)."""
+        remove a temporary cluster directory). A second call does nothing; any other call
+        afterwards raises `StoreError`."""
+        if self._closed:
+            return
+        self._closed = True
         self.transport.close()
         self.placement.close()
         if self._owns_dir:
@@ -405,6 +553,14 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _mappings(batch: Sequence[object]) -> None:
+    """Refuse a batch with an item that is not a mapping, as a database does."""
+    for i, item in enumerate(batch):
+        if not isinstance(item, Mapping):
+            raise IngestError(f"an item must be a dict, got {type(item).__name__}",
+                              item=f"#{i}")
 
 
 def _type_name(kind: object) -> str:

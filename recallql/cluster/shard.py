@@ -35,9 +35,9 @@ from recallql.cluster.wire import WireArray, array_from_wire, array_wire, dumps,
 from recallql.engine.legs import LegBatches
 from recallql.engine.legs import run_legs as run_plan_legs
 from recallql.engine.plan import LegKind, QueryPlan
-from recallql.index.embedders import by_name
+from recallql.index.embedders import by_name, resolve
 from recallql.index.errors import StoreError
-from recallql.index.schema import CollectionInfo
+from recallql.index.schema import CollectionInfo, make_info
 from recallql.index.snapshot import CollectionSnapshot
 
 #: Parsed plans a shard keeps, by their JSON text.
@@ -171,6 +171,28 @@ class Shard:
             return
         for tenant in self.tenants():
             _create(self._tenant(tenant, create=False), coll, self._embedder)
+
+    def collection_info(self, name: str) -> CollectionInfo | None:
+        """A per-tenant collection's schema in this shard's tenant databases: the first
+        tenant's (by name), else the one its recorded definition gives a new tenant; None
+        when no tenant here holds it and it is not recorded (or its embedder cannot be built
+        here)."""
+        for tenant in self.tenants()[:1]:
+            infos = self._tenant(tenant, create=False).collections()
+            return next((info for info in infos if info.name == name), None)
+        coll = self._placement.collection(name)
+        if coll is None or coll.shared:
+            return None
+        spec = dict(coll.definition)
+        which = spec.pop("embedder", "default")
+        try:
+            embedder = resolve(self._embedder if which == "default" else
+                               None if which is None else by_name(which), spec.get("dim"))
+            dim = spec.get("dim") or (None if embedder is None else embedder.dim)
+            return make_info(name, spec["text_fields"], spec["fields"], int(dim or 1),
+                             None if embedder is None else embedder.name)
+        except (StoreError, TypeError, ValueError):
+            return None
 
     # -- tenant calls ---------------------------------------------------------------------------
 

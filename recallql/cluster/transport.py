@@ -69,6 +69,18 @@ class InProcess:
             shard.close()
 
 
+def shard_lost(shards: Sequence[int], method: str, err: Exception) -> ClusterError:
+    """The error for a call that a shard did not answer: which shard, which call, what Ray
+    said (its first line, without the remote traceback), and what to do."""
+    which = f"shard {shards[0]}" if len(shards) == 1 else \
+        "one of shards " + ", ".join(map(str, shards))
+    said = (str(getattr(err, "error_msg", "") or err).strip().splitlines() or [""])[0]
+    return ClusterError(
+        f"{which} was lost during {method} ({type(err).__name__}: {said[:300]}); Ray restarts "
+        "a dead shard, which reopens its databases from disk: retry the call (a write is all "
+        "or nothing on each shard, so a shard's part was written whole or not at all)")
+
+
 def actor_name(root: Path, index: int) -> str:
     """The Ray name of shard `index` of the cluster at `root` (unique per directory)."""
     digest = hashlib.blake2b(str(root.resolve()).encode(), digest_size=6).hexdigest()
@@ -115,14 +127,19 @@ class RayShards:
     def scatter(self, method: str, shards: Sequence[int], args: Sequence[tuple[Any, ...]],
                 *, write: bool = False, then: Then | None = None) -> list[Any]:
         retries = 0 if write else READ_RETRIES
+        shards = list(shards)
         refs = [self._method(s, method, retries).remote(*a)
                 for s, a in zip(shards, args, strict=True)]
+        if method == "call" and len(args) == 1:  # a tenant call: name what it ran
+            tenant, target, name = args[0][:3]
+            method = f"{target}.{name} of tenant {tenant!r}"
         if then is None or len(refs) == 1:
-            results = list(self._get(refs))
+            results = list(self._get(refs, shards, method))
             return results if then is None else [then(0, results[0])]
-        return self._as_ready(refs, then)
+        return self._as_ready(refs, shards, method, then)
 
-    def _as_ready(self, refs: list[Any], then: Then) -> list[Any]:
+    def _as_ready(self, refs: list[Any], shards: list[int], method: str, then: Then
+                  ) -> list[Any]:
         """`then` of each result, kept in shard order: the first ``n - 1`` as soon as they
         have all arrived (one `ray.wait`), while the last shard still runs, then the last.
         (A `ray.wait` per result costs the coordinator about 0.1 ms more CPU per statement
@@ -131,7 +148,8 @@ class RayShards:
         where = {ref: i for i, ref in enumerate(refs)}
         first, last = self._ray.wait(refs, num_returns=len(refs) - 1)
         for part in (first, last):
-            for ref, result in zip(part, self._get(part), strict=True):
+            got = self._get(part, [shards[where[ref]] for ref in part], method)
+            for ref, result in zip(part, got, strict=True):
                 out[where[ref]] = then(where[ref], result)
         return out
 
@@ -144,17 +162,34 @@ class RayShards:
                 max_task_retries=retries)
         return found
 
-    def _get(self, refs: Any) -> Any:
+    def _get(self, refs: list[Any], shards: list[int], method: str) -> Any:
+        """The results of `refs` (calls of `method` on `shards`).
+
+        Raises:
+            the shard's own error (a recallql error crosses Ray as itself, with its
+                attributes), never Ray's wrapper of it.
+            ClusterError: a shard died or could not be reached (`shard_lost`).
+        """
         exc = self._ray.exceptions
         try:
             return self._ray.get(refs)
         except exc.RayTaskError as err:
             cause = err.cause
-            raise (cause if isinstance(cause, BaseException) else ClusterError(str(err))
-                   ) from None
-        except exc.RayActorError as err:
-            raise ClusterError(f"a shard died during the call and Ray is restarting it; "
-                               f"retry (writes are all-or-nothing per shard): {err}") from None
+            if isinstance(cause, BaseException) and not isinstance(cause, exc.RayError):
+                raise cause from None
+            raise shard_lost(self._which(err, shards), method, err) from None
+        except exc.RayError as err:
+            raise shard_lost(self._which(err, shards), method, err) from None
+
+    def _which(self, err: Exception, shards: list[int]) -> list[int]:
+        """The shards an error is about: the one whose actor it names, else all of `shards`."""
+        actor = getattr(err, "actor_id", None)
+        for s in shards:
+            handle = self._actors[s]
+            if actor is not None and getattr(handle, "_actor_id", None) is not None \
+                    and handle._actor_id.hex() == actor:
+                return [s]
+        return sorted(set(shards))
 
     def close(self) -> None:
         """Close the shards' databases and stop Ray (only when this process started it)."""

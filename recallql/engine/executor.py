@@ -29,6 +29,18 @@ class ExecutionError(RuntimeError):
         super().__init__(f"{operator} failed: {type(cause).__name__}: {cause}")
         self.operator = operator
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its operator and message (a cluster shard's error crosses Ray so): the
+        default would call ``ExecutionError(message)`` and fail for want of `cause`."""
+        return (_rebuild_execution_error, (self.operator, str(self)))
+
+
+def _rebuild_execution_error(operator: str, message: str) -> ExecutionError:
+    err = ExecutionError.__new__(ExecutionError)
+    RuntimeError.__init__(err, message)
+    err.operator = operator
+    return err
+
 
 @dataclass(frozen=True, slots=True)
 class Gathered:

@@ -14,6 +14,7 @@ import os
 import re
 import sqlite3
 import threading
+import urllib.parse
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,7 +83,9 @@ def connect(path: Path | None, readonly: bool, new: bool = False) -> sqlite3.Con
     if path is None:
         target, uri = ":memory:", False
     elif readonly:
-        target, uri = f"file:{path}?mode=ro", True
+        # the path %-escaped: a URI would read '%20' in a directory name as a space and stop
+        # at a '?' or '#'
+        target, uri = f"file:{urllib.parse.quote(str(path), safe='/')}?mode=ro", True
     else:
         target, uri = str(path), False
     conn = None
