@@ -428,10 +428,11 @@ def test_session_and_message_mistakes_are_the_databases(pair):
 # -- a lost shard ---------------------------------------------------------------------------------
 
 
+@pytest.mark.cluster
+@pytest.mark.parametrize("pair", ["ray"], indirect=True)  # shard actors only
 def test_a_shard_that_dies_mid_write_is_a_cluster_error_and_wrote_nothing(pair):
     c, _ = pair
-    if not hasattr(c.transport, "_ray"):
-        pytest.skip("a shard process dies: needs shard actors (Ray)")
+    assert hasattr(c.transport, "_ray")
     c.create_collection("embedded", fields=FIELDS)  # embeds with the shards' DyingEmbedder
     c.ingest("embedded", [{"id": "e1", "title": "fine", "agent_id": "a0"}])
     shard = c.tenants()["a0"]
@@ -449,13 +450,14 @@ def test_a_shard_that_dies_mid_write_is_a_cluster_error_and_wrote_nothing(pair):
     assert c.execute("RETRIEVE FROM embedded WHERE agent_id = 'a0' LIMIT 10").ids() == ["e1"]
 
 
+@pytest.mark.cluster
+@pytest.mark.parametrize("pair", ["ray"], indirect=True)  # shard actors only
 def test_a_shard_that_dies_mid_statement_every_time_is_a_cluster_error(pair):
     """A read is retried across restarts (`READ_RETRIES`); a statement that kills its shard
     each time (its MATCHING text is embedded there) ends as a ClusterError naming the shard
     and the call, and the restarted shard answers the next statement."""
     c, _ = pair
-    if not hasattr(c.transport, "_ray"):
-        pytest.skip("a shard process dies: needs shard actors (Ray)")
+    assert hasattr(c.transport, "_ray")
     shard = c.tenants()["a0"]
     with pytest.raises(cluster.ClusterError) as caught:
         c.execute("SEARCH embedded MATCHING 'exit now' WHERE agent_id = 'a0' LIMIT 3")
