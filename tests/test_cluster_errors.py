@@ -15,6 +15,7 @@ import os
 import pickle
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -423,6 +424,45 @@ def test_session_and_message_mistakes_are_the_databases(pair):
                               **({} if target is db else {})).ids() == []
     assert c.sessions.owner("s1") == "a0"  # the refused second "s1" placed nothing
     assert [s["id"] for s in c.sessions.list("a1")] == ["s2"]
+
+
+def _tamper_root(meta: Any, session_id: str, root: str) -> None:
+    """Give a session a stored root the walk disagrees with, through its database's file."""
+    import sqlite3
+
+    conn = sqlite3.connect(meta, isolation_level=None)
+    try:
+        conn.execute("UPDATE sessions SET conversation_root = ? WHERE id = ?", (root, session_id))
+    finally:
+        conn.close()
+
+
+def test_verify_lineage_is_one_report_over_every_tenant(pair):
+    """`sessions.verify_lineage()` takes no session id (it was routed as if it took one): one
+    report over every tenant's database, as one database holding them all gives it, its
+    mismatches by session id (not by tenant: 'lin-a' is a2's, 'lin-b' a0's)."""
+    from recallql.cluster.shard import tenant_dir
+
+    c, db = pair
+    for target in (c, db):
+        for root, tip, agent in (("lin-a0", "lin-a", "a2"), ("lin-b0", "lin-b", "a0")):
+            target.sessions.create(root, agent)
+            target.sessions.close(root, "compression")
+            target.sessions.create(tip, agent, parent=root)
+    same(c, db, lambda t: t.sessions.verify_lineage())
+    report = c.sessions.verify_lineage()
+    assert report.ok and report.max_depth == 1
+    assert report.sessions == report.stored == db.sessions.verify_lineage().sessions >= 4
+    shards = c.tenants()
+    for sid, agent in (("lin-a", "a2"), ("lin-b", "a0")):
+        _tamper_root(c.root / f"shard-{shards[agent]}" / "tenants" / tenant_dir(agent)
+                     / "meta.sqlite", sid, "elsewhere")
+        _tamper_root(Path(db.path) / "meta.sqlite", sid, "elsewhere")
+    same(c, db, lambda t: t.sessions.verify_lineage())
+    report = c.sessions.verify_lineage()
+    assert [(m.session_id, m.stored, m.walked) for m in report.mismatches] == [
+        ("lin-a", "elsewhere", "lin-a0"), ("lin-b", "elsewhere", "lin-b0")]
+    assert report.unmaintained == []
 
 
 # -- a lost shard ---------------------------------------------------------------------------------
