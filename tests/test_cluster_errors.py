@@ -234,6 +234,50 @@ def test_plan_of_a_tenant_statement_is_its_databases_plan(pair):
     same(c, db, lambda t: t.plan("SEARCH nots MATCHING 'x' WHERE agent_id = 'a1' LIMIT 3"))
 
 
+#: Reads of a tenant nothing was written for: the cluster answers each as an empty tenant
+#: database does (it raised ClusterError "unknown tenant").
+EMPTY_TENANT_READS = [
+    "RETRIEVE FROM notes LIMIT 3",
+    "SEARCH notes MATCHING 'tape' LIMIT 3",
+    "SEARCH notes NEAR :v LIMIT 3",
+    "SEARCH nots MATCHING 'x' LIMIT 3",
+    "SEARCH kb MATCHING 'x' LIMIT 3",
+    "RETRIEVE FROM notes WHERE titel = 'x' LIMIT 3",
+    "SHOW SESSION 'nope'",
+    "SHOW LINEAGE 'nope'",
+]
+
+
+def test_a_read_of_a_tenant_with_nothing_written_is_an_empty_databases_answer(pair, tmp_path):
+    """An empty tenant database (the per-tenant collection `notes`, the shards' embedder for
+    the built-ins) gives the same rows (none) and errors; the tenant is neither placed nor
+    created on disk."""
+    c, _ = pair
+    empty = recallql.connect(tmp_path / "empty", embedder=DyingEmbedder(), clock=clock)
+    try:
+        empty.create_collection("notes", fields=FIELDS, embedder=None, dim=4)
+        vector = {"v": [1.0, 0.0, 0.0, 0.0]}
+        for text in EMPTY_TENANT_READS:
+            mine = outcome(lambda text=text: c.execute(text, tenant="nobody", **vector).ids())
+            assert (text, mine) == (text, outcome(lambda text=text: empty.execute(
+                text, **vector).ids()))
+        assert c.execute("RETRIEVE FROM notes WHERE agent_id = 'nobody' LIMIT 3").ids() == []
+        assert [r.name for r in c.execute("SHOW COLLECTIONS", tenant="nobody").rows] == \
+            [r.name for r in empty.execute("SHOW COLLECTIONS").rows]
+        same_error = outcome(lambda: c.explain("SEARCH nots MATCHING 'x' LIMIT 3",
+                                               tenant="nobody"))
+        assert same_error == outcome(lambda: empty.explain("SEARCH nots MATCHING 'x' LIMIT 3"))
+        assert same_error[0] is QuerySemanticError
+        assert c.plan("RETRIEVE FROM notes LIMIT 3", tenant="nobody").collection == "notes"
+        assert c.sessions.get("nope") is None and c.sessions.list("nobody") == []
+    finally:
+        empty.close()
+    assert "nobody" not in c.tenants()
+    assert list(c.root.glob("shard-*/tenants/*nobody*")) == []
+    with pytest.raises(cluster.ClusterError, match="unknown tenant 'nobody'"):
+        c.delete("notes", ["n1"], tenant="nobody")  # a write still names the mistake
+
+
 # -- ingest ---------------------------------------------------------------------------------------
 
 
