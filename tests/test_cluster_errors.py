@@ -15,6 +15,7 @@ import os
 import pickle
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -233,6 +234,50 @@ def test_plan_of_a_tenant_statement_is_its_databases_plan(pair):
     same(c, db, lambda t: t.plan("SEARCH nots MATCHING 'x' WHERE agent_id = 'a1' LIMIT 3"))
 
 
+#: Reads of a tenant nothing was written for: the cluster answers each as an empty tenant
+#: database does (it raised ClusterError "unknown tenant").
+EMPTY_TENANT_READS = [
+    "RETRIEVE FROM notes LIMIT 3",
+    "SEARCH notes MATCHING 'tape' LIMIT 3",
+    "SEARCH notes NEAR :v LIMIT 3",
+    "SEARCH nots MATCHING 'x' LIMIT 3",
+    "SEARCH kb MATCHING 'x' LIMIT 3",
+    "RETRIEVE FROM notes WHERE titel = 'x' LIMIT 3",
+    "SHOW SESSION 'nope'",
+    "SHOW LINEAGE 'nope'",
+]
+
+
+def test_a_read_of_a_tenant_with_nothing_written_is_an_empty_databases_answer(pair, tmp_path):
+    """An empty tenant database (the per-tenant collection `notes`, the shards' embedder for
+    the built-ins) gives the same rows (none) and errors; the tenant is neither placed nor
+    created on disk."""
+    c, _ = pair
+    empty = recallql.connect(tmp_path / "empty", embedder=DyingEmbedder(), clock=clock)
+    try:
+        empty.create_collection("notes", fields=FIELDS, embedder=None, dim=4)
+        vector = {"v": [1.0, 0.0, 0.0, 0.0]}
+        for text in EMPTY_TENANT_READS:
+            mine = outcome(lambda text=text: c.execute(text, tenant="nobody", **vector).ids())
+            assert (text, mine) == (text, outcome(lambda text=text: empty.execute(
+                text, **vector).ids()))
+        assert c.execute("RETRIEVE FROM notes WHERE agent_id = 'nobody' LIMIT 3").ids() == []
+        assert [r.name for r in c.execute("SHOW COLLECTIONS", tenant="nobody").rows] == \
+            [r.name for r in empty.execute("SHOW COLLECTIONS").rows]
+        same_error = outcome(lambda: c.explain("SEARCH nots MATCHING 'x' LIMIT 3",
+                                               tenant="nobody"))
+        assert same_error == outcome(lambda: empty.explain("SEARCH nots MATCHING 'x' LIMIT 3"))
+        assert same_error[0] is QuerySemanticError
+        assert c.plan("RETRIEVE FROM notes LIMIT 3", tenant="nobody").collection == "notes"
+        assert c.sessions.get("nope") is None and c.sessions.list("nobody") == []
+    finally:
+        empty.close()
+    assert "nobody" not in c.tenants()
+    assert list(c.root.glob("shard-*/tenants/*nobody*")) == []
+    with pytest.raises(cluster.ClusterError, match="unknown tenant 'nobody'"):
+        c.delete("notes", ["n1"], tenant="nobody")  # a write still names the mistake
+
+
 # -- ingest ---------------------------------------------------------------------------------------
 
 
@@ -423,6 +468,45 @@ def test_session_and_message_mistakes_are_the_databases(pair):
                               **({} if target is db else {})).ids() == []
     assert c.sessions.owner("s1") == "a0"  # the refused second "s1" placed nothing
     assert [s["id"] for s in c.sessions.list("a1")] == ["s2"]
+
+
+def _tamper_root(meta: Any, session_id: str, root: str) -> None:
+    """Give a session a stored root the walk disagrees with, through its database's file."""
+    import sqlite3
+
+    conn = sqlite3.connect(meta, isolation_level=None)
+    try:
+        conn.execute("UPDATE sessions SET conversation_root = ? WHERE id = ?", (root, session_id))
+    finally:
+        conn.close()
+
+
+def test_verify_lineage_is_one_report_over_every_tenant(pair):
+    """`sessions.verify_lineage()` takes no session id (it was routed as if it took one): one
+    report over every tenant's database, as one database holding them all gives it, its
+    mismatches by session id (not by tenant: 'lin-a' is a2's, 'lin-b' a0's)."""
+    from recallql.cluster.shard import tenant_dir
+
+    c, db = pair
+    for target in (c, db):
+        for root, tip, agent in (("lin-a0", "lin-a", "a2"), ("lin-b0", "lin-b", "a0")):
+            target.sessions.create(root, agent)
+            target.sessions.close(root, "compression")
+            target.sessions.create(tip, agent, parent=root)
+    same(c, db, lambda t: t.sessions.verify_lineage())
+    report = c.sessions.verify_lineage()
+    assert report.ok and report.max_depth == 1
+    assert report.sessions == report.stored == db.sessions.verify_lineage().sessions >= 4
+    shards = c.tenants()
+    for sid, agent in (("lin-a", "a2"), ("lin-b", "a0")):
+        _tamper_root(c.root / f"shard-{shards[agent]}" / "tenants" / tenant_dir(agent)
+                     / "meta.sqlite", sid, "elsewhere")
+        _tamper_root(Path(db.path) / "meta.sqlite", sid, "elsewhere")
+    same(c, db, lambda t: t.sessions.verify_lineage())
+    report = c.sessions.verify_lineage()
+    assert [(m.session_id, m.stored, m.walked) for m in report.mismatches] == [
+        ("lin-a", "elsewhere", "lin-a0"), ("lin-b", "elsewhere", "lin-b0")]
+    assert report.unmaintained == []
 
 
 # -- a lost shard ---------------------------------------------------------------------------------

@@ -99,10 +99,16 @@ def test_an_item_without_a_tenant_is_refused(systems):
         c.ingest("cacm", [{"id": "x", "title": "no owner"}])
 
 
-def test_an_unknown_tenant_is_an_error_not_an_empty_database(systems):
+def test_a_read_of_an_unknown_tenant_is_an_empty_databases_answer(systems):
+    """A tenant nothing was written for answers as an empty tenant database (it raised
+    ClusterError "unknown tenant"); it is neither placed nor created. A write that does not
+    create the tenant (a delete) still names it as unknown."""
     c, _, _ = systems
+    assert c.execute("SEARCH cacm MATCHING 'x' LIMIT 5", tenant="nobody").ids() == []
+    assert "nobody" not in c.tenants()
+    assert list(c.root.glob("shard-*/tenants/*nobody*")) == []
     with pytest.raises(cluster.ClusterError, match="unknown tenant 'nobody'"):
-        c.execute("SEARCH cacm MATCHING 'x' LIMIT 5", tenant="nobody")
+        c.delete("cacm", ["x"], tenant="nobody")
 
 
 def test_a_new_tenant_goes_to_an_added_shard(systems):

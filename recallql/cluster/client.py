@@ -28,6 +28,7 @@ from recallql.cluster.routed import (
     renumbered,
 )
 from recallql.cluster.runtime import ClusterError, start
+from recallql.cluster.shard import EMPTY_READS
 from recallql.cluster.transport import InProcess, RayShards, Then, Transport
 from recallql.engine.analyzer import analyze
 from recallql.engine.models import Explain, Result
@@ -150,14 +151,19 @@ class Cluster:
     def tenant_call(self, tenant: str, target: str, method: str, args: Sequence[Any] = (),
                     kwargs: Mapping[str, Any] | None = None, *, create: bool = False,
                     write: bool = False) -> Any:
-        """Run a `Shard.call` on the shard that owns `tenant`.
+        """Run a `Shard.call` on the shard that owns `tenant`. A read of a tenant nothing was
+        written for runs on shard 0, which answers as an empty tenant database
+        (`Shard.call`; the tenant is neither placed nor created).
 
         Raises:
-            ClusterError: an unknown tenant (nothing was ever written for it).
+            ClusterError: a write (other than one that creates the tenant) for an unknown
+                tenant (nothing was ever written for it).
             StoreError: the connection is closed.
         """
         self.check_open()
         shard = self.placement.tenant_shard(tenant, place=create)
+        if shard is None and not write and method in EMPTY_READS.get(target, frozenset()):
+            shard = 0
         if shard is None:
             raise ClusterError(f"unknown tenant {tenant!r}: nothing was written for it yet")
         return self.scatter("call", [shard], [(tenant, target, method, tuple(args),
@@ -170,12 +176,13 @@ class Cluster:
         """Run one statement, routed by tenant (or scatter-gather over a shared collection).
 
         The tenant is `tenant`, else the routing field's ``= value`` in the WHERE, else the
-        owner of the ``FOR SESSION`` session.
+        owner of the ``FOR SESSION`` session. A tenant nothing was written for answers as an
+        empty tenant database (no rows, or that database's error).
 
         Raises:
             QueryError: a mistake in the statement (a caret under the token), or no tenant
                 to route it to.
-            ClusterError: an unknown tenant; a shard lost.
+            ClusterError: a shard lost.
             StoreError: the connection is closed.
         """
         self.check_open()

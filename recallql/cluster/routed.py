@@ -14,6 +14,7 @@ from recallql.cluster.shard import TENANT_METHODS
 from recallql.index.batch import DeleteReport, IngestReport
 from recallql.index.errors import IngestError, SignalRejected
 from recallql.sessions.input import SessionError, SessionNotFound, many
+from recallql.sessions.lineage import LineageReport
 from recallql.sessions.messages import _checked as check_message
 from recallql.sessions.signals import no_session, short_repr, validate_id
 
@@ -124,6 +125,32 @@ class ClusterSessions:
                     owner, "sessions", "signal_many", ([dict(items[i]) for i in at],),
                     {"key": None if key is None else f"{key}/{owner}"}, write=key is None))
         return total
+
+    def verify_lineage(self) -> LineageReport:
+        """Walk every session's edges and compare them with the stored roots, in every
+        tenant's database (see `Sessions.verify_lineage`; each tenant's in one read
+        transaction of its own, not one snapshot of the cluster).
+
+        Returns:
+            One `LineageReport` as a database gives it: ``sessions`` and ``stored`` summed over
+            the tenants, ``mismatches`` and ``unmaintained`` by session id (ids are unique in
+            the cluster), ``max_depth`` the deepest chain of any tenant.
+
+        Raises:
+            StoreError: the connection is closed.
+            ClusterError: a shard was lost (the check is a read: retried across a restart).
+        """
+        self._cluster.check_open()
+        tenants = sorted(self._cluster.placement.tenants().items())
+        parts = self._cluster.scatter(
+            "call", [shard for _, shard in tenants],
+            [(tenant, "sessions", "verify_lineage", (), {}, False) for tenant, _ in tenants])
+        return LineageReport(
+            sessions=sum(p.sessions for p in parts), stored=sum(p.stored for p in parts),
+            mismatches=sorted((m for p in parts for m in p.mismatches),
+                              key=lambda m: m.session_id),
+            unmaintained=sorted(s for p in parts for s in p.unmaintained),
+            max_depth=max((p.max_depth for p in parts), default=0))
 
     def _batch_owner(self, entry: object, index: int, what: str,
                      unknown: Callable[[object], Exception]) -> str:

@@ -53,6 +53,14 @@ TENANT_METHODS: dict[str, frozenset[str]] = {
 }
 
 
+#: The calls a tenant that has nothing written answers as an empty tenant database (`Shard.call`).
+EMPTY_READS: dict[str, frozenset[str]] = {
+    "db": frozenset({"execute", "explain", "plan", "collections", "session_state",
+                     "entity_sums"}),
+    "sessions": frozenset({"get", "list", "snapshot", "verify_lineage"}),
+}
+
+
 class UnknownTenant(LookupError):
     """A statement or read names a tenant that has no data on its shard."""
 
@@ -133,7 +141,7 @@ class Shard:
 
     # -- databases ------------------------------------------------------------------------------
 
-    def _open(self, path: Path, shared: bool) -> Database:
+    def _open(self, path: Path | None, shared: bool) -> Database:
         db = connect_database(path, embedder=self._embedder, clock=self._clock)
         for coll in self._placement.collections():
             if coll.shared == shared:
@@ -201,16 +209,25 @@ class Shard:
         """Run ``db.<method>`` (target ``db``), ``db.sessions.<method>`` or
         ``db.messages.<method>`` on a tenant's database.
 
+        A read (`EMPTY_READS`) of a tenant that has no database here is answered by an empty
+        tenant database (in memory, with the recorded per-tenant collections; nothing is
+        created on disk): no rows, or the error such a database gives.
+
         Raises:
-            UnknownTenant: the tenant has no database here and `create` is false.
+            UnknownTenant: the tenant has no database here, `create` is false and the call is
+                no read.
             ValueError: a method the cluster does not route.
         """
         if method not in TENANT_METHODS.get(target, frozenset()):
             raise ValueError(f"{target}.{method} is not a cluster operation")
-        db = self._tenant(tenant, create)
-        obj: Any = db if target == "db" else getattr(db, target)
-        out = getattr(obj, method)(*args, **kwargs)
-        return list(out) if method == "list" else out
+        if not create and tenant not in self._tenants and method in EMPTY_READS.get(
+                target, frozenset()) and not (self.dir / "tenants" / tenant_dir(tenant)).exists():
+            empty = self._open(None, shared=False)
+            try:
+                return _run(empty, target, method, args, kwargs)
+            finally:
+                empty.close()
+        return _run(self._tenant(tenant, create), target, method, args, kwargs)
 
     def release(self, tenant: str) -> str:
         """Close a tenant's database and return its directory (moving a tenant)."""
@@ -366,6 +383,14 @@ class Shard:
             self._shared.close()
             self._shared = None
         self._placement.close()
+
+
+def _run(db: Database, target: str, method: str, args: Sequence[Any],
+         kwargs: Mapping[str, Any]) -> Any:
+    """``db.<method>``, ``db.sessions.<method>`` or ``db.messages.<method>``."""
+    obj: Any = db if target == "db" else getattr(db, target)
+    out = getattr(obj, method)(*args, **kwargs)
+    return list(out) if method == "list" else out
 
 
 def _adjusted(plan: QueryPlan, vectors: Mapping[str, np.ndarray], windows: Mapping[str, int],
