@@ -118,8 +118,7 @@ class ClusterSessions:
         owners = [self._batch_owner(s, i, "signal", _unknown_signal) for i, s in
                   enumerate(items)]
         total = 0
-        for owner in dict.fromkeys(owners):
-            at = [i for i, o in enumerate(owners) if o == owner]
+        for owner, at in grouped(range(len(items)), owners.__getitem__).items():
             with numbered("signal", at):
                 total += int(self._cluster.tenant_call(
                     owner, "sessions", "signal_many", ([dict(items[i]) for i in at],),
@@ -215,8 +214,7 @@ class ClusterMessages:
                   for i, m in enumerate(items)]
         self._open_sessions(items, owners)
         ids: list[int] = [0] * len(items)
-        for owner in dict.fromkeys(owners):
-            at = [i for i, o in enumerate(owners) if o == owner]
+        for owner, at in grouped(range(len(items)), owners.__getitem__).items():
             with numbered("message", at):
                 part = self._cluster.tenant_call(
                     owner, "messages", "extend", ([items[i] for i in at],),
