@@ -505,12 +505,12 @@ class Database:
                 if done is not None:
                     return done
             # numbered as append numbers, and given its session's fields as append copies them
-            batch = with_numbering(with_session_fields(given, self.sessions.get),
-                                   self.snapshot(MESSAGES), self._clock())
+            snap, now = self.snapshot(MESSAGES), self._clock()  # one state for both steps
+            batch = with_numbering(with_session_fields(given, self.sessions.get), snap, now)
             batch = [{**message_place(item), **item} if isinstance(item, Mapping) else item
                      for item in batch]
-            check_raw_messages(batch, self.sessions.get, self.snapshot(MESSAGES),
-                               self._clock(), replace_documents=replace_documents)
+            check_raw_messages(batch, self.sessions.get, snap, now,
+                               replace_documents=replace_documents)
             return self.store.ingest(MESSAGES, batch, self.embedder(MESSAGES),
                                      replace_documents=replace_documents, key=key,
                                      request_items=given)  # what a retry gives
