@@ -329,13 +329,16 @@ class _LiveSeqs:
 
 class _LiveMessageIds:
     """Which live message of a `messages` snapshot holds a `message_id`, leaving out the rows
-    the batch replaces (`batch_ids`) or removes (documents in `leaving`). Indexed on first
-    use (one sort of the live rows that have one), then O(log n) per look-up."""
+    the batch replaces (`batch_ids`) or removes (documents in `leaving`). An id above every
+    stored one (what `with_numbering` gives, and every `append`) is held by none: answered
+    from the largest stored id (one pass, on first use). Otherwise indexed on first use (one
+    sort of the live rows that have one), then O(log n) per look-up."""
 
     def __init__(self, snap: Any, batch_ids: set[str], leaving: set[str]) -> None:
         self._snap = snap
         self._batch_ids = batch_ids
         self._leaving = leaving
+        self._next: int | None = None
         self._sorted: tuple[np.ndarray, np.ndarray] | None = None
 
     def holder(self, message_id: int) -> str | None:
@@ -343,6 +346,10 @@ class _LiveMessageIds:
         snap = self._snap
         if snap.size == 0:
             return None
+        if self._next is None:
+            self._next = next_message_id(snap)
+        if message_id >= self._next:
+            return None  # above every stored id: no sort of the collection's ids for it
         if self._sorted is None:
             column = snap.column("message_id")
             rows = np.flatnonzero(snap.live & column.present(snap.size))
