@@ -225,6 +225,30 @@ def test_two_stdio_clients_at_once_both_write(tmp_path):
     assert status["writable"] is True
 
 
+def test_a_write_waits_for_another_writer_as_long_as_told(tmp_path):
+    """`recallql --wait SECONDS mcp` is how long each of the server's writes waits for another
+    process's write (2 s without it); the tool error then names the wait."""
+    from recallql.index.lock import acquire_lock
+
+    db = tmp_path / "db"
+
+    async def remember(*extra: str):
+        async with Client(StdioServerParameters(
+                command=RECALLQL, args=[*extra, "mcp", "--db", str(db), "--embedder", "hash"],
+                env={**os.environ, "COLUMNS": "100"})) as client:
+            return await client.call_tool("remember", {"items": NOTES[1:2]})
+
+    assert not run(remember).is_error  # creates the database
+    fd, _ = acquire_lock(db)
+    try:
+        told = run(remember, "--wait", "0.25")
+        default = run(remember)
+    finally:
+        os.close(fd)
+    assert told.is_error and "waited 0.25 s" in text(told), text(told)
+    assert default.is_error and "waited 2 s" in text(default), text(default)
+
+
 def test_read_only_server_offers_only_read_tools(tmp_path):
     db = tmp_path / "db"
 

@@ -81,6 +81,21 @@ def test_ef_below_the_window_is_refused_with_the_caret_under_ef(db, text):
     assert text[start:end] == "50"
 
 
+@pytest.mark.parametrize("text", [
+    "SEARCH notes USING SEMANTIC (ann, ef = 300) NEAR :v",
+    "SEARCH notes USING HYBRID (ANN,EF=300)NEAR :v",
+    "SEARCH notes USING SEMANTIC (ann, -- breadth)\n ef = 300 -- was 128)\n) NEAR :v",
+], ids=["canonical", "tight", "comments"])
+def test_the_grammar_records_where_the_ef_value_is(text):
+    """`Using.ef_span` is the token's own span (errors found after parsing put the caret there,
+    whatever comments the clause holds); no ef, no span."""
+    using = parse(text).using
+    assert using.ef == 300
+    start, end = using.ef_span
+    assert text[start:end] == "300"
+    assert parse("SEARCH notes USING SEMANTIC (ann) NEAR :v").using.ef_span is None
+
+
 def test_the_graph_searches_with_the_statement_ef(db):
     base = "SEARCH notes USING SEMANTIC ({}) NEAR :v WITHOUT RECENCY LIMIT 10"
     default = semantic_line(db.explain(base.format("ann"), v=QUERY))

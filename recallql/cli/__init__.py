@@ -81,7 +81,7 @@ def _root(
     """
     State.debug = State.debug or debug
     if wait is not None:
-        State.wait = wait
+        State.wait, State.wait_given = wait, True
     if db is not None:
         global_db(ctx, db)
 

@@ -136,11 +136,13 @@ class Command(TyperCommand):
 class State:
     """Process-wide CLI flags: `debug` (root callback, ``--debug``), `json` (a command's
     ``--json``: errors become JSON objects on stderr), `wait` (``--wait SECONDS``, global:
-    how long each write waits for another process's write before `DatabaseLocked`)."""
+    how long each write waits for another process's write before `DatabaseLocked`;
+    `wait_given` says whether the user gave it, for commands with another default)."""
 
     debug: bool = False
     json: bool = False
     wait: float = 5.0  # --wait SECONDS: how long a write waits for another writer
+    wait_given: bool = False
 
 
 def error_json(error: BaseException | str) -> str:

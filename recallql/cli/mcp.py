@@ -52,8 +52,8 @@ def mcp(
     if importlib.util.find_spec("mcp") is None or importlib.util.find_spec(
             "mcp.server.mcpserver") is None:
         raise fail(MISSING_SDK)
-    from recallql.cli.common import embedder_for
-    from recallql.mcp import LOOPBACK_HINT, is_loopback, parse_http, serve
+    from recallql.cli.common import State, embedder_for
+    from recallql.mcp import LOCK_WAIT, LOOPBACK_HINT, is_loopback, parse_http, serve
 
     address = None
     if http is not None:
@@ -71,4 +71,5 @@ def mcp(
                       style="bold red", markup=False)
     with handled():
         serve(db, http=address, read_only=read_only, embedder=embedder_for(embedder, db),
-              window=commit_window / 1000)
+              window=commit_window / 1000,
+              lock_wait=State.wait if State.wait_given else LOCK_WAIT)

@@ -9,7 +9,6 @@ planner turns into operators.
 from __future__ import annotations
 
 import math
-import re
 import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -115,17 +114,6 @@ def _weight(stmt: s.StatementBase, node: Any, what: str) -> float | None:
     return _number(stmt, node, what)
 
 
-_EF_VALUE = re.compile(r"(\d+)\s*(?:--[^\n]*(?:\n|$)\s*)*\)$")
-
-
-def _ef_span(source: str, using: n.Span) -> tuple[int, int]:
-    """Where N of ``USING ... (ann, ef = N)`` is: the number just before the closing
-    parenthesis (the grammar puts ef last), past blanks and comments; the clause if not found."""
-    start, end = using
-    found = _EF_VALUE.search(source, start, end)
-    return found.span(1) if found else (start, end)
-
-
 def _check_total(stmt: s.Search | s.Retrieve, spec: QuerySpec) -> None:
     """Every contribution is at most its weight in size and relevance at most 1, so a score is
     finite whenever `1 + Σ|weights|` is (SPEC §4.6); refuse weights whose sum overflows."""
@@ -196,7 +184,7 @@ def analyze(stmt: s.Search | s.Retrieve, catalog: Mapping[str, CollectionInfo],
             and spec.semantic_ef < spec.window:
         raise QuerySemanticError(
             f"ef = {spec.semantic_ef} is below the semantic leg's window of {spec.window} rows",
-            text=stmt.source, span=_ef_span(stmt.source, stmt.using.span),
+            text=stmt.source, span=stmt.using.ef_span or stmt.using.span,
             hint=f"use ef ≥ {spec.window} (a graph search returns at most ef rows; the leg "
             "raises ef to the candidates it asks for anyway)")
     _check_total(stmt, spec)

@@ -167,7 +167,7 @@ class ClauseCollector:
     def using(self, tree: Tree) -> Any:
         """``USING HYBRID | LEXICAL | SEMANTIC [(exact | ann [, ef = N])]``."""
         mode = token_at(tree, 1).type.lower()
-        method, ef = None, None
+        method, ef, ef_span = None, None, None
         if len(tree.children) > 2:  # LPAR ident RPAR
             name = self.builder.ident(tree.children[3])
             method = name.name.lower()
@@ -181,8 +181,9 @@ class ClauseCollector:
                     f"USING LEXICAL has no semantic leg for ({method})", span_of(tree),
                     hint="the method applies to USING SEMANTIC or USING HYBRID")
         if len(tree.children) > 5:  # LPAR ident COMMA ident EQ INT RPAR
-            ef = self._ef(tree, method)
-        return Using.model_construct(mode=mode, method=method, ef=ef, span=span_of(tree))
+            ef, ef_span = self._ef(tree, method), span_of(token_at(tree, 7))
+        return Using.model_construct(mode=mode, method=method, ef=ef, ef_span=ef_span,
+                                     span=span_of(tree))
 
     def _ef(self, tree: Tree, method: str | None) -> int:
         """The ``ef = N`` of ``USING SEMANTIC (ann, ef = N)``, checked."""

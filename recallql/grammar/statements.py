@@ -23,6 +23,7 @@ from recallql.grammar.nodes import (
     Node,
     NullLiteral,
     Parameter,
+    Span,
     StringLiteral,
     TimestampLiteral,
     Value,
@@ -88,13 +89,15 @@ class Using(Node):
     run, and optionally how the semantic leg searches (`method`; None: chosen per statement
     from the eligible row count) and, for ``ann``, the HNSW search breadth `ef` (the peers'
     knob: Qdrant ``hnsw_ef``, LanceDB ``.ef()``, Elasticsearch ``num_candidates``; None: the
-    graph's default)."""
+    graph's default), with `ef_span`, where its number is in the source (for errors found
+    after parsing: an ef below the leg's window)."""
 
     kind: Literal["using"] = Field(default="using", repr=False)
 
     mode: Literal["hybrid", "lexical", "semantic"]
     method: Literal["exact", "ann"] | None = None
     ef: int | None = None
+    ef_span: Span | None = Field(default=None, repr=False)
 
 
 class RecencyBoost(_WithOptions):

@@ -6,7 +6,8 @@
 Any number of clients may call one server at once (over HTTP; over stdio each client launches
 its own server) and their writes arriving together are committed in one batch
 (`recallql.mcp.worker`). Several servers may write one database: each write takes the writer
-lock, waiting up to `LOCK_WAIT` seconds for another process's write. Tools and resources:
+lock, waiting up to `LOCK_WAIT` seconds (``recallql --wait SECONDS mcp``: that many) for
+another process's write. Tools and resources:
 `recallql.mcp.server`.
 """
 
@@ -52,19 +53,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _connect(path: Path, embedder: Any, readonly: bool) -> Any:
+def _connect(path: Path, embedder: Any, readonly: bool, lock_wait: float) -> Any:
     import recallql
 
     kwargs: dict[str, Any] = {"embedder": embedder, "readonly": readonly}
     if not readonly:
-        kwargs["lock_timeout"] = LOCK_WAIT
+        kwargs["lock_timeout"] = lock_wait
     return recallql.connect(path, **kwargs)
 
 
-def open_database(path: Path, embedder: Any = "auto", read_only: bool = False
-                  ) -> tuple[Any, str]:
+def open_database(path: Path, embedder: Any = "auto", read_only: bool = False,
+                  lock_wait: float = LOCK_WAIT) -> tuple[Any, str]:
     """Open the database for serving: as its writer (created when missing), or read-only when
-    asked or when another process holds the writer lock.
+    asked or when another process holds the writer lock. Each write then waits up to
+    `lock_wait` seconds for another process's write before `DatabaseLocked`.
 
     Returns:
         (the `Database`, why it is read-only: "" when it is the writer or read-only on purpose).
@@ -78,23 +80,25 @@ def open_database(path: Path, embedder: Any = "auto", read_only: bool = False
     if embedder == "auto":
         embedder = stored_embedder(path, "docs") if is_database(path) else "default"
     if read_only:
-        return _connect(path, embedder, readonly=True), ""
+        return _connect(path, embedder, readonly=True, lock_wait=lock_wait), ""
     try:
-        return _connect(path, embedder, readonly=False), ""
+        return _connect(path, embedder, readonly=False, lock_wait=lock_wait), ""
     except recallql.DatabaseLocked as exc:
         why = (f"another process writes {path} ({exc}); reads work, writes do not. To let "
                "several clients write, run one `recallql mcp --db ... --http 127.0.0.1:PORT` "
                "and point every client at it")
-        return _connect(path, embedder, readonly=True), why
+        return _connect(path, embedder, readonly=True, lock_wait=lock_wait), why
 
 
 def serve(path: Path, *, http: tuple[str, int] | None = None, read_only: bool = False,
-          embedder: Any = "auto", window: float | None = None) -> None:
-    """Serve the database at `path` until the client (stdio) or a signal (HTTP) ends it."""
+          embedder: Any = "auto", window: float | None = None,
+          lock_wait: float = LOCK_WAIT) -> None:
+    """Serve the database at `path` until the client (stdio) or a signal (HTTP) ends it; each
+    write waits up to `lock_wait` seconds for another process's write."""
     from recallql.mcp.server import MemoryTools, build_server
     from recallql.mcp.worker import DEFAULT_WINDOW, DatabaseWorker
 
-    db, why = open_database(path, embedder, read_only)
+    db, why = open_database(path, embedder, read_only, lock_wait)
     if why:
         print(f"recallql mcp: serving read-only: {why}", file=sys.stderr, flush=True)
     worker = DatabaseWorker(db, DEFAULT_WINDOW if window is None else window)
