@@ -15,7 +15,7 @@ from typing import cast
 import numpy as np
 from numpy.typing import DTypeLike
 
-from recallql.index.postings import ColumnPostings
+from recallql.index.postings import ColumnPostings, HashPostings
 from recallql.index.schema import FieldType
 
 MISSING = -1
@@ -218,6 +218,7 @@ class StrArray(Column):
     def __init__(self) -> None:
         self._bytes = Buffer(np.uint8)
         self._ends = Buffer(np.int64)
+        self.postings = HashPostings()
 
     def extend(self, values: list[object]) -> None:
         encoded = [str(v).encode() for v in values]
@@ -269,6 +270,16 @@ class StrArray(Column):
     def where(self, predicate: Callable[[str], bool], size: int) -> np.ndarray:
         return np.fromiter((predicate(v) for v in self.values(size)), bool, size)
 
+    def equal_rows(self, values: Iterable[str], size: int) -> np.ndarray:
+        """int64[m] ascending rowids (< `size`) whose id is one of `values`: a binary search in
+        the ids' hashes and a check of each candidate (`recallql.index.postings.HashPostings`),
+        not a decode and compare of every id."""
+        def hashes_of(start: int, stop: int) -> np.ndarray:
+            ids = self.take(np.arange(start, stop, dtype=np.int64), stop)
+            return np.fromiter(map(hash, ids), np.int64, stop - start)
+
+        return self.postings.rows(values, size, hashes_of, self.reader(size))
+
 
 SAME = -2
 
@@ -319,6 +330,16 @@ class DerivedStrColumn(StrColumn):
             for i, value in zip(same.tolist(), self.base.take(rows[same], size), strict=True):
                 out[i] = value
         return out
+
+    def equal_rows(self, values: Iterable[str], size: int) -> np.ndarray:
+        """int64[m] ascending rowids (< `size`) whose value is one of `values`: the rows that
+        store it (the pool's postings) and the rows marked `SAME` whose base value is it (the
+        base's own lookup), each O(rows matched)."""
+        values = list(values)
+        own = super().equal_rows(values, size)
+        base = self.base.equal_rows(values, size)
+        same = base[self.codes(size)[base] == SAME]
+        return np.union1d(own, same).astype(np.int64) if len(own) else same
 
     def where(self, predicate: Callable[[str], bool], size: int) -> np.ndarray:
         codes = self.codes(size)

@@ -10,8 +10,9 @@ Fields: the collection's declared fields plus ``id``, ``doc_id``, ``entity`` (st
 datetimes, ISO-8601 strings or epoch seconds. On a ``list[str]`` field, `Contains` tests
 membership and `In` / `Cmp('=')` / `Like` hold when any element matches. `Like` is SQL LIKE
 (``%`` any run, ``_`` one character, ``\\`` escapes), case-sensitive. Equality and ``IN`` on
-a declared str field resolve by dictionary lookup and the field's per-value postings
-(`recallql.index.postings`), not by a test per row or per distinct value.
+a declared str field resolve by dictionary lookup and the field's per-value postings, and on
+``id`` / ``doc_id`` / ``entity`` by the ids' hash postings (`recallql.index.postings`), not by
+a test per row or per distinct value.
 """
 
 from __future__ import annotations
@@ -191,7 +192,7 @@ def _rows_mask(rows: np.ndarray, size: int) -> np.ndarray:
 
 
 def _cmp(column: Column, op: str, value: object, size: int) -> np.ndarray:
-    if type(column) is StrColumn and op in ("=", "=="):  # postings: no per-value test
+    if isinstance(column, StrColumn | StrArray) and op in ("=", "=="):  # postings: no test per row
         return _rows_mask(column.equal_rows([value], size), size)  # type: ignore[list-item]
     fn = OPS[op]
     if isinstance(column, NumberColumn):
@@ -216,7 +217,7 @@ def _leaf(expr: FilterExpr, column: Column, size: int) -> np.ndarray:
         values: list[Any] = [_coerce(column, v, name) for v in expr.values if v is not None]
         if isinstance(column, NumberColumn):
             return np.isin(column.values(size), values)
-        if type(column) is StrColumn:  # (not derived columns: their SAME rows have no code)
+        if isinstance(column, StrColumn | StrArray):  # postings: no test per row
             return _rows_mask(column.equal_rows(values, size), size)
         wanted = set(values)
         return _predicate(column, wanted.__contains__, size)
@@ -271,14 +272,14 @@ def filter_mask(expr: object, lookup: ColumnLookup, size: int) -> np.ndarray:
     if isinstance(expr, Cmp | In) and (expr.op in ("=", "==") if isinstance(expr, Cmp)
                                        else None not in expr.values):
         column = lookup(expr.field)
-        if type(column) is StrColumn:  # postings hold present rows only: no presence pass
+        if isinstance(column, StrColumn | StrArray):  # postings hold present rows only
             return _leaf(expr, column, size)
     return evaluate(expr, lookup, size)[0]
 
 
 def posting_rows(expr: object, lookup: ColumnLookup, size: int) -> np.ndarray | None:
     """int64[m] ascending rowids for which `expr` is definitely true, when it resolves through
-    per-value postings alone: ``=`` / ``IN`` with str values on a declared str field, and AND /
+    per-value postings alone: ``=`` / ``IN`` with str values on a str field, and AND /
     OR of those (O(rows matched), no pass over every row). None for any other expression
     (`filter_mask` evaluates it).
 
@@ -304,7 +305,7 @@ def posting_rows(expr: object, lookup: ColumnLookup, size: int) -> np.ndarray | 
     if not all(isinstance(v, str) for v in values):
         return None
     column = lookup(expr.field)
-    if type(column) is not StrColumn:  # (derived columns: their SAME rows have no code)
+    if not isinstance(column, StrColumn | StrArray):
         return None
     return column.equal_rows(values, size)
 

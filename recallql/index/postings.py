@@ -15,6 +15,7 @@ n/4 appended rows).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -100,3 +101,75 @@ class ColumnPostings:
             return np.zeros(0, np.int64)
         out = np.concatenate(parts)
         return out if len(parts) == 1 else np.sort(out)
+
+
+class HashPostings:
+    """Rowids by the hash of each row's value, for a column with no dictionary (item ids:
+    `recallql.index.columns.StrArray`), so that ``WHERE id = 'x'`` or ``id IN (…)`` costs a
+    binary search and a check of the candidates, not a decode and compare of every row.
+
+    The hashes (Python's `hash` of each value: this process only, never stored) are computed
+    on first use and then for appended rows only; the *base* is their sort over a prefix of the
+    rows, rebuilt under the same rule as `ColumnPostings`, and the tail is compared directly.
+    Candidates are checked against the value itself, so a hash collision costs a read, never a
+    wrong row. Thread-safe: state is replaced whole under a lock, rows never change once written.
+    """
+
+    def __init__(self) -> None:
+        self._hashes = np.zeros(0, np.int64)  # hashes of rows 0 … _n-1 (capacity beyond)
+        self._n = 0
+        self._base: tuple[int, np.ndarray, np.ndarray] | None = None  # (size, order, sorted)
+        self._lock = threading.Lock()
+
+    def _hashed(self, size: int, hashes_of: Callable[[int, int], np.ndarray]) -> np.ndarray:
+        """int64[size]: the hashes of rows 0 … size-1, computing those not yet hashed."""
+        hashes, n = self._hashes, self._n
+        if n < size:
+            with self._lock:
+                hashes, n = self._hashes, self._n
+                if n < size:
+                    if len(hashes) < size:
+                        grown = np.zeros(max(size, 2 * len(hashes)), np.int64)
+                        grown[:n] = hashes[:n]
+                        hashes = grown
+                    hashes[n:size] = hashes_of(n, size)
+                    self._hashes, self._n = hashes, size
+        return hashes[:size]
+
+    def _current(self, hashes: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        base, size = self._base, len(hashes)
+        if base is None or size - base[0] > max(TAIL_ROWS, base[0] // 4):
+            with self._lock:
+                base = self._base
+                if base is None or size - base[0] > max(TAIL_ROWS, base[0] // 4):
+                    order = np.argsort(hashes, kind="stable").astype(np.int64)
+                    base = self._base = (size, order, hashes[order])
+        return base
+
+    def rows(self, values: Iterable[str], size: int,
+             hashes_of: Callable[[int, int], np.ndarray],
+             value_of: Callable[[int], str]) -> np.ndarray:
+        """int64[m] ascending rowids among ``0 … size-1`` whose value is one of `values`.
+
+        Args:
+            values: the values looked up.
+            size: the snapshot's row count (rows past it are never returned).
+            hashes_of: ``hashes_of(a, b)`` → int64[b - a], `hash` of rows a … b-1's values.
+            value_of: a row's value (rows < `size`), to check candidates.
+        """
+        wanted = set(values)
+        if not wanted or not size:
+            return np.zeros(0, np.int64)
+        hashes = self._hashed(size, hashes_of)
+        base_size, order, ordered = self._current(hashes)
+        keys = np.array(sorted(hash(v) for v in wanted), np.int64)
+        lo = np.searchsorted(ordered, keys, "left")
+        hi = np.searchsorted(ordered, keys, "right")
+        parts = [order[a:b] for a, b in zip(lo.tolist(), hi.tolist(), strict=True) if b > a]
+        if size > base_size:
+            parts.append(np.flatnonzero(np.isin(hashes[base_size:], keys)) + base_size)
+        if not parts:
+            return np.zeros(0, np.int64)
+        found = np.sort(np.concatenate(parts))
+        found = found[found < size]
+        return np.array([r for r in found.tolist() if value_of(r) in wanted], np.int64)
