@@ -9,8 +9,11 @@ import hashlib
 import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import recallql
+from recallql.index import analysis
 from recallql.index.analysis import (
     MAX_TOKEN_CHARS,
     STOPWORDS,
@@ -266,3 +269,32 @@ def test_explain_shows_a_version_term_with_its_dots():
         db.ingest("docs", [{"id": "a", "title": "fixed in v1.2.3"}])
         plan = db.explain("SEARCH docs MATCHING 'v1.2.3' USING LEXICAL").to_text()
     assert "terms=[v1.2.3, v1, 2, 3]" in plan
+
+
+@pytest.mark.parametrize("text", [" " * 300, "\n" * 256 + "\t", "\u3000" * 400, "\xa0 " * 200])
+def test_a_long_text_of_whitespace_only_has_no_terms_and_no_error(text):
+    """It raised ValueError (``max()`` of no chunks), so such a body could not be ingested and
+    such a MATCHING text failed with a raw traceback."""
+    assert analysis.analyze(text) == []
+
+
+def test_whitespace_only_bodies_ingest_and_search(tmp_path):
+    import numpy as np
+
+    import recallql
+
+    with recallql.connect(tmp_path / "db", embedder=None) as db:
+        db.ingest("docs", [{"id": "blank", "body": " " * 300, "vector": np.ones(384, np.float32)},
+                           {"id": "word", "body": " " * 300 + "backups",
+                            "vector": np.ones(384, np.float32)}])
+        assert [r.id for r in db.execute("SEARCH docs MATCHING 'backups' USING LEXICAL").rows
+                ] == ["word"]
+        assert db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=" " * 300).rows == []
+
+
+@given(st.lists(st.tuples(st.integers(0, 400), st.sampled_from(" \n\t\u3000\xa0\u2028")),
+                max_size=6).map(lambda runs: "".join(("aé数-" * 100)[:n] + sep
+                                                      for n, sep in runs)))
+def test_the_long_chunk_check_equals_measuring_every_chunk(text):
+    assert analysis._has_long_chunk(text) == (
+        max(map(len, text.split()), default=0) > analysis.MAX_TOKEN_CHARS)
