@@ -248,6 +248,58 @@ def test_messages_appended_after_t_are_invisible(clock):
     assert [r.fields["content"] for r in rows] == ["alpha before"]
 
 
+LIVE = "SEARCH messages MATCHING 'alpha' USING LEXICAL FOR SESSION :cur WITHOUT RECENCY {} LIMIT 5"
+
+
+@pytest.mark.parametrize("verb", ["SEARCH", "RETRIEVE"])
+def test_a_session_started_after_t_did_not_exist_as_of_t(clock, verb):
+    """Was: ``FOR SESSION b AS OF t``, with `b` created after `t` as a child of `a`, found `b`,
+    attached a snapshot dated before `b` started and hid `a`'s message as `b`'s live context,
+    while the same statement run at `t` degraded with SESSION_NOT_FOUND and showed it. Now
+    ``AS OF t`` answers as at `t`: `b` did not exist yet."""
+    db = recallql.connect(embedder=None, clock=clock)
+    db.sessions.create("a", "agent", started_at=T0)
+    db.messages.append("a", "user", "alpha before")
+    clock.now = T0 + 50
+    text = LIVE if verb == "SEARCH" else \
+        "RETRIEVE 5 FROM messages FOR SESSION :cur WITHOUT RECENCY {}"
+    then = db.execute(text.format(""), cur="b")
+    clock.now = T0 + 100
+    db.sessions.create("b", "agent", parent="a", started_at=T0 + 100)
+    db.sessions.annotate("b", "before")
+    past = db.execute(text.format(f"AS OF TIMESTAMP '{iso(T0 + 50)}'"), cur="b")
+    for result in (then, past):
+        assert [r.fields["content"] for r in result.rows] == ["alpha before"]
+        assert [w.code.value for w in result.warnings] == ["SESSION_NOT_FOUND"]
+        assert result.session_snapshot is None
+    assert "did not exist yet at AS OF" in past.warnings[0].message
+    started = db.execute(text.format(f"AS OF TIMESTAMP '{iso(T0 + 100)}'"), cur="b")
+    assert started.rows == [] and started.session_snapshot.id == "b"  # a is b's live context
+
+
+@pytest.mark.parametrize("archive", [False, True], ids=["closed", "archived"])
+def test_a_session_that_ended_after_t_was_open_as_of_t(clock, archive):
+    """Was: ``FOR SESSION a AS OF t`` (and ``snapshot(a, as_of=t)``) reported `a` closed by
+    compression at a time after `t` (or archived), while the statement at `t` saw it open.
+    The boost's numbers were already those of `t`; now the snapshot is too."""
+    db = recallql.connect(embedder=None, clock=clock)
+    db.sessions.create("a", "agent", started_at=T0)
+    db.sessions.signal("a", "reward", 1.0)
+    clock.now = T0 + 50
+    text = "RETRIEVE 3 FROM messages FOR SESSION 'a' {}"
+    then = db.execute(text.format("")).session_snapshot
+    clock.now = T0 + 100
+    db.sessions.close("a", "compression")
+    if archive:
+        db.sessions.archive("a")
+    past = db.execute(text.format(f"AS OF TIMESTAMP '{iso(T0 + 50)}'")).session_snapshot
+    for snap in (past, db.sessions.snapshot("a", as_of=T0 + 50)):
+        assert (snap.status, snap.end_reason, snap.ended_at) == ("open", None, None)
+        assert snap.velocity == then.velocity == 0.5 ** (50 / DAY / 7)
+    later = db.sessions.snapshot("a", as_of=T0 + 100)
+    assert (later.status, later.end_reason) == ("archived" if archive else "closed", "compression")
+
+
 def test_snapshot_as_of_keeps_the_legs_in_step(clock):
     """The derived snapshot's arrays are sized to the earlier batch; rows of later batches
     never come back from either leg."""

@@ -88,6 +88,17 @@ def test_keyword_hints_are_case_insensitive_substrings(db, annotation, value):
     assert parts == {"a": 0.3, "b": 0.3, "c": 0.0}
 
 
+def test_keyword_hint_goes_to_the_value_that_holds_it_whatever_normalising_does(db):
+    """Was: the vocabulary was searched as one normalised blob located by the values' original
+    lengths; NFD ``Cafe\u0301`` shortens by one and ``Straße`` lengthens by one, so the blob kept
+    its length, ``strasse`` was found at the boundary and credited to ``a``, not ``b``."""
+    db.ingest("notes", [item("a", tag="Cafe\u0301"), item("b", tag="Straße"), item("c", tag="x")])
+    db.sessions.create("s", "agent")
+    db.sessions.annotate("s", "straße")
+    parts = {r.id: contributions(r)[Reason.SESSION_KEYWORDS] for r in run(db, BOOSTS_ONLY, "s")}
+    assert parts == {"a": 0.0, "b": 0.3, "c": 0.0}
+
+
 def test_keyword_hint_counts_matched_over_total(db):
     db.ingest("notes", [item("a", tag="alpha", tags=["beta", "x"]), item("b", tags=["gamma"]),
                         item("c", tag="alphabet soup")])

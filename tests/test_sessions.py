@@ -185,8 +185,9 @@ def test_archived_session_as_of_before_its_end_is_computed_like_a_closed_one(db,
     db.sessions.close("s-1", at=T0 + 2 * DAY)
     before_archive = db.sessions.snapshot("s-1", as_of=T0 + 1.5 * DAY)
     db.sessions.archive("s-1")
-    assert db.sessions.snapshot("s-1", as_of=T0 + 1.5 * DAY) == \
-        before_archive.model_copy(update={"status": "archived"})
+    # before its end it was open (not yet closed, let alone archived)
+    assert (before_archive.status, before_archive.ended_at) == ("open", None)
+    assert db.sessions.snapshot("s-1", as_of=T0 + 1.5 * DAY) == before_archive
     assert db.sessions.snapshot("s-1", as_of=T0 + 0.5 * DAY).signal_scores == {}
 
 

@@ -183,12 +183,28 @@ class Prepared:
     def __init__(self, values: Sequence[str]) -> None:
         self._values = values
         self._n = len(values)
-        self._blob = normalize(_SEPARATOR.join(values)) if values else ""
-        lengths = np.fromiter(map(len, values), np.int64, self._n)
-        # normalising changed some length (ß → ss): positions in the blob say nothing
-        self._exact = not values or len(self._blob) == int(lengths.sum()) + self._n - 1
-        self._ends = np.cumsum(lengths + 1).tolist()  # ends[i]: where value i + 1 starts
+        joined = _SEPARATOR.join(values)
+        self._blob = normalize(joined) if values else ""
+        ends = self._boundaries(joined)  # ends[i]: where value i + 1 starts in the blob
+        self._exact = ends is not None
+        self._ends: list[int] = ends or []
         self._each: list[str] | None = None
+
+    def _boundaries(self, joined: str) -> list[int] | None:
+        """Where each value's normalised text ends in the blob (one past its separator), read
+        from the separators themselves: normalising may lengthen one value (ß → ss) and shorten
+        another (NFD é → NFC é), so the original lengths do not locate them. None when some
+        value holds the separator itself (then the values are searched one by one).
+
+        The separator (U+0000) is a starter that composes with nothing and is neither case
+        folded nor ignorable, so the blob is the values' normalised texts joined by it."""
+        if not self._n or joined.count(_SEPARATOR) != self._n - 1:
+            return [] if not self._n else None
+        codes = np.frombuffer(self._blob.encode("utf-32-le"), dtype=np.uint32)
+        seps = np.flatnonzero(codes == 0)
+        if seps.shape[0] != self._n - 1:  # defensive: normalisation added or removed one
+            return None
+        return [*(seps + 1).tolist(), len(self._blob) + 1]
 
     def find(self, keyword: str) -> np.ndarray:
         """bool[n]: which values contain `keyword` (already normalised)."""
@@ -196,7 +212,8 @@ class Prepared:
         if not self._n:
             return out
         if _SEPARATOR in keyword or not self._exact:
-            # a keyword that could span two values, or lengths changed: one by one
+            # a keyword that could span two values, or a value holding the separator: one
+            # by one
             if self._each is None:
                 self._each = [normalize(v) for v in self._values]
             out[:] = [keyword in v for v in self._each]

@@ -123,13 +123,10 @@ def merge_outcome(plan: QueryPlan, batches: LegBatches, source: MergeSource) -> 
                          "(db.run_legs(plan))")
     tree = build_tree(plan)
     notices = list(plan.notices)
-    state = source.session_state(plan.session_id, plan.now) \
-        if plan.session_id is not None else None
-    if plan.session_id is not None and state is None:
-        notices.append(Notice(code=Reason.SESSION_NOT_FOUND, message=(
-            f"session '{printable(plan.session_id)}' does not exist (never created, or "
-            "swept); ran without the session boost")))
-    with _lineage(plan, source) as (resolver, live):
+    state, missing = _session_state(plan, source)
+    if missing is not None:
+        notices.append(Notice(code=Reason.SESSION_NOT_FOUND, message=missing))
+    with _lineage(plan, source, found=state is not None) as (resolver, live):
         ctx = ExecutionContext(now_ts=plan.now, session=state[0] if state else None,
                                signals=source, lineage=resolver, live_context=live)
         ex = run(tree, ctx, _gathered(tree, batches))
@@ -149,17 +146,42 @@ def merge_outcome(plan: QueryPlan, batches: LegBatches, source: MergeSource) -> 
     return MergeOutcome(out, ex.underfilled, batches.cut, ex.truncated)
 
 
+def _session_state(plan: QueryPlan, source: MergeSource
+                   ) -> tuple[tuple[SessionState, SessionSnapshot] | None, str | None]:
+    """The FOR SESSION session's state at the statement's `now`, and the `SESSION_NOT_FOUND`
+    message when it has none: it does not exist, or (``AS OF t``) it started after `t`, so it
+    did not exist yet then and the statement degrades as it did at `t`."""
+    if plan.session_id is None:
+        return None, None
+    name = printable(plan.session_id)
+    state = source.session_state(plan.session_id, plan.now)
+    if state is None:
+        return None, (f"session '{name}' does not exist (never created, or swept); ran "
+                      "without the session boost")
+    started = state[1].started_at
+    if plan.as_of is not None and started > plan.as_of:
+        return None, (f"session '{name}' did not exist yet at AS OF {format_timestamp(plan.now)}"
+                      f" (it started at {format_timestamp(started.timestamp())}); ran without "
+                      "the session boost")
+    return state, None
+
+
 @contextlib.contextmanager
-def _lineage(plan: QueryPlan, source: MergeSource
+def _lineage(plan: QueryPlan, source: MergeSource, found: bool
              ) -> Iterator[tuple[RootResolver | None, LiveContext | None]]:
     """The statement's lineage resolver (one memo and budget) and, under FOR SESSION, the live
-    context, reading session rows through one consistent read."""
+    context, reading session rows through one consistent read. A FOR SESSION session that is
+    not `found` (absent, or not started yet ``AS OF`` the statement's time) holds no context
+    but its own id."""
     if not plan.walks_lineage:
         yield None, None
         return
     as_of = plan.now if plan.as_of is not None else None
     with source.lineage_resolver(plan.budget, as_of) as resolver:
-        live = None if plan.session_id is None else LiveContext.build(plan.session_id, resolver)
+        live = None
+        if plan.session_id is not None:
+            live = LiveContext.build(plan.session_id, resolver) if found \
+                else LiveContext.absent(plan.session_id)
         yield resolver, live
 
 

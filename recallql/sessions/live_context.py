@@ -39,6 +39,7 @@ from recallql.sessions.edges import (
     Resolution,
     ResolutionStatus,
     SessionRow,
+    UnresolvedReason,
 )
 
 if TYPE_CHECKING:
@@ -96,6 +97,13 @@ class LiveContext:
         if not resolution.resolved:
             return cls(current_id, resolution, None, frozenset())
         return cls(current_id, resolution, resolution.root, ancestors)
+
+    @classmethod
+    def absent(cls, current_id: str) -> LiveContext:
+        """The live context of a session that does not exist (at the statement's time): only
+        its own id, as for an unresolved current session."""
+        missing = Resolution(None, ResolutionStatus.UNRESOLVED, UnresolvedReason.MISSING_SESSION)
+        return cls(current_id, missing, None, frozenset())
 
     @property
     def exhausted(self) -> bool:

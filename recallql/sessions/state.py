@@ -157,10 +157,13 @@ def snapshot(conn: Any, id: str, now: float, policy: SignalPolicy) -> SessionSna
 
 def live_snapshot(conn: Any, id: str, now: float, policy: SignalPolicy) -> SessionSnapshot:
     """The snapshot computed from the stored annotations and signals at `now` (the session must
-    exist): annotations and signals recorded up to the reference time, signals decayed to it."""
+    exist): annotations and signals recorded up to the reference time, signals decayed to it.
+    A session that ended after `now` is shown as it was then: open, with no end."""
     (sid, agent, status, parent, source, end_reason, branched, delegate, started, ended,
      meta_json, _frozen, _title) = conn.execute(
         f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", (id,)).fetchone()
+    if ended is not None and ended > now:  # `now` in the past (AS OF): it was still open
+        status, end_reason, ended = "open", None, None
     ref = reference_time(now, status, ended)
     notes = [t for (t,) in conn.execute(
         "SELECT text FROM annotations WHERE session_id = ? AND at <= ? ORDER BY at, id",
