@@ -199,3 +199,37 @@ def test_close_takes_its_time_when_it_writes_not_before_waiting_for_the_writer()
     (row,) = snap.fetch(np.flatnonzero(snap.live))
     assert row["message_id"] == message and row["created_at"] <= ended
     db.close()
+
+
+def test_two_databases_of_one_directory_in_one_process_take_turns_writing(tmp_path):
+    """Two `connect` calls on one path in one process are two writers: the lock must keep
+    them apart as it keeps two processes apart (``flock`` is held per open file, so a second
+    handle of the same process waits; a per-process ``lockf`` would let both write at once).
+    Each appends to one shared session and ingests into one shared collection from its own
+    threads: every id is given once, every seq of the session once, and both see all rows on
+    both legs."""
+    first = recallql.connect(tmp_path / "db", embedder=None)
+    first.create_collection("notes", text_fields=("body",), dim=3, embedder=None)
+    first.sessions.create("shared", "agent")
+    second = recallql.connect(tmp_path / "db", embedder=None, lock_timeout=60)
+    dbs = [first, second]
+    returned: list[int] = []
+
+    def work(i: int) -> None:
+        db = dbs[i % 2]
+        for k in range(25):
+            returned.append(db.messages.append("shared", "user", f"thread {i} message {k}"))
+            db.ingest("notes", [{"id": f"n{i}-{k}", "body": f"common t{i} k{k}",
+                                 "vector": [1.0, i + 1.0, k + 1.0]}])
+
+    assert run_threads(4, work) == []
+    assert len(returned) == len(set(returned)) == 100
+    for db in dbs:
+        check_messages(db, 1, 100)
+        lexical = db.execute("SEARCH notes MATCHING 'common' USING LEXICAL LIMIT 500")
+        semantic = db.execute("SEARCH notes NEAR :v LIMIT 500", v=[1.0, 1.0, 1.0])
+        assert sorted(r.id for r in lexical) == sorted(r.id for r in semantic) \
+            == sorted(f"n{i}-{k}" for i in range(4) for k in range(25))
+    assert first.check().ok
+    second.close()
+    first.close()
