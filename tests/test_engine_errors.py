@@ -184,3 +184,28 @@ def test_an_embedder_that_returns_no_vector_for_the_query_names_itself(output, m
     with pytest.raises(ExecutionError) as info:
         db.execute("SEARCH c MATCHING 'alpha'")
     assert str(info.value) == message
+
+
+def test_an_embedder_that_raises_during_ingest_is_an_ingest_error_naming_it():
+    """Was: the embedder's own exception (here RuntimeError) came through `ingest` raw, while
+    a statement wrapped the same failure in an `ExecutionError` naming the embedder; now ingest
+    names it too, and the batch writes nothing."""
+    state = {"down": False}
+
+    def emb(texts):
+        if state["down"]:
+            raise RuntimeError("model server down")
+        return np.ones((len(texts), 2))
+
+    emb.dim, emb.name = 2, "emb"
+    db = recallql.connect(embedder=None)
+    db.create_collection("c", ("t",), dim=2, embedder=emb)
+    db.ingest("c", [{"id": "a", "t": "alpha"}])
+    state["down"] = True
+    with pytest.raises(recallql.IngestError) as info:
+        db.ingest("c", [{"id": "b", "t": "beta"}, {"id": "c", "t": "gamma"}])
+    assert str(info.value) == ("field 'vector': embedder 'emb' failed: RuntimeError: model "
+                               "server down; nothing was written")
+    assert isinstance(info.value.__cause__, RuntimeError)
+    state["down"] = False
+    assert db.execute("RETRIEVE 10 FROM c").ids() == ["a"]

@@ -207,7 +207,7 @@ def _embed(batch: ItemBatch, info: CollectionInfo, embedder: Embedder | None) ->
 
     Raises:
         IngestError: the collection embeds but its embedder is not attached, or the embedder
-            returned the wrong shape or an unusable vector.
+            raised, or returned the wrong shape or an unusable vector.
     """
     missing = np.flatnonzero(~batch.has_vector)
     if len(missing) == 0 or (embedder is None and info.embedder_name is None):
@@ -224,6 +224,9 @@ def _embed(batch: ItemBatch, info: CollectionInfo, embedder: Embedder | None) ->
     except NotRealNumbers as exc:
         raise IngestError(f"embedder {embedder.name!r} returned unusable vectors ({exc})",
                           field="vector") from None
+    except Exception as exc:  # the embedder's own code (a model, a user's callable) failed
+        raise IngestError(f"embedder {embedder.name!r} failed: {type(exc).__name__}: {exc}; "
+                          "nothing was written", field="vector") from exc
     if vectors.shape != (len(texts), info.dim):
         raise IngestError(f"embedder {embedder.name!r} returned shape {vectors.shape}, "
                           f"expected ({len(texts)}, {info.dim})", field="vector")
