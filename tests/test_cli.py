@@ -204,13 +204,37 @@ def test_unknown_collection_is_a_semantic_error(db):
     (["query"], "Missing argument"),
     (["query", "SHOW COLLECTIONS", "--param", "novalue"], "name=value"),
     (["query", "SHOW COLLECTIONS", "-p", "x=1"], "not used by the statement: x"),
+    (["explain", "SEARCH docs MATCHING 'x'", "-p", "x=1"], "not used by the statement: x"),
     (["nosuchcommand"], "No such command"),
     (["explain", "SEARCH docs MATCHING 'x'", "--frobnicate"], "No such option"),
-], ids=["missing-statement", "bad-param", "unused-param", "unknown-command", "unknown-option"])
+], ids=["missing-statement", "bad-param", "unused-param", "explain-unused-param",
+        "unknown-command", "unknown-option"])
 def test_usage_errors_exit_2(db, args, message):
     done = cli(*args, "--db", str(db))
     assert done.returncode == 2
     assert message in done.stderr
+
+
+@pytest.mark.parametrize(("args", "line", "caret"), [
+    (["query", "SHOW COLLECTIONS; SEARCH docs MATCHING ? LIMIT 3"],
+     "  SHOW COLLECTIONS; SEARCH docs MATCHING ? LIMIT 3", 39),
+    (["query", "SEARCH docs MATCHING ?", "-p", "q=backup"], "  SEARCH docs MATCHING ?", 21),
+    (["explain", "SEARCH docs MATCHING 'x' LIMIT ?"], "  SEARCH docs MATCHING 'x' LIMIT ?", 31),
+], ids=["query-before-anything-runs", "query-with-a-named-value", "explain"])
+def test_a_positional_parameter_is_refused_up_front_with_a_hint_for_a_named_one(db, args, line,
+                                                                                 caret):
+    """`-p` binds by name only, so a `?` failed as "missing value for parameter ?1" (after
+    the statements before it had printed), or made every -p "not used by the statement"."""
+    done = cli(*args, "--db", str(db))
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == (
+        "ParameterError: a ? parameter takes its value by position; the command line gives "
+        f"values only by name (-p name=value) (line 1, column {caret + 1})\n"
+        "\n"
+        f"{line}\n"
+        f"  {' ' * caret}^\n"
+        "  hint: use a named parameter :name instead (e.g. MATCHING :q) and give its value with "
+        "-p name=value (-p q='disk full')\n")
 
 
 def test_missing_database_is_a_clear_error(tmp_path):

@@ -136,6 +136,19 @@ def test_a_parameter_in_the_shell_says_how_to_give_its_value_here(repl):
     assert repl.failed
 
 
+def test_a_positional_parameter_in_the_shell_is_hinted_to_become_a_named_one(repl):
+    """For `?` the hint said "-p name=value", which binds `:name` parameters only."""
+    repl.run_lines(["SEARCH docs MATCHING ? LIMIT 3;\n"])
+    assert repl.output.getvalue() == (
+        "ParameterError: the shell has no value for parameter ?1 (line 1, column 22)\n"
+        "\n"
+        "  SEARCH docs MATCHING ? LIMIT 3\n"
+        "                       ^\n"
+        "  hint: write the value into the statement (MATCHING 'disk full', LIMIT 5), or use a "
+        "named parameter :name instead and run it with recallql query \"...\" -p name=value\n")
+    assert repl.failed
+
+
 def test_an_error_in_the_interactive_shell_does_not_end_it(repl):
     assert repl.handle("SEARCH dcos MATCHING 'x';") is True
     assert repl.handle("SHOW COLLECTIONS;") is True

@@ -233,6 +233,25 @@ def test_rejected_signal_names_the_rule_and_writes_nothing(populated, case):
     assert dump(populated) == before
 
 
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("rewrad", 1.0, "'rewrad' is not an allowed signal name (allowed: reward); did you mean "
+                    "'reward'?"),
+    ("like", 1.0, "'like' is not an allowed signal name (allowed: reward)"),
+    ("reward", "1", "value '1' (a str) is not a finite number"),
+    ("reward", True, "value True (a bool) is not a finite number"),
+    ("reward", [1], "value [1] (a list) is not a finite number"),
+    ("reward", float("nan"), "value nan is not a finite number"),
+    ("reward", None, "value None is not a finite number"),
+], ids=["typo", "unknown", "text", "bool", "list", "nan", "none"])
+def test_a_rejected_signal_says_what_was_meant_and_what_the_value_is(populated, name, value,
+                                                                     message):
+    """A typo got no suggestion, and '1' read like the number 1 ("value '1' is not a finite
+    number")."""
+    with pytest.raises(SignalRejected) as err:
+        populated.sessions.signal("s-1", name, value)
+    assert str(err.value).split(": ", 1)[1] == message
+
+
 @pytest.mark.parametrize("args, kwargs, rule", [
     (("s-1", "   "), {}, "empty_text"),
     (("s-1", None), {}, "empty_text"),

@@ -205,6 +205,22 @@ def test_create_collection_and_embedder_checks(tmp_path):
         recallql.connect(path)
 
 
+def test_a_redefinition_names_both_definitions_readably():
+    """The fields were Python reprs: {'source': <FieldType.STR: 'str'>, ...}."""
+    with recallql.connect(embedder=None) as db:
+        db.create_collection("notes", fields={"source": str, "tags": list[str]}, dim=4,
+                             embedder=None)
+        with pytest.raises(StoreError) as err:
+            db.create_collection("notes", ("body",), {"source": str, "year": int}, dim=4,
+                                 embedder=None)
+        with pytest.raises(StoreError) as bare:
+            db.create_collection("notes", ("body",), dim=4, embedder=None)
+    assert str(err.value) == (
+        "collection 'notes' exists with text fields title, body and fields source=str, "
+        "tags=list[str]; asked for text fields body and fields source=str, year=int")
+    assert str(bare.value).endswith("asked for text fields body and fields (none)")
+
+
 def test_names_with_lone_surrogates_are_store_errors(tmp_path):
     """A name SQLite cannot encode is no collection's name: StoreError, never UnicodeEncodeError;
     nothing is created."""

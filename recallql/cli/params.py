@@ -120,6 +120,41 @@ def bind_with_fallback(run: Callable[[dict[str, Any]], T], params: dict[str, Par
             values[name] = param.raw
 
 
+#: What to write instead of ``?`` on the command line (``-p`` binds by name only).
+POSITIONAL_HINT = ("use a named parameter :name instead (e.g. MATCHING :q) and give its value "
+                   "with -p name=value (-p q='disk full')")
+
+
+def refuse_positional(statements: Sequence[Any], hint: str = POSITIONAL_HINT) -> None:
+    """Refuse a ``?`` parameter before anything runs: ``-p`` gives values by name, so a ``?``
+    could only ever fail as "missing value" (or make every ``-p`` look unused).
+
+    Raises:
+        ParameterError: the caret under the first ``?``, with `hint`.
+    """
+    from recallql.grammar.errors import ParameterError
+
+    for stmt in statements:
+        first = next((p for p in getattr(stmt, "parameters", ()) if p.name is None), None)
+        if first is not None:
+            raise ParameterError("a ? parameter takes its value by position; the command "
+                                 "line gives values only by name (-p name=value)",
+                                 text=stmt.source, span=first.span, hint=hint)
+
+
+def check_unused(statements: Sequence[Any], params: dict[str, Param]) -> None:
+    """Refuse a ``-p`` the statements do not use (a typo would otherwise go unnoticed).
+
+    Raises:
+        typer.BadParameter: (exit 2) naming the unused parameters.
+    """
+    used = {p.name for s in statements for p in getattr(s, "parameters", ()) if p.name}
+    unused = sorted(set(params) - used)
+    if unused:
+        raise typer.BadParameter(f"not used by the statement: {', '.join(unused)}",
+                                 param_hint="--param")
+
+
 def used_by(stmt: Any, values: dict[str, T]) -> dict[str, T]:
     """The subset of `values` that the statement's ``:name`` parameters use."""
     names = {p.name for p in getattr(stmt, "parameters", ()) if p.name}

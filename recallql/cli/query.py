@@ -18,7 +18,13 @@ from recallql.cli.common import (
     open_db,
     out,
 )
-from recallql.cli.params import bind_with_fallback, parse_params, used_by
+from recallql.cli.params import (
+    bind_with_fallback,
+    check_unused,
+    parse_params,
+    refuse_positional,
+    used_by,
+)
 
 ParamOption = Annotated[list[str] | None, typer.Option(
     "--param", "-p", metavar="NAME=VALUE",
@@ -41,17 +47,9 @@ def _execute(database: Any, stmt: Any, values: dict[str, Any]) -> Any:
     return database.execute(stmt, **values)
 
 
-def _check_unused(statements: list[Any], names: set[str]) -> None:
-    used = {p.name for s in statements for p in getattr(s, "parameters", ()) if p.name}
-    unused = sorted(names - used)
-    if unused:
-        raise typer.BadParameter(f"not used by the statement: {', '.join(unused)}",
-                                 param_hint="--param")
-
-
-def _one_statement(source: str) -> None:
-    """Refuse a second statement for `recallql explain` with the caret under it and a hint
-    for the command line (the parser's names parse_script, a Python function).
+def _one_statement(source: str) -> Any:
+    """The one statement `recallql explain` takes; a second is refused with the caret under
+    it and a hint for the command line (the parser's names parse_script, a Python function).
 
     Raises:
         QuerySyntaxError: more than one statement.
@@ -66,6 +64,7 @@ def _one_statement(source: str) -> None:
             span=(statements[1].span.start, statements[1].span.end),
             hint='recallql explain takes one statement; explain several with recallql query '
                  '"EXPLAIN ...; EXPLAIN ..."')
+    return statements[0] if statements else None
 
 
 def query(
@@ -98,9 +97,10 @@ def query(
     params = parse_params(param)
     with handled():
         statements = parse_script(_source(text))
+        refuse_positional(statements)
     if not statements:
         raise fail("no statement given (the text holds only blanks, ';' or comments)")
-    _check_unused(statements, set(params))
+    check_unused(statements, params)
     with open_db(db) as database, handled():
         catalog = Catalog.of(database)
         for number, stmt in enumerate(statements):
@@ -157,7 +157,9 @@ def explain(
     params = parse_params(param)
     source = _source(text)
     with handled():
-        _one_statement(source)
+        statement = _one_statement(source)
+        refuse_positional([statement] if statement is not None else [])
+    check_unused([statement] if statement is not None else [], params)
     with open_db(db) as database, handled():
         catalog = Catalog.of(database)
         outcome = bind_with_fallback(

@@ -182,13 +182,20 @@ BUILTIN_COLLECTIONS: dict[str, tuple[tuple[str, ...], dict[str, FieldType]]] = {
 }
 
 
+def describe_schema(info: CollectionInfo) -> str:
+    """A definition as its user reads it: ``text fields title, body and fields source=str,
+    tags=list[str]`` (the types by their names, not Python reprs)."""
+    texts = ", ".join(info.text_fields) or "(none)"
+    fields = ", ".join(f"{name}={kind.value}" for name, kind in info.fields.items()) or "(none)"
+    return f"text fields {texts} and fields {fields}"
+
+
 def check_same(stored: CollectionInfo, wanted: CollectionInfo) -> None:
     """Raise `StoreError` naming both definitions when they differ."""
     if not stored.same_schema(wanted):
         raise StoreError(
-            f"collection {stored.name!r} exists with text fields {list(stored.text_fields)} and "
-            f"fields {dict(stored.fields)}; asked for {list(wanted.text_fields)} and "
-            f"{dict(wanted.fields)}")
+            f"collection {stored.name!r} exists with {describe_schema(stored)}; asked for "
+            f"{describe_schema(wanted)}")
     check_same_embedder(stored, wanted)
 
 

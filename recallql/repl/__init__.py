@@ -222,10 +222,12 @@ class Repl:
             from recallql.grammar.errors import ParameterError
 
             first = stmt.parameters[0]
+            named = "" if first.name else "use a named parameter :name instead and "
             raise ParameterError(
                 f"the shell has no value for parameter {first.label}", text=stmt.source,
                 span=first.span, hint="write the value into the statement (MATCHING 'disk "
-                "full', LIMIT 5), or run it with recallql query \"...\" -p name=value")
+                f"full', LIMIT 5), or {named}run it with recallql query \"...\" "
+                "-p name=value")
         started = time.perf_counter()
         outcome = self.db.execute(stmt)
         self.show(outcome)

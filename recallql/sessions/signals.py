@@ -20,6 +20,7 @@ from typing import cast
 
 import numpy as np
 
+from recallql.grammar.suggest import closest
 from recallql.index.analysis import normalize
 from recallql.index.errors import SignalRejected
 from recallql.index.timestamps import SECONDS_PER_DAY
@@ -69,6 +70,16 @@ def _finite(value: object) -> float | None:
     except OverflowError:  # an int beyond float's range
         return None
     return number if math.isfinite(number) else None
+
+
+def _kind(value: object) -> str:
+    """`` (a str)`` after a value that is not a number at all (a bool counts as none), so
+    ``'1'`` does not read as the number 1; nothing after a number or None."""
+    boolean = isinstance(value, bool | np.bool_)
+    if value is None or (isinstance(value, numbers.Real) and not boolean):
+        return ""
+    kind = type(value).__name__
+    return f" ({'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind})"
 
 
 def _pair(value: object) -> tuple[float | None, float | None]:
@@ -151,15 +162,17 @@ class SignalPolicy:
         self.check_session(session_id, status)
         if not isinstance(name, str) or name not in self.bounds:
             allowed = ", ".join(sorted(self.bounds))
+            match = closest(name, self.bounds) if isinstance(name, str) else None
+            guess = f"; did you mean {match!r}?" if match is not None else ""
             raise SignalRejected(
-                f"signal rejected (rule unknown_name): {name!r} is not an allowed signal name "
-                f"(allowed: {allowed})"
+                f"signal rejected (rule unknown_name): {short_repr(name)} is not an allowed "
+                f"signal name (allowed: {allowed}){guess}"
             )
         number = _finite(value)
         if number is None:
             raise SignalRejected(
-                f"signal rejected (rule not_finite): value {short_repr(value)} is not a finite "
-                "number")
+                f"signal rejected (rule not_finite): value {short_repr(value)}{_kind(value)} is "
+                "not a finite number")
         low, high = self.bounds[name]
         if not low <= number <= high:
             raise SignalRejected(
