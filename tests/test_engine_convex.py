@@ -200,6 +200,20 @@ def test_with_context_returns_the_surrounding_items(kb):
     assert [(c.offset, c.id) for c in hit.context] == [(1, "d#2")]  # d#0 is filtered out
 
 
+def test_chunks_at_one_position_are_in_ingest_order():
+    """Two chunks of a document at one position (allowed): the one written first comes first,
+    whatever their ids, in WITH CONTEXT and in context credit."""
+    db = make_db([doc("d#z", "first", "nothing", vec(0, 1, 0, 0), doc_id="d", position=0),
+                  doc("d#a", "second", "nothing", vec(0, 0, 1, 0), doc_id="d", position=0)])
+    db.ingest("kb", [doc("d#m", "alpha", "alpha", vec(1, 0, 0, 0), doc_id="d", position=1)])
+    (hit,) = [r for r in run(db, "WITH CONTEXT (before = 2)", text="alpha").rows
+              if r.id == "d#m"]
+    assert [(c.offset, c.id) for c in hit.context] == [(-2, "d#z"), (-1, "d#a")]
+    by = {r.id: r for r in db.execute("SEARCH kb MATCHING 'alpha' USING LEXICAL").rows}
+    assert reason(by["d#a"], "CONTEXT_MATCH").neighbour == "d#m"
+    assert "d#z" not in by  # two items away: credit reaches only the nearest on each side
+
+
 @pytest.mark.parametrize("clause, message", [
     ("FUSE RRF (alpha = 0.5)", "option 'alpha' is for FUSE CONVEX, not FUSE RRF"),
     ("FUSE CONVEX (k = 60)", "option 'k' is for FUSE RRF, not FUSE CONVEX"),
