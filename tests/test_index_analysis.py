@@ -10,6 +10,7 @@ import hashlib
 import uuid
 
 import pytest
+import tantivy
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -129,6 +130,21 @@ def test_the_other_default_ignorables_still_join_a_word(char):
     """UAX #29 gives them Word_Break Extend, ZWJ or Format (rule WB4 skips them): removed in
     analyser 4 as in 3."""
     assert analyze(f"foo{char}bar") == analyze(f"foo{char}bar", 3) == ["foobar"]
+
+
+def test_the_zero_width_space_is_the_only_assigned_ignorable_that_breaks_a_word():
+    """Against the Unicode tables of the regex crate tantivy's tokenizer is built on: every
+    other assigned default-ignorable code point is Word_Break Format, Extend or ZWJ (skipped
+    by UAX #29 rule WB4) or ALetter (the Hangul fillers)."""
+    def matcher(pattern: str):
+        built = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(pattern)).build()
+        return lambda char: bool(built.analyze(char))
+    assigned = matcher(r"\p{Assigned}")
+    joins = matcher(r"[\p{Word_Break=Format}\p{Word_Break=Extend}\p{Word_Break=ZWJ}"
+                    r"\p{Word_Break=ALetter}]")
+    breaks = [code for code in analysis._IGNORABLE
+              if assigned(chr(code)) and not joins(chr(code))]
+    assert breaks == [0x200B]
 
 
 def test_a_zero_width_space_ends_a_thai_run_so_no_bigram_spans_two_words():

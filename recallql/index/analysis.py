@@ -22,9 +22,9 @@ Analyser 4 (current), in order:
    inside a run is findable, and no run is one giant token. A run of Thai, Lao, Khmer or
    Myanmar letters (scripts written without spaces between words; a word break needs a
    dictionary) becomes the overlapping bigrams of its characters, each with its vowel and tone
-   marks: ``ข้อมูล`` → ``ข้อ อมู มูล``. A zero width space ends a run, as a space does (step
-   1): the writer marked a word break there, and a bigram across it would be a term of no
-   word, made of the end of one and the start of the next (``ฐาน\\u200bข้อมูล`` →
+   marks: ``ข้อมูล`` → ``ข้อ อมู มูล``. A zero width space ends a run of either kind, as a
+   space does (step 1): the writer marked a word break there, and a bigram across it would be
+   a term of no word, the end of one and the start of the next (``ฐาน\\u200bข้อมูล`` →
    ``ฐา าน ข้อ อมู มูล``, without ``นข้``), just as no bigram spans a space.
 3. **Long tokens are split, never dropped**: a run of word characters longer than
    `MAX_TOKEN_CHARS` (255, the ``max_token_length`` of Lucene's StandardTokenizer and of
