@@ -1,5 +1,6 @@
-"""The analyser shared by indexing and query terms (`recallql.index.analysis`, analyser 3):
-Unicode normalisation, the stopword list, long tokens, CJK and Thai runs, emoji, each through
+"""The analyser shared by indexing and query terms (`recallql.index.analysis`, analyser 4):
+Unicode normalisation, the zero width space as a word break, the stopword list, long tokens,
+CJK and Thai runs, emoji, each through
 a real tantivy index; the analyser version, BM25 statistics after deletes, reindex and
 optimize are in `test_index_reindex.py`."""
 
@@ -9,6 +10,7 @@ import hashlib
 import uuid
 
 import pytest
+import tantivy
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -104,8 +106,66 @@ def test_normal_forms_match(stored, query):
 
 def test_normalize_is_nfkc_casefold_without_ignorables():
     assert normalize("ＡＢＣ ﬁ Straße") == "abc fi strasse"
-    assert normalize("zero\u200bwidth\ufeff") == "zerowidth"
+    assert normalize("zero\u2060width\ufeff") == "zerowidth"
     assert normalize("Plain ASCII") == "plain ascii"
+
+
+# -- analyser 4: the zero width space is a word break ---------------------------------------------
+
+@pytest.mark.parametrize(
+    ("version", "normal", "terms"),
+    [(3, "foobar", ["foobar"]), (4, "foo bar", ["foo", "bar"])],
+    ids=["analyser-3", "analyser-4"])
+def test_a_zero_width_space_breaks_a_word_from_analyser_4(version, normal, terms):
+    assert normalize("foo\u200bbar", version) == normal
+    assert analyze("foo\u200bbar", version) == terms
+
+
+@pytest.mark.parametrize(
+    "char",
+    ["\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u200e", "\u180e", "\ufe0f"],
+    ids=["zwnj", "zwj", "word-joiner", "bom", "soft-hyphen", "lrm", "mongolian-vowel-separator",
+         "vs16"])
+def test_the_other_default_ignorables_still_join_a_word(char):
+    """UAX #29 gives them Word_Break Extend, ZWJ or Format (rule WB4 skips them): removed in
+    analyser 4 as in 3."""
+    assert analyze(f"foo{char}bar") == analyze(f"foo{char}bar", 3) == ["foobar"]
+
+
+def test_the_zero_width_space_is_the_only_assigned_ignorable_that_breaks_a_word():
+    """Against the Unicode tables of the regex crate tantivy's tokenizer is built on: every
+    other assigned default-ignorable code point is Word_Break Format, Extend or ZWJ (skipped
+    by UAX #29 rule WB4) or ALetter (the Hangul fillers)."""
+    def matcher(pattern: str):
+        built = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(pattern)).build()
+        return lambda char: bool(built.analyze(char))
+    assigned = matcher(r"\p{Assigned}")
+    joins = matcher(r"[\p{Word_Break=Format}\p{Word_Break=Extend}\p{Word_Break=ZWJ}"
+                    r"\p{Word_Break=ALetter}]")
+    breaks = [code for code in analysis._IGNORABLE
+              if assigned(chr(code)) and not joins(chr(code))]
+    assert breaks == [0x200B]
+
+
+def test_a_zero_width_space_ends_a_thai_run_so_no_bigram_spans_two_words():
+    # ฉัน|กิน|ข้าว "I eat rice", the words separated by zero width spaces
+    sentence = "ฉัน\u200bกิน\u200bข้าว"
+    assert analyze(sentence, 3) == ["ฉัน", "นกิ", "กิน", "นข้", "ข้า", "าว"]
+    assert analyze(sentence) == ["ฉัน", "กิน", "ข้า", "าว"]  # nกิ, นข้ spanned two words
+    assert analyze(sentence) == analyze("ฉัน กิน ข้าว")  # as if written with spaces
+    assert analyze("数据\u200b库") == ["数据", "库"]  # a CJK run ends there too
+
+
+def test_a_word_after_a_zero_width_space_is_found_and_its_neighbour_not_spanned():
+    with recallql.connect(embedder=HashEmbedder(8)) as db:
+        db.ingest("docs", [{"id": "zwsp", "title": "ฐาน\u200bข้อมูล foo\u200bbar"},
+                           {"id": "joined", "title": "ฐานข้อมูล foobar"}])
+        def lexical(q: str) -> list[str]:
+            return db.execute("SEARCH docs MATCHING :q USING LEXICAL", q=q).ids()
+        assert lexical("bar") == ["zwsp"]
+        assert lexical("foobar") == ["joined"]
+        assert lexical("นข้") == ["joined"]  # the bigram across the zero width space
+        assert sorted(lexical("ข้อมูล")) == ["joined", "zwsp"]
 
 
 def test_annotation_keywords_in_another_normal_form_match():
@@ -118,6 +178,18 @@ def test_annotation_keywords_in_another_normal_form_match():
     reasons = {r.id: {e.code: e.detail for e in r.reasons} for r in rows}
     assert reasons["menu"]["SESSION_KEYWORDS"] == "1/1"
     assert reasons["plain"]["SESSION_KEYWORDS"] == "0/1"
+
+
+def test_a_zero_width_space_splits_annotation_keywords():
+    with recallql.connect(embedder=HashEmbedder(8), clock=lambda: 1.7e9) as db:
+        db.ingest("docs", [{"id": "data", "title": "menu", "tags": ["ข้อมูล"]},
+                           {"id": "plain", "title": "menu"}])
+        db.sessions.create("s", agent_id="a")
+        db.sessions.annotate("s", "ฐาน\u200bข้อมูล")  # two keywords: ฐาน, ข้อมูล
+        rows = db.execute("SEARCH docs MATCHING 'menu' FOR SESSION 's'").rows
+    reasons = {r.id: {e.code: e.detail for e in r.reasons} for r in rows}
+    assert reasons["data"]["SESSION_KEYWORDS"] == "1/2"
+    assert reasons["plain"]["SESSION_KEYWORDS"] == "0/2"
 
 
 # -- long tokens and CJK runs ---------------------------------------------------------------------
@@ -232,6 +304,12 @@ def test_thai_runs_become_bigrams_of_characters_with_their_marks():
 
 def test_analyser_2_collections_keep_analyser_2():
     assert analyze("İstanbul 🎉 ข้อมูล", version=2) == ["i\u0307stanbul", "ข้อมูล"]
+
+
+def test_describe_names_the_zero_width_space_from_analyser_4():
+    assert "zero width space" in analysis.describe(4)
+    assert "zero width space" not in analysis.describe(3)
+    assert analysis.describe(analysis.CURRENT_VERSION).startswith("analyser 4: ")
 
 
 # -- versions, addresses, e-mail: the whole token and its parts (preserve_original) ---------------

@@ -89,8 +89,8 @@ def test_reindex_migrates_an_old_database(old_db):
             assert _lexical(db, "cafe\u0301") == ["cafe"]
 
 
-def test_an_analyser_2_database_keeps_its_terms_until_reindex_moves_it_to_3(tmp_path,
-                                                                               monkeypatch):
+def test_an_analyser_2_database_keeps_its_terms_until_reindex_upgrades_it(tmp_path,
+                                                                             monkeypatch):
     path = tmp_path / "db"
     monkeypatch.setattr("recallql.index.text.CURRENT_VERSION", 2)  # as an older recallql wrote
     with warnings.catch_warnings():
@@ -105,9 +105,49 @@ def test_an_analyser_2_database_keeps_its_terms_until_reindex_moves_it_to_3(tmp_
         assert db.store.analyzer_versions()["docs"] == 2
         assert _lexical(db, "İstanbul") == ["tr"]  # query terms in the index's analyser
         assert _lexical(db, "istanbul") == []
-        assert [r.new_version for r in db.reindex()] == [3, 3]
+        assert [r.new_version for r in db.reindex()] == [CURRENT_VERSION, CURRENT_VERSION]
         assert _lexical(db, "istanbul") == ["tr"]
         assert _lexical(db, "🎉") == ["tr"]
+
+
+def test_an_analyser_3_database_keeps_its_terms_until_reindex_moves_it_to_4(tmp_path,
+                                                                               monkeypatch):
+    """Analyser 4 makes a zero width space a word break; a collection indexed by analyser 3
+    (which removed it) analyses its documents and its queries with 3 until `reindex`."""
+    path = tmp_path / "db"
+    monkeypatch.setattr("recallql.index.text.CURRENT_VERSION", 3)  # as an older recallql wrote
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", recallql.AnalyzerOutdatedWarning)
+        with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+            db.ingest("docs", [{"id": "zw", "title": "foo\u200bbar ฉัน\u200bกิน"},
+                               {"id": "x", "title": "other"}])
+    monkeypatch.undo()
+    with pytest.warns(recallql.AnalyzerOutdatedWarning, match="indexed by text analyser 3"):
+        db = recallql.connect(path, embedder=HashEmbedder(8))
+    with db:
+        assert db.store.analyzer_versions() == {"docs": 3, "messages": 3}
+        assert db.snapshot("docs").analyze("foo\u200bbar") == ["foobar"]  # the query, with 3
+        assert _lexical(db, "foo\u200bbar") == ["zw"]
+        assert _lexical(db, "foobar") == ["zw"]
+        assert _lexical(db, "bar") == []
+        assert _lexical(db, "นกิ") == ["zw"]  # analyser 3's bigram across the zero width space
+        db.ingest("docs", [{"id": "new", "title": "baz\u200bqux"}])  # written with 3 too
+        assert _lexical(db, "bazqux") == ["new"]
+        assert [(r.collection, r.old_version, r.new_version) for r in db.reindex()] == [
+            ("docs", 3, 4), ("messages", 3, 4)]
+        assert db.snapshot("docs").analyze("foo\u200bbar") == ["foo", "bar"]
+        assert _lexical(db, "bar") == ["zw"]
+        assert _lexical(db, "qux") == ["new"]
+        assert _lexical(db, "foobar") == []
+        assert _lexical(db, "นกิ") == []
+        assert _lexical(db, "กิน") == ["zw"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # reopening warns no more
+        with recallql.connect(path, embedder=HashEmbedder(8)) as db:
+            assert db.store.analyzer_versions() == {"docs": 4, "messages": 4}
+            assert json.loads((_text_dir(path) / ANALYZER_FILE).read_text())["version"] == 4
+            assert _lexical(db, "foo") == ["zw"]
+            assert db.check().ok
 
 
 def test_an_unknown_analyser_version_is_a_clear_error(tmp_path):
@@ -115,7 +155,7 @@ def test_an_unknown_analyser_version_is_a_clear_error(tmp_path):
     recallql.connect(path, embedder=HashEmbedder(8)).close()
     (_text_dir(path) / ANALYZER_FILE).write_text('{"version": 99}')
     with pytest.raises(recallql.StoreError, match="text analyser version 99 is unknown to this "
-                       r"recallql \(it knows \[1, 2, 3\]\); upgrade recallql"):
+                       r"recallql \(it knows \[1, 2, 3, 4\]\); upgrade recallql"):
         recallql.connect(path, embedder=HashEmbedder(8))
 
 

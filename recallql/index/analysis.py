@@ -1,11 +1,18 @@
 """The text analyser shared by indexing and query-term extraction, versioned.
 
-Analyser 3 (current), in order:
+Analyser 4 (current), in order:
 
 1. **Normalisation** (`normalize`): Unicode NFKC with case folding and the default-ignorable
    code points removed — ``NFKC(casefold(NFKC(text)))``, the NFKC_Casefold mapping of Unicode
    (UAX #15, UAX #44 ``NFKC_CF``). NFC and NFD spellings, full-width Latin (``ＡＢＣ``),
    ligatures (``ﬁ``), ``ß``/``ss`` and a soft hyphen inside a word all give the same terms.
+   Except U+200B ZERO WIDTH SPACE, which becomes a space first: it is a word boundary (UAX #29
+   gives it Word_Break=Other, and Thai, Lao, Khmer and Myanmar text marks its word breaks with
+   it), so ``foo\\u200bbar`` is ``foo bar``, not ``foobar``. It is the only assigned
+   default-ignorable code point that breaks a word: the others are Word_Break Format (soft
+   hyphen, the bidi controls, U+2060 WORD JOINER, U+FEFF, ...), Extend (U+200C ZWNJ, the
+   variation selectors, U+034F, the tags) or ZWJ (U+200D), which rule WB4 skips, or ALetter
+   (the Hangul fillers); the unassigned ones are Other only by default, and stay removed.
    Then the Turkish and Azerbaijani i's are folded to a plain ``i`` (``İ``, whose case fold is
    ``i`` + U+0307, and the dotless ``ı``), as ICU's and Lucene's ASCII folding do, so
    ``İstanbul``, ``ISTANBUL`` and ``istanbul`` and ``KIRMIZI`` / ``kırmızı`` are one term.
@@ -15,7 +22,10 @@ Analyser 3 (current), in order:
    inside a run is findable, and no run is one giant token. A run of Thai, Lao, Khmer or
    Myanmar letters (scripts written without spaces between words; a word break needs a
    dictionary) becomes the overlapping bigrams of its characters, each with its vowel and tone
-   marks: ``ข้อมูล`` → ``ข้อ อมู มูล``.
+   marks: ``ข้อมูล`` → ``ข้อ อมู มูล``. A zero width space ends a run of either kind, as a
+   space does (step 1): the writer marked a word break there, and a bigram across it would be
+   a term of no word, the end of one and the start of the next (``ฐาน\\u200bข้อมูล`` →
+   ``ฐา าน ข้อ อมู มูล``, without ``นข้``), just as no bigram spans a space.
 3. **Long tokens are split, never dropped**: a run of word characters longer than
    `MAX_TOKEN_CHARS` (255, the ``max_token_length`` of Lucene's StandardTokenizer and of
    Elasticsearch's standard tokenizer) is cut into pieces of 255 characters. Git SHAs (40 hex),
@@ -35,6 +45,9 @@ Analyser 3 (current), in order:
    so ``👩‍💻`` gives ``👩 💻``; a skin-tone modifier is not a term) and each flag (a pair of
    regional indicators) a token of its own, as in Lucene's StandardTokenizer since 7.0 →
    the `STOPWORDS` list → the English Snowball stemmer.
+
+Analyser 3: as analyser 4 with U+200B removed like every other default-ignorable code point:
+``foo\\u200bbar`` is the one term ``foobar``, and Thai words separated by it are one run.
 
 Analyser 2: as analyser 3 without the Turkish i folding, the bigrams of scripts without
 spaces, step 4 and the emoji tokens (emoji were separators).
@@ -56,8 +69,8 @@ import tantivy
 #: Name under which the analyser is registered with every tantivy index.
 ANALYZER_NAME = "recallql_en"
 #: The analyser new collections use.
-CURRENT_VERSION = 3
-VERSIONS = (1, 2, 3)
+CURRENT_VERSION = 4
+VERSIONS = (1, 2, 3, 4)
 #: What a token is (Rust regex syntax): a run of letters, digits and combining marks.
 TOKEN_PATTERN_2 = r"[\p{L}\p{N}\p{M}]+"
 #: Analyser 3: those runs, and each emoji and flag a token of its own.
@@ -111,6 +124,8 @@ _CJK = re.compile(
 #: Letters and marks of the scripts written without spaces: Thai, Lao, Myanmar, Khmer.
 _NO_SPACES = re.compile("[\u0e01-\u0e3a\u0e40-\u0e4e\u0e81-\u0ecf\u1000-\u103f\u1050-\u108f"
                         "\u1780-\u17d3]+")
+#: Analyser 4: the default-ignorable code point that is a word boundary (UAX #29 Word_Break=Other).
+_ZERO_WIDTH_SPACE = "\u200b"
 _TURKISH_I = str.maketrans({"\u0131": "i"})  # dotless ı; İ folds to i + U+0307, removed below
 #: E-mail addresses and dotted numbers (versions, IPv4 addresses, decimals). Each starts only
 #: where a run starts, so that a long word is scanned once, not once per character.
@@ -130,13 +145,16 @@ _LONG_ASCII = re.compile(f"[A-Za-z0-9]{{{MAX_TOKEN_CHARS + 1},}}")
 
 def normalize(text: str, version: int = CURRENT_VERSION) -> str:
     """NFKC_Casefold: ``NFKC(casefold(NFKC(text)))`` without default-ignorable code points,
-    then (analyser 3) the Turkish ``İ``/``ı`` as ``i``.
+    then (analyser 3) the Turkish ``İ``/``ı`` as ``i``; (analyser 4) a zero width space is a
+    space, not removed.
 
     ``normalize("Ｃａｆé") == normalize("cafe\\u0301") == "café"``,
-    ``normalize("İZMİR") == "izmir"``.
+    ``normalize("İZMİR") == "izmir"``, ``normalize("foo\\u200bbar") == "foo bar"``.
     """
     if text.isascii():
         return text.lower()
+    if version >= 4:
+        text = text.replace(_ZERO_WIDTH_SPACE, " ")
     folded = _IGNORABLE_RE.sub("", unicodedata.normalize("NFKC", text)).casefold()
     folded = unicodedata.normalize("NFKC", folded)
     if version < 3:
@@ -291,7 +309,7 @@ def analyzer(version: int = CURRENT_VERSION) -> tantivy.TextAnalyzer:
                 .filter(tantivy.Filter.stopword("english"))
                 .filter(tantivy.Filter.stemmer("english"))
                 .build())
-    if version in (2, 3):
+    if version in VERSIONS:  # 2 and later: the same tokenizer and filters
         pattern = TOKEN_PATTERN_2 if version == 2 else TOKEN_PATTERN
         return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(pattern))
                 .filter(tantivy.Filter.custom_stopword(sorted(STOPWORDS)))
@@ -326,7 +344,8 @@ def describe(version: int) -> str:
     if version == 2:
         return (f"analyser 2: NFKC case folding, CJK bigrams, tokens over {MAX_TOKEN_CHARS} "
                 "characters split, Snowball English stopwords, English stemmer")
-    return (f"analyser {version}: NFKC case folding with Turkish i folded, CJK and Thai/Lao/"
+    zwsp = "zero width space as a word break, " if version >= 4 else ""
+    return (f"analyser {version}: NFKC case folding with Turkish i folded, {zwsp}CJK and Thai/Lao/"
             f"Khmer/Myanmar bigrams, emoji as terms, versions and e-mail addresses whole besides "
             f"their parts, tokens over {MAX_TOKEN_CHARS} characters split, Snowball English "
             "stopwords, English stemmer")

@@ -228,10 +228,11 @@ def decayed(records: Iterable[SignalRecord], now_ts: float, policy: SignalPolicy
 def keywords_from(annotations: Iterable[str]) -> tuple[str, ...]:
     """Session keywords: annotation text split on whitespace, NFKC case folded
     (`recallql.index.analysis.normalize`: lower-cased, and NFC/NFD or full-width spellings made
-    one), de-duplicated (first occurrence order)."""
+    one), de-duplicated (first occurrence order). A zero width space splits words too (a word
+    break, as in text analyser 4): ``foo\\u200bbar`` gives ``foo`` and ``bar``."""
     seen: dict[str, None] = {}
     for text in annotations:
-        for word in text.split():
+        for word in text.replace("\u200b", " ").split():
             key = normalize(word)
             if key:  # a word of default-ignorable characters only normalises to nothing
                 seen.setdefault(key, None)
