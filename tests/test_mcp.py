@@ -5,6 +5,7 @@ clients at once, group commit."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 mcp = pytest.importorskip("mcp", reason="the MCP SDK (the `mcp` extra) is not installed")
 from mcp import Client, StdioServerParameters  # noqa: E402
@@ -741,7 +744,8 @@ def test_a_timestamp_filter_takes_iso_text_and_finds_the_time_a_row_shows():
             await client.call_tool("remember", {"items": [
                 {"text": "zebra now", "id": "now"},
                 {"text": "zebra day", "id": "day", "created_at": "2026-01-05"},
-                {"text": "zebra ten", "id": "ten", "created_at": "2026-01-05T12:00:00+02:00"}]})
+                {"text": "zebra ten", "id": "ten", "created_at": "2026-01-05T12:00:00+02:00"},
+                {"text": "zebra end", "id": "end", "created_at": "9999-12-31T23:59:59.999999Z"}]})
             shown = {row["id"]: row["created_at"] for row in data(await client.call_tool(
                 "search_memory", {"text": "zebra"}))["rows"]}
 
@@ -751,7 +755,8 @@ def test_a_timestamp_filter_takes_iso_text_and_finds_the_time_a_row_shows():
 
             values = [shown["now"], "2026-01-05T10:00:00Z", "2026-01-05T10:00:00.000000Z",
                       "2026-01-05T12:00:00+02:00", "2026-01-05 10:00", "2026-01-05",
-                      1767607200, ["2026-01-05", shown["now"]], "2026-01-05T10:00:00.000001Z",
+                      1767607200, ["2026-01-05", shown["now"]], "9999-12-31T23:59:59.999999Z",
+                      "2026-01-05T10:00:00.000001Z",
                       "yesterday", True, {"gte": "2026-01-01"}]
             return shown, [await where(v) for v in values]
 
@@ -762,7 +767,7 @@ def test_a_timestamp_filter_takes_iso_text_and_finds_the_time_a_row_shows():
     *found, wrong_text, wrong_type, range_ = results
     assert shown["ten"] == "2026-01-05T10:00:00.000000Z"
     assert [ids(r) for r in found] == [["now"], ["ten"], ["ten"], ["ten"], ["ten"], ["day"],
-                                       ["ten"], ["day", "now"], []]
+                                       ["ten"], ["day", "now"], ["end"], []]
     assert text(wrong_text) == (
         "ArgumentError: search_memory was called with invalid arguments:\n"
         "  filters.created_at: \"yesterday\" is not a timestamp (years 1..9999); give ISO-8601 "
@@ -775,3 +780,21 @@ def test_a_timestamp_filter_takes_iso_text_and_finds_the_time_a_row_shows():
         in text(range_)
     for result in (wrong_text, wrong_type, range_):
         assert "^" not in text(result) and "TIMESTAMP '" not in text(result)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.floats(min_value=-62135596799.0, max_value=253402300798.0))
+def test_a_timestamp_filter_takes_exactly_the_stored_times_shown_as_its_microsecond(epoch):
+    """The range a timestamp filter becomes (`shapes.shown_as`) holds every stored time that
+    is shown as the given microsecond and no other: `epoch ± 0.5 µs` missed about one stored
+    `now` in five (a float near today holds only ~4 values per microsecond) and took the
+    boundary value shown as the next microsecond."""
+    from recallql.grammar.timestamps import format_timestamp
+    from recallql.index.timestamps import to_epoch
+    from recallql.mcp.shapes import shown_as
+
+    shown = format_timestamp(epoch)
+    lo, hi = shown_as(to_epoch(shown))
+    assert lo <= epoch < hi
+    assert format_timestamp(lo) == shown == format_timestamp(math.nextafter(hi, -math.inf))
+    assert format_timestamp(math.nextafter(lo, -math.inf)) != shown != format_timestamp(hi)

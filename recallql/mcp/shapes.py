@@ -18,7 +18,7 @@ from recallql.grammar.keywords import quote_identifier
 from recallql.grammar.suggest import did_you_mean
 from recallql.grammar.timestamps import format_timestamp
 from recallql.index.errors import IngestError
-from recallql.index.timestamps import to_epoch
+from recallql.index.timestamps import MAX_EPOCH, MIN_EPOCH, to_epoch
 from recallql.ui.render import row_text, why
 
 #: Fields a row always carries in `row_json` (the others go under their own names).
@@ -145,13 +145,46 @@ def _condition(name: str, value: Any, kind: str, number: int,
 def _instants(field: str, keys: list[str], epochs: list[float],
               params: dict[str, Any]) -> str:
     """A timestamp field at any of `epochs`, each to the microsecond: ``field >= :k_lo AND
-    field < :k_hi`` around it, as `format_timestamp` rounds a stored time to the one shown."""
+    field < :k_hi``, the stored times `format_timestamp` shows as that microsecond."""
     ranges = []
     for key, epoch in zip(keys, epochs, strict=True):
-        params[f"{key}_lo"] = epoch - _HALF_MICROSECOND
-        params[f"{key}_hi"] = epoch + _HALF_MICROSECOND
-        ranges.append(f"({field} >= :{key}_lo AND {field} < :{key}_hi)")
+        lo, hi = shown_as(epoch)
+        lo = min(lo, MAX_EPOCH)  # the last microsecond of 9999 rounds to 10000-01-01 as a float
+        bounds = []  # a bound outside years 1..9999 holds for every time there is
+        if lo > MIN_EPOCH:
+            params[f"{key}_lo"] = lo
+            bounds.append(f"{field} >= :{key}_lo")
+        if hi <= MAX_EPOCH:
+            params[f"{key}_hi"] = hi
+            bounds.append(f"{field} < :{key}_hi")
+        ranges.append("(" + " AND ".join(bounds) + ")" if len(bounds) > 1 else bounds[0])
     return ranges[0] if len(ranges) == 1 else "(" + " OR ".join(ranges) + ")"
+
+
+def shown_as(epoch: float) -> tuple[float, float]:
+    """``[lo, hi)``: exactly the epoch seconds (floats) shown as the microsecond `epoch` is
+    shown as. A float near today's epoch holds only about four values per microsecond, so a
+    plain ``epoch ± 0.5 µs`` misses or takes a boundary value; each end is stepped to the
+    float where the shown microsecond changes."""
+    shown = _micros(epoch)
+    lo = epoch - _HALF_MICROSECOND
+    while _micros(lo) >= shown:
+        lo = math.nextafter(lo, -math.inf)
+    while _micros(lo) < shown:
+        lo = math.nextafter(lo, math.inf)
+    hi = epoch + _HALF_MICROSECOND
+    while _micros(hi) > shown:
+        hi = math.nextafter(hi, -math.inf)
+    while _micros(hi) <= shown:
+        hi = math.nextafter(hi, math.inf)
+    return lo, hi
+
+
+def _micros(epoch: float) -> int:
+    """The whole microseconds `format_timestamp` shows for `epoch` (CPython's
+    ``datetime.fromtimestamp``: the fraction rounded half to even)."""
+    fraction, whole = math.modf(epoch)
+    return int(whole) * 1_000_000 + round(fraction * 1e6)
 
 
 def _is_instant(value: Any) -> bool:
