@@ -17,8 +17,11 @@ group-commits writes. Tool names are a contract:
 | ``start_session`` / ``end_session`` | a session's lifecycle |
 
 Results are compact JSON text (`recallql.mcp.shapes`); EXPLAIN is its text format. A mistake
-(a query error with its caret, an invalid item, a rejected signal, a missing session) comes
-back as a tool error (``isError``) holding the error's message, never a traceback.
+(a query error with its caret under the statement the agent wrote, an invalid item, a rejected
+signal, a missing session) comes back as a tool error (``isError``) holding the error's
+message, never a traceback; an argument a tool builds a statement from (``collection``,
+``filters``, ``reason``) is named as the argument (``ArgumentError: ...`` and
+``filters.tag: unknown field 'tag' ...``), never shown as statement text.
 """
 
 from __future__ import annotations
