@@ -675,6 +675,30 @@ def test_a_missing_collection_or_field_names_the_argument_not_a_built_statement(
                                                                      "messages": 0}
 
 
+def test_group_by_and_memory_fields_name_the_argument():
+    """`group_by="conversation"` on docs came back with a caret under `GROUP BY CONVERSATION`
+    in a built statement, and an unknown key of a memory's `fields` as an IngestError naming
+    the generated item id and Python lists (`text fields ['title', 'body']`)."""
+    grouped, unknown, misspelt, own, found = _in_process_call([
+        ("search_memory", {"text": "x", "group_by": "conversation"}),
+        ("remember", {"items": [{"text": "zebra"}, {"text": "x", "fields": {"colour": "red"}}]}),
+        ("remember", {"collection": "messages", "items": [
+            {"text": "x", "fields": {"session_id": "s", "rol": "user"}}]}),
+        ("remember", {"items": [{"text": "zebra", "fields": {"tag": ["ops"]}}]}),
+        ("run_statement", {"statement": "SEARCH docs MATCHING 'zebra'"}),
+    ])
+    assert [text(r).splitlines()[1:] for r in (grouped, unknown, misspelt, own)] == [
+        ["  group_by: 'conversation' groups messages: it needs collection 'messages', not "
+         "'docs' (for documents: 'document')"],
+        ["  items.1.fields.colour: unknown field 'colour' in collection 'docs' ('fields' can "
+         "set: position)"],
+        ["  items.0.fields.rol: unknown field 'rol' in collection 'messages' (did you mean "
+         "'role'?)"],
+        ["  items.0.fields.tag: unknown field 'tag' in collection 'docs' (did you mean 'tags'? "
+         "give it as the memory's own 'tags')"]]
+    assert "^" not in text(grouped)
+    assert data(found)["rows"] == []  # nothing of a refused batch was stored
+
 def test_raw_statement_tools_refuse_what_they_cannot_run_in_json_parameter_terms():
     """run_statement / explain take values by name in the JSON `parameters` object: a `?` was
     'missing value for parameter ?1: 1 needed, 0 given' (no way to give one), a second

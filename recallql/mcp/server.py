@@ -322,7 +322,8 @@ class MemoryTools:
         ] = None,
         group_by: Annotated[Literal["document", "conversation"] | None, Field(
             description="`document`: a document's best chunk only; `conversation`: one row "
-                        "per conversation (a chain of sessions rotated by compression).")
+                        "per conversation (a chain of sessions rotated by compression; collection "
+                        "`messages` only).")
         ] = None,
         limit: Limit = 10,
     ) -> str:
@@ -334,6 +335,10 @@ class MemoryTools:
         that added to the score."""
         def statement(db: Any) -> tuple[str, dict[str, Any]]:
             info = _collection(db, collection)
+            if group_by == "conversation" and collection != "messages":
+                raise shapes.ArgumentError("group_by", f"'conversation' groups messages: it "
+                                           f"needs collection 'messages', not "
+                                           f"'{collection}' (for documents: 'document')")
             types = {n: str(t) for n, t in {**BUILTIN_FIELDS, **info.fields}.items()}
             return shapes.search_statement(collection, session=session, filters=filters or {},
                                            field_types=types, group_by=group_by,
@@ -399,7 +404,11 @@ class MemoryTools:
         """Store texts in a collection, all in one all-or-nothing batch (shared with other
         clients' writes of the same moment). Returns JSON {"collection", "ids", "batch"}."""
         self._check_writable()
-        fields = self.worker.read(lambda db: list(_collection(db, collection).text_fields))
+        info = self.worker.read(lambda db: _collection(db, collection))
+        fields = list(info.text_fields)
+        known = [*BUILTIN_FIELDS, *info.fields]
+        for number, memory in enumerate(items):
+            shapes.check_fields(collection, number, memory.fields or {}, known, fields)
         now = time.time()
         rows = [shapes.memory_item(collection, fields, m.model_dump(), now) for m in items]
         report = self.worker.ingest(collection, rows)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from recallql.grammar.keywords import quote_identifier
-from recallql.grammar.suggest import did_you_mean
+from recallql.grammar.suggest import closest, did_you_mean
 from recallql.grammar.timestamps import format_timestamp
 from recallql.index.errors import IngestError
 from recallql.index.timestamps import MAX_EPOCH, MIN_EPOCH, to_epoch
@@ -234,6 +234,30 @@ def memory_id(collection: str, text: str) -> str:
     id, so remembering it twice stores it once (the second is `unchanged`)."""
     digest = hashlib.blake2b(f"{collection}\0{text}".encode(), digest_size=8).hexdigest()
     return f"mem:{digest}"
+
+
+def check_fields(collection: str, number: int, fields: Mapping[str, Any], known: list[str],
+                 text_fields: list[str]) -> None:
+    """Refuse a key of a memory's `fields` that the collection has no field for (the ingest
+    error named the generated item id and listed Python lists).
+
+    Raises:
+        ArgumentError: ``items.0.fields.colour: unknown field 'colour' in collection 'docs'
+            (its declared fields: source, tags)``.
+    """
+    for key in fields:
+        if key in known or key in text_fields:  # text fields: memory_item says why not
+            continue
+        settable = [name for name in known if name not in _OWN_ARGUMENTS]
+        match = closest(key, [*settable, *(name for name in known if name in _OWN_ARGUMENTS)])
+        if match in _OWN_ARGUMENTS:
+            hint = f"did you mean '{match}'? give it as the memory's own '{match}'"
+        elif match is not None:
+            hint = f"did you mean '{match}'?"
+        else:
+            hint = f"'fields' can set: {', '.join(settable) or 'nothing'}"
+        raise ArgumentError(f"items.{number}.fields.{key}", f"unknown field '{key}' in "
+                            f"collection '{collection}' ({hint})")
 
 
 def memory_item(collection: str, text_fields: list[str], memory: Mapping[str, Any],
