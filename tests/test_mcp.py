@@ -5,6 +5,7 @@ clients at once, group commit."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 mcp = pytest.importorskip("mcp", reason="the MCP SDK (the `mcp` extra) is not installed")
 from mcp import Client, StdioServerParameters  # noqa: E402
@@ -132,7 +135,9 @@ def test_errors_are_tool_errors_with_the_caret_never_a_traceback(tmp_path):
         "                                 ^^^\n"
         "  hint: LIMIT takes a positive whole number, e.g. LIMIT 10")
     assert collection.is_error and "nope" in text(collection)
-    assert field.is_error and "colour" in text(field) and "^" in text(field)
+    # a filter is an argument, not statement text: named so, no caret under a built WHERE
+    assert field.is_error and "filters.colour: unknown field 'colour'" in text(field)
+    assert "^" not in text(field) and "WHERE" not in text(field)
     assert signal.is_error and text(signal).startswith("SignalRejected: ")
     assert append.is_error and "missing" in text(append)
     assert item.is_error and text(item).startswith("IngestError: ")
@@ -428,8 +433,9 @@ def test_a_filter_with_an_empty_list_is_a_tool_error_naming_the_filter():
     the agent never wrote."""
     (result,) = _in_process_call([("search_memory", {"text": "x", "filters": {"tags": []}})])
     assert result.is_error and text(result) == (
-        "QuerySemanticError: filters: tags has an empty list; a list means any of its values, "
-        "so give at least one (or leave the filter out)")
+        "ArgumentError: search_memory was called with invalid arguments:\n"
+        "  filters.tags: an empty list; a list means any of its values, so give at least one "
+        "(or leave the filter out)")
 
 
 def test_a_misspelt_key_inside_an_item_or_message_is_refused_by_name():
@@ -480,27 +486,33 @@ def test_a_filter_value_of_the_wrong_type_names_the_filter_not_a_built_statement
         ("search_memory", {"text": "x", "filters": {"source": True}}),
         ("search_memory", {"text": "x", "filters": {"tags": ["ops"], "source": "wiki"}}),
     ])
-    assert [text(r) for r in results[:2]] == [
-        "QuerySemanticError: filters: tags is list[str]; give a string or a list of strings, "
-        "got 5",
-        "QuerySemanticError: filters: source is str; give a string or a list of strings, "
-        "got true"]
+    assert [text(r).splitlines()[1] for r in results[:2]] == [
+        "  filters.tags: field 'tags' is list[str]; give a string or a list of strings, got 5",
+        "  filters.source: field 'source' is str; give a string or a list of strings, got true"]
     assert all(r.is_error for r in results[:2]) and data(results[2])["rows"] == []
 
 
 def test_end_session_refuses_an_unknown_reason_unless_asked():
     """`end_session(reason="compresion")` recorded the typo, silently ending the conversation
-    chain, where `recallql sessions close --reason` refuses it."""
+    chain, where `recallql sessions close --reason` refuses it. The refusal names the tool's
+    own arguments: it said `any_reason=True records another` (a Python keyword and literal,
+    not the JSON argument an agent sets)."""
     from recallql.sessions.edges import END_REASONS
 
-    _, typo, closed = _in_process_call([
+    _, typo, empty, still, closed = _in_process_call([
         ("start_session", {"agent_id": "a", "session": "s1"}),
         ("end_session", {"session": "s1", "reason": "compresion"}),
+        ("end_session", {"session": "s1", "reason": ""}),
+        ("run_statement", {"statement": "SHOW SESSION 's1'"}),
         ("end_session", {"session": "s1", "reason": "handoff", "any_reason": True}),
     ])
     assert typo.is_error and text(typo) == (
-        "SessionError: unknown end reason 'compresion'; did you mean 'compression'? "
-        "(any_reason=True records another)")
+        "ArgumentError: end_session was called with invalid arguments:\n"
+        "  reason: unknown end reason 'compresion' (did you mean 'compression'?); to record it "
+        "as given, set any_reason to true")
+    assert empty.is_error and text(empty).splitlines()[1] == (
+        "  reason: String should have at least 1 character (got '')")
+    assert data(still)["records"][0]["status"] == "open"  # neither refusal closed it
     assert data(closed)["end_reason"] == "handoff" and "compression" in END_REASONS
 
 
@@ -627,3 +639,186 @@ def test_readme_tool_table_gives_each_tools_arguments_and_defaults():
                     str(p.default).lower())
                 expected.append(f"{p.name}={default}")
         assert [a.strip() for a in args.split(",")] == expected, name
+
+
+def test_a_missing_collection_or_field_names_the_argument_not_a_built_statement():
+    """`collection="dcos"` and `filters={"tag": ...}` came back as a QuerySemanticError with a
+    caret under `RETRIEVE FROM dcos ...` / `WHERE tag = :f0_0`, statements the agent never
+    wrote (search_memory and remember said `StoreError: no collection`, without a hint)."""
+    results = _in_process_call([
+        ("search_memory", {"text": "x", "collection": "dcos"}),
+        ("retrieve_context", {"session": "s", "collection": "dcos"}),
+        ("remember", {"collection": "dcos", "items": [{"text": "zebra"}]}),
+        ("search_memory", {"text": "x", "filters": {"tag": "ops"}}),
+        ("search_memory", {"text": "x", "filters": {"colour": "red"}}),
+        ("search_memory", {"text": "x", "filters": {"title": "Backup"}}),
+        ("search_memory", {"text": "x", "filters": {"position": "first"}}),
+        ("run_statement", {"statement": "SHOW COLLECTIONS"}),
+    ])
+    *errors, shown = results
+    assert all(r.is_error for r in errors)
+    assert [text(r) for r in errors[:3]] == [
+        f"ArgumentError: {tool} was called with invalid arguments:\n"
+        "  collection: no collection 'dcos' (did you mean 'docs'?)"
+        for tool in ("search_memory", "retrieve_context", "remember")]
+    assert [text(r).splitlines()[1:] for r in errors[3:]] == [
+        ["  filters.tag: unknown field 'tag' in collection 'docs' (did you mean 'tags'?)"],
+        ["  filters.colour: unknown field 'colour' in collection 'docs' (its filterable "
+         "fields: id, doc_id, entity, position, created_at, source, tags)"],
+        ["  filters.title: 'title' is a text field of collection 'docs': its words are "
+         "searched by the `text` argument, not filtered"],
+        ["  filters.position: field 'position' is int; give a whole number or a list of "
+         "them, got \"first\""]]
+    for result in errors:
+        assert "^" not in text(result) and ":f0" not in text(result), text(result)
+    assert {r["name"]: r["items"] for r in data(shown)["records"]} == {"docs": 0,
+                                                                     "messages": 0}
+
+
+def test_group_by_and_memory_fields_name_the_argument():
+    """`group_by="conversation"` on docs came back with a caret under `GROUP BY CONVERSATION`
+    in a built statement, and an unknown key of a memory's `fields` as an IngestError naming
+    the generated item id and Python lists (`text fields ['title', 'body']`)."""
+    grouped, unknown, misspelt, own, found = _in_process_call([
+        ("search_memory", {"text": "x", "group_by": "conversation"}),
+        ("remember", {"items": [{"text": "zebra"}, {"text": "x", "fields": {"colour": "red"}}]}),
+        ("remember", {"collection": "messages", "items": [
+            {"text": "x", "fields": {"session_id": "s", "rol": "user"}}]}),
+        ("remember", {"items": [{"text": "zebra", "fields": {"tag": ["ops"]}}]}),
+        ("run_statement", {"statement": "SEARCH docs MATCHING 'zebra'"}),
+    ])
+    assert [text(r).splitlines()[1:] for r in (grouped, unknown, misspelt, own)] == [
+        ["  group_by: 'conversation' groups messages: it needs collection 'messages', not "
+         "'docs' (for documents: 'document')"],
+        ["  items.1.fields.colour: unknown field 'colour' in collection 'docs' ('fields' can "
+         "set: position)"],
+        ["  items.0.fields.rol: unknown field 'rol' in collection 'messages' (did you mean "
+         "'role'?)"],
+        ["  items.0.fields.tag: unknown field 'tag' in collection 'docs' (did you mean 'tags'? "
+         "give it as the memory's own 'tags')"]]
+    assert "^" not in text(grouped)
+    assert data(found)["rows"] == []  # nothing of a refused batch was stored
+
+def test_raw_statement_tools_refuse_what_they_cannot_run_in_json_parameter_terms():
+    """run_statement / explain take values by name in the JSON `parameters` object: a `?` was
+    'missing value for parameter ?1: 1 needed, 0 given' (no way to give one), a second
+    statement's hint named `parse_script()` and the shell, a missing value's hint `pass q=...`
+    (Python keywords) and an unused key 'unexpected parameter :r'."""
+    one = "SEARCH docs MATCHING :q LIMIT 3"
+    results = _in_process_call([
+        ("run_statement", {"statement": "SEARCH docs MATCHING ? LIMIT 3",
+                           "parameters": {"q": "x"}}),
+        ("explain", {"statement": "SEARCH docs MATCHING ?"}),
+        ("run_statement", {"statement": "SHOW COLLECTIONS; SHOW SESSIONS"}),
+        ("explain", {"statement": "SEARCH docs MATCHING 'x'; SEARCH docs MATCHING 'y'"}),
+        ("run_statement", {"statement": one}),
+        ("explain", {"statement": one, "parameters": {"query": "x"}}),
+        ("run_statement", {"statement": one, "parameters": {"q": "x", "lmit": 3}}),
+        ("run_statement", {"statement": "SHOW COLLECTIONS", "parameters": {"q": "x"}}),
+        ("run_statement", {"statement": one, "parameters": {"q": "x"}}),
+    ])
+    *errors, ran = results
+    assert all(r.is_error for r in errors) and data(ran)["rows"] == []
+    positional, explained, *rest = [text(r) for r in errors]
+    assert positional == (
+        "ParameterError: a ? parameter takes its value by position; run_statement takes "
+        "values by name only (line 1, column 22)\n\n"
+        "  SEARCH docs MATCHING ? LIMIT 3\n"
+        "                       ^\n"
+        "  hint: use :name placeholders and pass {\"parameters\": {\"name\": ...}}, e.g. "
+        "\"SEARCH docs MATCHING :q\" with {\"parameters\": {\"q\": \"disk full\"}}")
+    assert explained.startswith("ParameterError: a ? parameter takes its value by position; "
+                                "explain takes values by name only")
+    second_run, second_explain, missing, misnamed, unused, none = rest
+    assert second_run.startswith("QuerySyntaxError: expected one statement, found a second "
+                                 "one (line 1, column 19)")
+    assert second_run.endswith("  hint: one statement per call: call run_statement once for "
+                               "each")
+    assert second_explain.endswith("  hint: one statement per call: call explain once for each")
+    assert missing.startswith("ParameterError: missing value for parameter :q (line 1, "
+                              "column 22)")
+    assert missing.endswith('  hint: pass {"parameters": {"q": ...}}')
+    assert misnamed.endswith("  hint: pass {\"parameters\": {\"q\": ...}} ('query' given, but "
+                             "not in the statement)")
+    assert unused == ("ArgumentError: run_statement was called with invalid arguments:\n"
+                      "  parameters.lmit: not a parameter of the statement (its parameters: "
+                      ":q)")
+    assert none.endswith("  parameters.q: not a parameter of the statement (it has no "
+                         "parameters)")
+    for message in (positional, explained, *rest):
+        assert "parse_script" not in message and "=..." not in message, message
+
+
+def test_a_timestamp_filter_takes_iso_text_and_finds_the_time_a_row_shows():
+    """`filters={"created_at": <a row's created_at>}` found nothing: stored times are finer than
+    the microseconds a row shows, so `=` never held for an item remembered without a time. Now
+    a timestamp filter matches to the microsecond (ISO-8601 text with Z, an offset or none, a
+    date, epoch seconds), and a value that is no timestamp names the filter and the formats
+    (was a caret under `created_at = :f0_0`, hinting `TIMESTAMP '...'`)."""
+    from recallql.mcp.server import MemoryTools, build_server
+
+    worker = _worker()
+    server = build_server(MemoryTools(worker))
+
+    def ids(result):
+        return sorted(row["id"] for row in data(result)["rows"])
+
+    async def go():
+        async with Client(server) as client:
+            await client.call_tool("remember", {"items": [
+                {"text": "zebra now", "id": "now"},
+                {"text": "zebra day", "id": "day", "created_at": "2026-01-05"},
+                {"text": "zebra ten", "id": "ten", "created_at": "2026-01-05T12:00:00+02:00"},
+                {"text": "zebra end", "id": "end", "created_at": "9999-12-31T23:59:59.999999Z"}]})
+            shown = {row["id"]: row["created_at"] for row in data(await client.call_tool(
+                "search_memory", {"text": "zebra"}))["rows"]}
+
+            async def where(value):
+                return await client.call_tool("search_memory", {
+                    "text": "zebra", "filters": {"created_at": value}})
+
+            values = [shown["now"], "2026-01-05T10:00:00Z", "2026-01-05T10:00:00.000000Z",
+                      "2026-01-05T12:00:00+02:00", "2026-01-05 10:00", "2026-01-05",
+                      1767607200, ["2026-01-05", shown["now"]], "9999-12-31T23:59:59.999999Z",
+                      "2026-01-05T10:00:00.000001Z",
+                      "yesterday", True, {"gte": "2026-01-01"}]
+            return shown, [await where(v) for v in values]
+
+    try:
+        shown, results = run(go)
+    finally:
+        worker.close()
+    *found, wrong_text, wrong_type, range_ = results
+    assert shown["ten"] == "2026-01-05T10:00:00.000000Z"
+    assert [ids(r) for r in found] == [["now"], ["ten"], ["ten"], ["ten"], ["ten"], ["day"],
+                                       ["ten"], ["day", "now"], ["end"], []]
+    assert text(wrong_text) == (
+        "ArgumentError: search_memory was called with invalid arguments:\n"
+        "  filters.created_at: \"yesterday\" is not a timestamp (years 1..9999); give ISO-8601 "
+        "text (\"2026-01-05T10:00:00Z\", \"2026-01-05T12:00:00+02:00\", or a date "
+        "\"2026-01-05\" for its midnight UTC) or epoch seconds, or a list of them")
+    assert text(wrong_type).splitlines()[1].startswith(
+        "  filters.created_at: field 'created_at' is timestamp; give ISO-8601 text")
+    assert text(wrong_type).endswith(", got true")
+    assert range_.is_error and "filters only test equality: for a range use run_statement" \
+        in text(range_)
+    for result in (wrong_text, wrong_type, range_):
+        assert "^" not in text(result) and "TIMESTAMP '" not in text(result)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.floats(min_value=-62135596799.0, max_value=253402300798.0))
+def test_a_timestamp_filter_takes_exactly_the_stored_times_shown_as_its_microsecond(epoch):
+    """The range a timestamp filter becomes (`shapes.shown_as`) holds every stored time that
+    is shown as the given microsecond and no other: `epoch ± 0.5 µs` missed about one stored
+    `now` in five (a float near today holds only ~4 values per microsecond) and took the
+    boundary value shown as the next microsecond."""
+    from recallql.grammar.timestamps import format_timestamp
+    from recallql.index.timestamps import to_epoch
+    from recallql.mcp.shapes import shown_as
+
+    shown = format_timestamp(epoch)
+    lo, hi = shown_as(to_epoch(shown))
+    assert lo <= epoch < hi
+    assert format_timestamp(lo) == shown == format_timestamp(math.nextafter(hi, -math.inf))
+    assert format_timestamp(math.nextafter(lo, -math.inf)) != shown != format_timestamp(hi)

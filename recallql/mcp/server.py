@@ -17,8 +17,11 @@ group-commits writes. Tool names are a contract:
 | ``start_session`` / ``end_session`` | a session's lifecycle |
 
 Results are compact JSON text (`recallql.mcp.shapes`); EXPLAIN is its text format. A mistake
-(a query error with its caret, an invalid item, a rejected signal, a missing session) comes
-back as a tool error (``isError``) holding the error's message, never a traceback.
+(a query error with its caret under the statement the agent wrote, an invalid item, a rejected
+signal, a missing session) comes back as a tool error (``isError``) holding the error's
+message, never a traceback; an argument a tool builds a statement from (``collection``,
+``filters``, ``reason``) is named as the argument (``ArgumentError: ...`` and
+``filters.tag: unknown field 'tag' ...``), never shown as statement text.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
-from recallql.api import USER_ERRORS
+from recallql.api import BUILTIN_FIELDS, USER_ERRORS
 from recallql.grammar.timestamps import format_timestamp
 from recallql.mcp import shapes
 from recallql.mcp.worker import DatabaseWorker
@@ -100,34 +103,56 @@ def tool_error(exc: BaseException) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
+def invalid_arguments(tool: str, lines: list[str]) -> CallToolResult:
+    """The tool error for arguments that cannot be used: ``ArgumentError: <tool> was called
+    with invalid arguments:`` and one indented ``argument: what is wrong`` line each."""
+    text = "\n".join([f"ArgumentError: {tool} was called with invalid arguments:",
+                      *(f"  {line}" for line in lines)])
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
 def argument_error(tool: str, exc: ValidationError) -> CallToolResult:
     """The SDK's argument validation failure as a tool error an agent can act on: one line per
     argument, ``name: what it must be (got value)``, without pydantic's type codes and links."""
-    lines = [f"ArgumentError: {tool} was called with invalid arguments:"]
+    lines: list[str] = []
     filters_done: set[str] = set()
     for err in exc.errors(include_url=False):
         loc = err["loc"]
         if len(loc) >= 3 and loc[0] == "filters":  # one line per filter, not one per union type
             if loc[1] not in filters_done:
                 filters_done.add(str(loc[1]))
-                lines.append(f"  filters.{loc[1]}: {_FILTER_VALUE} (got {_shown(err)})")
+                lines.append(f"filters.{loc[1]}: {_FILTER_VALUE} (got {_shown(err)})"
+                             + _range_hint(str(loc[1]), err.get("input")))
             continue
         where = ".".join(str(part) for part in loc) or "arguments"
         message = str(err["msg"]).removeprefix("Input ").removeprefix("Value error, ")
         if err["type"] == "missing":
-            lines.append(f"  {where}: required, but not given")
+            lines.append(f"{where}: required, but not given")
             continue
         if err["type"] == "extra_forbidden":
-            lines.append(f"  {where}: {_unknown_key(err['loc'])}")
+            lines.append(f"{where}: {_unknown_key(err['loc'])}")
             continue
-        lines.append(f"  {where}: {message} (got {_shown(err)})")
-    return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
-                          is_error=True)
+        lines.append(f"{where}: {message} (got {_shown(err)})")
+    return invalid_arguments(tool, lines)
 
 
 #: What a `filters` value may be (`FilterValue`), for its argument error.
 _FILTER_VALUE = ("should be a string, a number, true or false, or a list of strings or of "
                  "numbers")
+#: Keys of a filter object that ask for a range (``{"gte": ...}``, ``{"$lt": ...}``).
+_RANGE_KEYS = frozenset({"gt", "gte", "ge", "lt", "lte", "le", ">", ">=", "<", "<=", "from",
+                         "to", "since", "until", "before", "after", "min", "max", "between"})
+
+
+def _range_hint(name: str, value: Any) -> str:
+    """For a filter given as a range object: filters test equality only, and run_statement
+    takes a range."""
+    if not isinstance(value, dict) or not any(
+            str(key).casefold().lstrip("$") in _RANGE_KEYS for key in value):
+        return ""
+    return (f"; filters only test equality: for a range use run_statement, e.g. \"SEARCH docs "
+            f"MATCHING :q WHERE {name} >= :since\" with {{\"parameters\": {{\"q\": ..., "
+            "\"since\": ...}}")
 
 
 def _shown(err: Any) -> str:
@@ -189,9 +214,60 @@ def _errors_as_results(fn: Callable[..., str]) -> Callable[..., str | CallToolRe
     def wrapper(*args: Any, **kwargs: Any) -> str | CallToolResult:
         try:
             return fn(*args, **kwargs)
+        except shapes.ArgumentError as exc:  # named as the agent wrote it, not as a statement
+            return invalid_arguments(fn.__name__, [str(exc)])
         except USER_ERRORS as exc:
             return tool_error(exc)
     return wrapper
+
+
+#: How to give a statement's values, for the raw-statement tools' errors.
+_NAMED_HINT = ('use :name placeholders and pass {"parameters": {"name": ...}}, e.g. '
+               '"SEARCH docs MATCHING :q" with {"parameters": {"q": "disk full"}}')
+
+
+def check_statement(tool: str, statement: str, parameters: dict[str, Any] | None) -> None:
+    """Refuse, before it runs, what a raw-statement tool (run_statement, explain) cannot do,
+    in the tool's terms: a second statement, a ``?`` parameter (values come by name, in the
+    JSON `parameters` object), a ``:name`` without a value in `parameters`.
+
+    Raises:
+        QuerySyntaxError: a second statement (the caret under it).
+        ParameterError: a ``?``, or a ``:name`` missing from `parameters` (the caret under it).
+        ArgumentError: a `parameters` key the statement does not use.
+    """
+    from recallql.grammar import parse_script
+    from recallql.grammar.errors import ParameterError, QuerySyntaxError
+
+    statements = parse_script(statement)
+    if len(statements) > 1:
+        second = statements[1].span
+        raise QuerySyntaxError("expected one statement, found a second one", text=statement,
+                               span=(second.start, second.end),
+                               hint=f"one statement per call: call {tool} once for each")
+    used = list(getattr(statements[0], "parameters", ())) if statements else []
+    given = parameters or {}
+    positional = next((p for p in used if p.name is None), None)
+    if positional is not None:
+        raise ParameterError(f"a ? parameter takes its value by position; {tool} takes values "
+                             "by name only", text=statement, span=positional.span,
+                             hint=_NAMED_HINT)
+    names = list(dict.fromkeys(p.name for p in used))
+    unused = [name for name in given if name not in names]
+    missing = next((p for p in used if p.name not in given), None)
+    if missing is not None:
+        absent = [name for name in names if name not in given]
+        shown = ", ".join(f'"{name}": ...' for name in absent)
+        also = (f" ({', '.join(map(repr, unused))} given, but not in the statement)"
+                if unused else "")
+        raise ParameterError(f"missing value for parameter :{missing.name}", text=statement,
+                             span=missing.span,
+                             hint=f'pass {{"parameters": {{{shown}}}}}{also}')
+    if unused:
+        has = (f"its parameters: {', '.join(':' + n for n in names)}" if names
+               else "it has no parameters")
+        raise shapes.ArgumentError(f"parameters.{unused[0]}", f"not a parameter of the "
+                                   f"statement ({has})")
 
 
 class MemoryTools:
@@ -238,11 +314,16 @@ class MemoryTools:
         filters: Annotated[dict[str, FilterValue] | None, Field(
             description="field -> value, all must hold: `=` for a value, IN for a list, "
                         "CONTAINS on list fields such as `tags`. E.g. {\"tags\": \"ops\", "
-                        "\"source\": [\"wiki\", \"runbook\"]}. Ranges: use run_statement.")
+                        "\"source\": [\"wiki\", \"runbook\"]}. A timestamp field "
+                        "(`created_at`) takes ISO-8601 text (\"2026-01-05T10:00:00Z\", an "
+                        "offset, or a date for its midnight UTC) or epoch seconds, and matches "
+                        "to the microsecond, so a row's `created_at` finds it. Ranges: use "
+                        "run_statement (WHERE created_at >= :since).")
         ] = None,
         group_by: Annotated[Literal["document", "conversation"] | None, Field(
             description="`document`: a document's best chunk only; `conversation`: one row "
-                        "per conversation (a chain of sessions rotated by compression).")
+                        "per conversation (a chain of sessions rotated by compression; collection "
+                        "`messages` only).")
         ] = None,
         limit: Limit = 10,
     ) -> str:
@@ -253,9 +334,15 @@ class MemoryTools:
         lists each leg's rank (lex#1 = first by BM25, sem#2 = second by vectors) and the boosts
         that added to the score."""
         def statement(db: Any) -> tuple[str, dict[str, Any]]:
-            types = {n: str(t) for n, t in db.store.collection(collection).fields.items()}
+            info = _collection(db, collection)
+            if group_by == "conversation" and collection != "messages":
+                raise shapes.ArgumentError("group_by", f"'conversation' groups messages: it "
+                                           f"needs collection 'messages', not "
+                                           f"'{collection}' (for documents: 'document')")
+            types = {n: str(t) for n, t in {**BUILTIN_FIELDS, **info.fields}.items()}
             return shapes.search_statement(collection, session=session, filters=filters or {},
-                                           field_types=types, group_by=group_by)
+                                           field_types=types, group_by=group_by,
+                                           text_fields=tuple(info.text_fields))
         query, params = self.worker.read(statement)
         return self._result(query, text=text, limit=limit, **params)
 
@@ -271,6 +358,7 @@ class MemoryTools:
         """What should this session see now? RETRIEVE ranks a collection for the session: its
         annotations' keywords, its rewarded entities and signal boosts (plus BM25 + vectors
         when `text` is given). Returns the same JSON as search_memory."""
+        self.worker.read(lambda db: _collection(db, collection))
         query = f"RETRIEVE FROM {shapes.quote_identifier(collection)}"
         params: dict[str, Any] = {"session": session, "limit": limit}
         if text is not None:
@@ -288,6 +376,7 @@ class MemoryTools:
     ) -> str:
         """EXPLAIN a statement: the plan (root first) and each row's score arithmetic, the
         contributions that add up to its score, as text."""
+        check_statement("explain", statement, parameters)
         return self.worker.read(lambda db: db.explain(statement, analyze=analyze,
                                                       **(parameters or {})).render())
 
@@ -301,6 +390,7 @@ class MemoryTools:
         """Run any recallql statement (the language: docs/language.md). SEARCH and RETRIEVE
         give rows as search_memory does, SHOW and DESCRIBE {"columns", "records"}, EXPLAIN its
         text."""
+        check_statement("run_statement", statement, parameters)
         return self._result(statement, **(parameters or {}))
 
     # -- writes ----------------------------------------------------------------------------------
@@ -314,7 +404,11 @@ class MemoryTools:
         """Store texts in a collection, all in one all-or-nothing batch (shared with other
         clients' writes of the same moment). Returns JSON {"collection", "ids", "batch"}."""
         self._check_writable()
-        fields = self.worker.read(lambda db: list(db.store.collection(collection).text_fields))
+        info = self.worker.read(lambda db: _collection(db, collection))
+        fields = list(info.text_fields)
+        known = [*BUILTIN_FIELDS, *info.fields]
+        for number, memory in enumerate(items):
+            shapes.check_fields(collection, number, memory.fields or {}, known, fields)
         now = time.time()
         rows = [shapes.memory_item(collection, fields, m.model_dump(), now) for m in items]
         report = self.worker.ingest(collection, rows)
@@ -394,7 +488,8 @@ class MemoryTools:
         session: SessionArg,
         reason: Annotated[str, Field(description="Why it ends: `agent_close` (done), "
                                      "`compression` (context rotated: start a child with "
-                                     "parent=this), `user_exit`, `idle`, ...")] = "agent_close",
+                                     "parent=this), `user_exit`, `idle`, ...",
+                                     min_length=1)] = "agent_close",
         any_reason: Annotated[bool, Strict(), Field(
             description="Record a reason that is not a known one (refused otherwise: a typo "
                         "such as `compresion` would end the conversation).")] = False,
@@ -402,11 +497,41 @@ class MemoryTools:
         """Close an open session (its signals stay frozen at the end). Returns JSON
         {"session", "status", "end_reason", "ended_at"}."""
         self._check_writable()
+        check_reason(reason, any_reason)
         snap = self.worker.write(lambda db: db.sessions.close(session, end_reason=reason,
                                                               any_reason=any_reason))
         ended = format_timestamp(snap.ended_at) if snap.ended_at else None
         return shapes.dumps({"session": snap.id, "status": snap.status,
                              "end_reason": snap.end_reason, "ended_at": ended})
+
+
+def _collection(db: Any, name: str) -> Any:
+    """The `collection` argument's `CollectionInfo`.
+
+    Raises:
+        ArgumentError: no such collection (with a did-you-mean).
+    """
+    infos = {info.name: info for info in db.collections()}
+    shapes.check_collection(name, list(infos))
+    return infos[name]
+
+
+def check_reason(reason: str, any_reason: bool) -> None:
+    """Refuse an end reason that is not a known one unless `any_reason`, saying which argument
+    records it anyway.
+
+    Raises:
+        ArgumentError: ``reason: unknown end reason 'compresion' (did you mean
+            'compression'?); to record it as given, set any_reason to true``.
+    """
+    from recallql.grammar.suggest import did_you_mean
+    from recallql.sessions.edges import END_REASONS
+
+    if any_reason or reason in END_REASONS:
+        return
+    raise shapes.ArgumentError("reason", f"unknown end reason {reason!r} "
+                               f"({did_you_mean(reason, END_REASONS)}); to record it as given, "
+                               "set any_reason to true")
 
 
 def message_rows(messages: list[Message]) -> list[dict[str, Any]]:

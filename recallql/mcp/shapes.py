@@ -14,10 +14,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from recallql.grammar.errors import QuerySemanticError
 from recallql.grammar.keywords import quote_identifier
+from recallql.grammar.suggest import closest, did_you_mean
 from recallql.grammar.timestamps import format_timestamp
 from recallql.index.errors import IngestError
+from recallql.index.timestamps import MAX_EPOCH, MIN_EPOCH, to_epoch
 from recallql.ui.render import row_text, why
 
 #: Fields a row always carries in `row_json` (the others go under their own names).
@@ -30,23 +31,66 @@ def dumps(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+class ArgumentError(ValueError):
+    """A tool argument that cannot be used, named as the agent wrote it (``collection``,
+    ``filters.tags``, ``reason``), never by the statement a tool builds from it.
+
+    Attributes:
+        argument: the argument's path (``filters.created_at``).
+        message: what is wrong with it and what to give instead.
+    """
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(f"{argument}: {message}")
+        self.argument = argument
+        self.message = message
+
+
+def check_collection(name: str, collections: list[str]) -> None:
+    """Refuse a `collection` argument that names no collection.
+
+    Raises:
+        ArgumentError: ``collection: no collection 'dcos' (did you mean 'docs'?)``.
+    """
+    if name in collections:
+        return
+    hint = did_you_mean(name, collections, listing=False)
+    raise ArgumentError("collection", f"no collection '{name}' ("
+                        + (hint or f"collections: {', '.join(collections)}") + ")")
+
+
+#: How a timestamp filter value may be written, for its error.
+TIMESTAMP_FORMATS = ('ISO-8601 text ("2026-01-05T10:00:00Z", "2026-01-05T12:00:00+02:00", or '
+                     'a date "2026-01-05" for its midnight UTC) or epoch seconds')
+#: Half the precision a time is shown with (`format_timestamp`: microseconds, rounded).
+_HALF_MICROSECOND = 5e-7
+
+
 def search_statement(collection: str, *, session: str | None, filters: Mapping[str, Any],
-                     field_types: Mapping[str, str], group_by: str | None
-                     ) -> tuple[str, dict[str, Any]]:
+                     field_types: Mapping[str, str], group_by: str | None,
+                     text_fields: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
     """``SEARCH <collection> MATCHING :text [WHERE ...] [FOR SESSION :session] [GROUP BY ...]
     LIMIT :limit`` and the parameters it needs besides ``text`` and ``limit``.
 
     A filter ``field → value`` becomes ``field = :fN``; a list value ``field IN (...)``; on a
-    ``list[str]`` field, ``field CONTAINS :fN`` (a list value: any of them).
+    ``list[str]`` field, ``field CONTAINS :fN`` (a list value: any of them). On a timestamp
+    field, a value matches the instant to the microsecond a row shows it with (``created_at``
+    copied from a result finds that row: stored times are finer than they are shown).
+
+    Args:
+        field_types: every filterable field of the collection (built-in and declared) and its
+            type name (``str``, ``list[str]``, ``timestamp``, ...).
+        text_fields: the collection's text fields (searched by `text`, not filterable).
 
     Raises:
-        QuerySemanticError: a filter whose value is an empty list.
+        ArgumentError: a filter naming no filterable field, a value that does not fit its
+            field, or an empty list, as ``filters.<field>: ...``.
     """
     params: dict[str, Any] = {}
     parts = []
     for number, (name, value) in enumerate(filters.items()):
-        parts.append(_condition(quote_identifier(name), value, field_types.get(name), number,
-                                params))
+        kind = _filter_field(collection, name, field_types, text_fields)
+        parts.append(_condition(name, value, kind, number, params))
     text = f"SEARCH {quote_identifier(collection)} MATCHING :text"
     if parts:
         text += " WHERE " + " AND ".join(parts)
@@ -58,24 +102,102 @@ def search_statement(collection: str, *, session: str | None, filters: Mapping[s
     return text + " LIMIT :limit", params
 
 
-def _condition(name: str, value: Any, kind: str | None, number: int,
+def _filter_field(collection: str, name: str, field_types: Mapping[str, str],
+                  text_fields: tuple[str, ...]) -> str:
+    """The type of filter `name`'s field.
+
+    Raises:
+        ArgumentError: a text field, or no field of the collection (with a did-you-mean).
+    """
+    kind = field_types.get(name)
+    if kind is not None:
+        return kind
+    where = f"filters.{name}"
+    if name in text_fields:
+        raise ArgumentError(where, f"'{name}' is a text field of collection '{collection}': "
+                            "its words are searched by the `text` argument, not filtered")
+    hint = did_you_mean(name, [*field_types, *text_fields], listing=False)
+    raise ArgumentError(where, f"unknown field '{name}' in collection '{collection}' ("
+                        + (hint or f"its filterable fields: {', '.join(field_types)}") + ")")
+
+
+def _condition(name: str, value: Any, kind: str, number: int,
                params: dict[str, Any]) -> str:
+    where = f"filters.{name}"
     if value == []:  # `IN ()` or `()`: a statement the caller never wrote, failing to parse
-        raise QuerySemanticError(f"filters: {name} has an empty list; a list means any of its "
-                                 "values, so give at least one (or leave the filter out)")
+        raise ArgumentError(where, "an empty list; a list means any of its values, so give "
+                            "at least one (or leave the filter out)")
     values = value if isinstance(value, list) else [value]
-    _check_filter(name, kind, values)
+    _check_filter(where, kind, values)
+    field = quote_identifier(name)
     keys = [f"f{number}_{i}" for i in range(len(values))]
+    if kind == "timestamp":
+        return _instants(field, keys, [to_epoch(v) for v in values], params)
     params.update(zip(keys, values, strict=True))
     if kind == "list[str]":
-        contains = [f"{name} CONTAINS :{k}" for k in keys]
+        contains = [f"{field} CONTAINS :{k}" for k in keys]
         return contains[0] if len(contains) == 1 else "(" + " OR ".join(contains) + ")"
     if isinstance(value, list):
-        return f"{name} IN ({', '.join(':' + k for k in keys)})"
-    return f"{name} = :{keys[0]}"
+        return f"{field} IN ({', '.join(':' + k for k in keys)})"
+    return f"{field} = :{keys[0]}"
 
 
-#: What a filter value of a declared field must be: (test, what to give).
+def _instants(field: str, keys: list[str], epochs: list[float],
+              params: dict[str, Any]) -> str:
+    """A timestamp field at any of `epochs`, each to the microsecond: ``field >= :k_lo AND
+    field < :k_hi``, the stored times `format_timestamp` shows as that microsecond."""
+    ranges = []
+    for key, epoch in zip(keys, epochs, strict=True):
+        lo, hi = shown_as(epoch)
+        lo = min(lo, MAX_EPOCH)  # the last microsecond of 9999 rounds to 10000-01-01 as a float
+        bounds = []  # a bound outside years 1..9999 holds for every time there is
+        if lo > MIN_EPOCH:
+            params[f"{key}_lo"] = lo
+            bounds.append(f"{field} >= :{key}_lo")
+        if hi <= MAX_EPOCH:
+            params[f"{key}_hi"] = hi
+            bounds.append(f"{field} < :{key}_hi")
+        ranges.append("(" + " AND ".join(bounds) + ")" if len(bounds) > 1 else bounds[0])
+    return ranges[0] if len(ranges) == 1 else "(" + " OR ".join(ranges) + ")"
+
+
+def shown_as(epoch: float) -> tuple[float, float]:
+    """``[lo, hi)``: exactly the epoch seconds (floats) shown as the microsecond `epoch` is
+    shown as. A float near today's epoch holds only about four values per microsecond, so a
+    plain ``epoch ± 0.5 µs`` misses or takes a boundary value; each end is stepped to the
+    float where the shown microsecond changes."""
+    shown = _micros(epoch)
+    lo = epoch - _HALF_MICROSECOND
+    while _micros(lo) >= shown:
+        lo = math.nextafter(lo, -math.inf)
+    while _micros(lo) < shown:
+        lo = math.nextafter(lo, math.inf)
+    hi = epoch + _HALF_MICROSECOND
+    while _micros(hi) > shown:
+        hi = math.nextafter(hi, -math.inf)
+    while _micros(hi) <= shown:
+        hi = math.nextafter(hi, math.inf)
+    return lo, hi
+
+
+def _micros(epoch: float) -> int:
+    """The whole microseconds `format_timestamp` shows for `epoch` (CPython's
+    ``datetime.fromtimestamp``: the fraction rounded half to even)."""
+    fraction, whole = math.modf(epoch)
+    return int(whole) * 1_000_000 + round(fraction * 1e6)
+
+
+def _is_instant(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return False
+    try:
+        to_epoch(value)
+    except (ValueError, OverflowError):
+        return False
+    return True
+
+
+#: What a filter value of a field must be: (test, what to give).
 _FILTER_VALUES: dict[str, tuple[Any, str]] = {
     "str": (lambda v: isinstance(v, str), "a string or a list of strings"),
     "list[str]": (lambda v: isinstance(v, str), "a string or a list of strings"),
@@ -84,22 +206,27 @@ _FILTER_VALUES: dict[str, tuple[Any, str]] = {
     "float": (lambda v: isinstance(v, int | float) and not isinstance(v, bool),
               "a number or a list of them"),
     "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "timestamp": (_is_instant, f"{TIMESTAMP_FORMATS}, or a list of them"),
 }
 
 
-def _check_filter(name: str, kind: str | None, values: list[Any]) -> None:
-    """Refuse a filter value that does not fit its declared field, naming the filter (not the
+def _check_filter(where: str, kind: str, values: list[Any]) -> None:
+    """Refuse a filter value that does not fit its field, naming the filter (not the
     statement built from it).
 
     Raises:
-        QuerySemanticError: ``filters: tags is list[str]; give a string or a list of strings,
-            got 5``.
+        ArgumentError: ``filters.tags: field 'tags' is list[str]; give a string or a list of
+            strings, got 5``.
     """
-    test, words = _FILTER_VALUES.get(kind or "", (None, ""))
+    test, words = _FILTER_VALUES.get(kind, (None, ""))
     bad = [v for v in values if test is not None and not test(v)]
+    if bad and kind == "timestamp" and isinstance(bad[0], str):
+        raise ArgumentError(where, f"{json.dumps(bad[0])} is not a timestamp (years 1..9999); "
+                            f"give {words}")
     if bad:
-        raise QuerySemanticError(f"filters: {name} is {kind}; give {words}, got "
-                                 f"{json.dumps(bad[0])}")
+        name = where.removeprefix("filters.")
+        raise ArgumentError(where, f"field '{name}' is {kind}; give {words}, got "
+                            f"{json.dumps(bad[0])}")
 
 
 def memory_id(collection: str, text: str) -> str:
@@ -107,6 +234,30 @@ def memory_id(collection: str, text: str) -> str:
     id, so remembering it twice stores it once (the second is `unchanged`)."""
     digest = hashlib.blake2b(f"{collection}\0{text}".encode(), digest_size=8).hexdigest()
     return f"mem:{digest}"
+
+
+def check_fields(collection: str, number: int, fields: Mapping[str, Any], known: list[str],
+                 text_fields: list[str]) -> None:
+    """Refuse a key of a memory's `fields` that the collection has no field for (the ingest
+    error named the generated item id and listed Python lists).
+
+    Raises:
+        ArgumentError: ``items.0.fields.colour: unknown field 'colour' in collection 'docs'
+            (its declared fields: source, tags)``.
+    """
+    for key in fields:
+        if key in known or key in text_fields:  # text fields: memory_item says why not
+            continue
+        settable = [name for name in known if name not in _OWN_ARGUMENTS]
+        match = closest(key, [*settable, *(name for name in known if name in _OWN_ARGUMENTS)])
+        if match in _OWN_ARGUMENTS:
+            hint = f"did you mean '{match}'? give it as the memory's own '{match}'"
+        elif match is not None:
+            hint = f"did you mean '{match}'?"
+        else:
+            hint = f"'fields' can set: {', '.join(settable) or 'nothing'}"
+        raise ArgumentError(f"items.{number}.fields.{key}", f"unknown field '{key}' in "
+                            f"collection '{collection}' ({hint})")
 
 
 def memory_item(collection: str, text_fields: list[str], memory: Mapping[str, Any],
