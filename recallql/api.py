@@ -68,6 +68,7 @@ from recallql.index.schema import (
 from recallql.index.snapshot import CollectionSnapshot
 from recallql.index.store import META_FILE, Store, check_directory
 from recallql.index.timestamps import (
+    microsecond_clock,
     parse_timestamp,  # noqa: F401  (the CLI's --param)
     to_epoch,
 )
@@ -225,7 +226,8 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
         signal_policy: allowed signal names, value bounds and half-lives (default: `reward` in
             [-1, 1], half-life 7 days).
         clock: "now" in epoch seconds UTC for statements, session writes and the commit time
-            of batches (default `time.time`; tests pin it).
+            of batches (default `time.time`; tests pin it), read to the microsecond (times
+            are stored as they are shown).
         lock_timeout: seconds a write waits while another process writes (the writer lock
             is held for each write, not for the connection), like SQLite's busy timeout;
             then `DatabaseLocked` names the holder's pid. Default 5.
@@ -249,8 +251,9 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
     if not (_is_number(lock_timeout) and lock_timeout >= 0):
         raise ValueError(f"lock_timeout must be a non-negative number of seconds, got "
                          f"{lock_timeout!r}")
+    clock = microsecond_clock(clock or time.time)  # times are stored as they are shown
     store = Store.open(path, readonly=readonly, lock_timeout=lock_timeout, retention=seconds,
-                       clock=clock or time.time)
+                       clock=clock)
     try:
         db = Database(store, embedder, signal_policy=signal_policy, clock=clock)
         _warn_outdated(db)

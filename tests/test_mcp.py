@@ -809,13 +809,12 @@ def test_a_timestamp_filter_takes_iso_text_and_finds_the_time_a_row_shows():
 @settings(max_examples=3000, deadline=None)
 @given(st.floats(min_value=-62135596799.0, max_value=253402300798.0))
 def test_a_timestamp_filter_takes_exactly_the_stored_times_shown_as_its_microsecond(epoch):
-    """The range a timestamp filter becomes (`shapes.shown_as`) holds every stored time that
+    """The range a timestamp comparison tests (`timestamps.shown_as`) holds every stored time that
     is shown as the given microsecond and no other: `epoch ± 0.5 µs` missed about one stored
     `now` in five (a float near today holds only ~4 values per microsecond) and took the
     boundary value shown as the next microsecond."""
     from recallql.grammar.timestamps import format_timestamp
-    from recallql.index.timestamps import to_epoch
-    from recallql.mcp.shapes import shown_as
+    from recallql.index.timestamps import shown_as, to_epoch
 
     shown = format_timestamp(epoch)
     lo, hi = shown_as(to_epoch(shown))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
@@ -11,10 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from engine_helpers import NOW_TS, doc, make_db, vec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import recallql
 from recallql.grammar import bind, format_timestamp, parse
-from recallql.index.timestamps import parse_timestamp
+from recallql.index.timestamps import parse_timestamp, shown_as, to_epoch, to_microsecond
 from recallql.ui.render import cell, date_of, json_data
 
 PACKAGE = Path(recallql.__file__).resolve().parent
@@ -132,3 +135,87 @@ def test_nat_and_out_of_range_numpy_times_are_clear_errors(value):
         db.ingest("docs", [{"id": "a", "title": "x", "created_at": value}])
     with pytest.raises(recallql.SessionError, match=why):
         db.sessions.create("s", "agent", started_at=value)
+
+
+# Microsecond resolution: a time is stored as it is shown, and compared at the microsecond.
+
+@settings(max_examples=2000, deadline=None)
+@given(st.one_of(st.floats(min_value=-62135596799.0, max_value=253402300798.0),
+                 st.floats(min_value=-5.0, max_value=5.0)))  # floats dense near 1970
+def test_shown_as_is_exactly_the_floats_shown_as_one_microsecond(epoch):
+    lo, hi = shown_as(epoch)
+    shown = format_timestamp(epoch)
+    assert lo <= epoch < hi
+    assert format_timestamp(lo) == shown == format_timestamp(math.nextafter(hi, -math.inf))
+    assert format_timestamp(math.nextafter(lo, -math.inf)) != shown != format_timestamp(hi)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.floats(min_value=-62135596799.0, max_value=253402300798.0))
+def test_to_microsecond_is_the_float_of_the_shown_microsecond(epoch):
+    stored = to_microsecond(epoch)
+    assert format_timestamp(stored) == format_timestamp(epoch)
+    assert stored == to_epoch(format_timestamp(epoch))  # what a datetime of that µs gives
+
+
+def test_shown_as_near_the_epoch_is_immediate():
+    """Near 1970 a microsecond holds ~10^9 floats: the ends are computed, not walked to."""
+    assert shown_as(1.0000003) == (0.9999995, 1.0000005)
+    # the fraction rounds half to even: ±0.5 µs are shown as 0
+    assert shown_as(0.0) == (-5e-7, math.nextafter(5e-7, math.inf))
+
+
+def test_item_epoch_seconds_are_stored_to_the_microsecond():
+    db = make_db([doc("a", "alpha", "alpha", vec(1, 0, 0, 0), created_at=1700000000.1234567)])
+    (row,) = db.execute("SEARCH kb MATCHING 'alpha' USING LEXICAL").rows
+    assert row.fields["created_at"] == 1700000000.123457 == datetime(
+        2023, 11, 14, 22, 13, 20, 123457, tzinfo=UTC).timestamp()
+    found = db.execute("SEARCH kb MATCHING 'alpha' USING LEXICAL WHERE created_at = "
+                       "TIMESTAMP '2023-11-14T22:13:20.123457Z'").rows
+    assert [r.id for r in found] == ["a"]
+
+
+def test_a_time_copied_from_output_finds_its_row_with_a_real_clock(tmp_path):
+    """Messages stamped by `time.time` (finer than a microsecond) are stored as shown, so each
+    row's `created_at` in WHERE finds exactly the rows shown with that time."""
+    db = recallql.connect(tmp_path / "db", embedder=None)
+    db.sessions.create("s1", "agent")
+    for i in range(20):
+        db.messages.append("s1", "user", f"alpha note {i}")
+    rows = db.execute("SEARCH messages MATCHING 'alpha' USING LEXICAL LIMIT 50").to_dicts()
+    assert len(rows) == 20
+    for row in rows:
+        at = row["created_at"]
+        same = {r["id"] for r in rows if r["created_at"] == at}
+        before = {r["id"] for r in rows if r["created_at"] < at}
+        for where, expected in [("created_at = :t", same), ("created_at IN (:t)", same),
+                                ("created_at BETWEEN :t AND :t", same),
+                                ("created_at < :t", before),
+                                ("created_at <= :t", before | same),
+                                ("created_at > :t", {r["id"] for r in rows} - before - same),
+                                ("created_at != :t", {r["id"] for r in rows} - same)]:
+            found = db.execute(f"SEARCH messages MATCHING 'alpha' USING LEXICAL WHERE {where} "
+                               "LIMIT 50", t=format_timestamp(at)).rows
+            assert {r.id for r in found} == expected, where
+    db.close()
+
+
+def test_times_stored_finer_than_shown_compare_at_the_shown_microsecond():
+    """Rows written before times were stored to the microsecond (here: plain rows, as SHOW
+    SESSIONS filters the session table) still compare as they are shown."""
+    from recallql.index.filters import Between, Cmp, In, rows_mask
+    from recallql.index.schema import FieldType
+
+    rows = [{"t": 1700000000.1234567}, {"t": 1700000000.1234574}, {"t": 1700000000.1234556}]
+    fields = {"t": FieldType.TIMESTAMP}
+    shown = "2023-11-14T22:13:20.123457Z"
+    assert [format_timestamp(r["t"]) for r in rows] == [shown, shown,
+                                                         "2023-11-14T22:13:20.123456Z"]
+    assert rows_mask(Cmp("t", "=", shown), rows, fields).tolist() == [True, True, False]
+    assert rows_mask(Cmp("t", "<", shown), rows, fields).tolist() == [False, False, True]
+    assert rows_mask(Cmp("t", ">=", shown), rows, fields).tolist() == [True, True, False]
+    assert rows_mask(Cmp("t", ">", shown), rows, fields).tolist() == [False, False, False]
+    assert rows_mask(In("t", (shown,)), rows, fields).tolist() == [True, True, False]
+    assert rows_mask(Between("t", shown, shown), rows, fields).tolist() == [True, True, False]
+    assert rows_mask(Cmp("t", "=", 1700000000.1234571), rows, fields).tolist() == [True, True,
+                                                                                  False]

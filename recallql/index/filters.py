@@ -6,8 +6,10 @@ comparison on a missing value is *unknown*, ``NOT unknown`` is unknown, and only
 definitely true pass — so rows whose field is missing fail closed, also under NOT.
 
 Fields: the collection's declared fields plus ``id``, ``doc_id``, ``entity`` (str), ``position``
-(int) and ``created_at`` (timestamp). Timestamps compare as epoch seconds UTC and accept
-datetimes, ISO-8601 strings or epoch seconds. On a ``list[str]`` field, `Contains` tests
+(int) and ``created_at`` (timestamp). Timestamps compare as epoch seconds UTC to the
+microsecond they are shown as (`timestamps.shown_as`: a time copied from output equals the
+stored one, also one stored with a finer fraction) and accept datetimes, ISO-8601 strings or
+epoch seconds. On a ``list[str]`` field, `Contains` tests
 membership and `In` / `Cmp('=')` / `Like` hold when any element matches. `Like` is SQL LIKE
 (``%`` any run, ``_`` one character, ``\\`` escapes), case-sensitive. Equality and ``IN`` on
 a declared str field resolve by dictionary lookup and the field's per-value postings, and on
@@ -29,7 +31,7 @@ import numpy as np
 from recallql.index.columns import ListColumn, NumberColumn, StrArray, StrColumn, make_column
 from recallql.index.errors import FilterError
 from recallql.index.schema import FieldType
-from recallql.index.timestamps import to_epoch
+from recallql.index.timestamps import filter_epoch, shown_as
 
 if TYPE_CHECKING:
     from recallql.index.columns import Column
@@ -166,7 +168,7 @@ def _coerce(column: Column, value: object, name: str) -> object:
         ok = isinstance(value, bool | np.bool_)
     elif kind is FieldType.TIMESTAMP:
         try:
-            return to_epoch(value)
+            return filter_epoch(value)
         except ValueError as exc:
             raise FilterError(f"field {name!r}: {exc}") from None
     else:
@@ -191,15 +193,33 @@ def _rows_mask(rows: np.ndarray, size: int) -> np.ndarray:
     return mask
 
 
+#: A timestamp comparison as a test of the stored float against the ends ``[lo, hi)`` of the
+#: value's microsecond (`shown_as`): (operator, which end).
+_INSTANT_OPS: dict[str, tuple[Callable[[Any, Any], Any], int]] = {
+    "<": (operator.lt, 0), "<=": (operator.lt, 1), ">": (operator.ge, 1), ">=": (operator.ge, 0)}
+
+
 def _cmp(column: Column, op: str, value: object, size: int) -> np.ndarray:
     if isinstance(column, StrColumn | StrArray) and op in ("=", "=="):  # postings: no test per row
         return _rows_mask(column.equal_rows([value], size), size)  # type: ignore[list-item]
     fn = OPS[op]
+    if isinstance(column, NumberColumn) and column.kind is FieldType.TIMESTAMP:
+        return _instant_cmp(column.values(size), op, float(value))  # type: ignore[arg-type]
     if isinstance(column, NumberColumn):
         return np.asarray(fn(column.values(size), value), bool)
     if isinstance(column, ListColumn) and op not in ("=", "=="):
         raise FilterError(f"operator {op} is not defined on a list field; use CONTAINS or IN")
     return _predicate(column, lambda s: bool(fn(s, value)), size)
+
+
+def _instant_cmp(values: np.ndarray, op: str, epoch: float) -> np.ndarray:
+    """bool[n]: stored times `values` against the microsecond `epoch` is shown as."""
+    ends = shown_as(epoch)
+    if op in _INSTANT_OPS:
+        fn, end = _INSTANT_OPS[op]
+        return np.asarray(fn(values, ends[end]), bool)
+    inside = (values >= ends[0]) & (values < ends[1])
+    return ~inside if op in ("!=", "<>") else inside
 
 
 def _leaf(expr: FilterExpr, column: Column, size: int) -> np.ndarray:
@@ -215,6 +235,10 @@ def _leaf(expr: FilterExpr, column: Column, size: int) -> np.ndarray:
         return _cmp(column, ">=", lo, size) & _cmp(column, "<=", hi, size)
     if isinstance(expr, In):
         values: list[Any] = [_coerce(column, v, name) for v in expr.values if v is not None]
+        if isinstance(column, NumberColumn) and column.kind is FieldType.TIMESTAMP:
+            stored = column.values(size)
+            return np.logical_or.reduce([_instant_cmp(stored, "=", v) for v in values],
+                                        initial=False) | np.zeros(size, bool)
         if isinstance(column, NumberColumn):
             return np.isin(column.values(size), values)
         if isinstance(column, StrColumn | StrArray):  # postings: no test per row

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable
 from numbers import Real
 from typing import SupportsFloat, cast
 
@@ -32,6 +33,48 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _FIRST = dt.timedelta(seconds=MIN_EPOCH)  # 0001-01-01T00:00:00Z − epoch
 _END = dt.timedelta(seconds=253402300800)  # 10000-01-01T00:00:00Z − epoch (excluded)
 _SECOND = dt.timedelta(seconds=1)
+
+
+def shown_micros(epoch: float) -> int:
+    """The whole microseconds since the epoch that `epoch` is shown as
+    (`recallql.grammar.timestamps.format_timestamp`, i.e. CPython's ``datetime.fromtimestamp``:
+    the fraction's microseconds rounded half to even)."""
+    fraction, whole = math.modf(epoch)
+    return int(whole) * 1_000_000 + round(fraction * 1e6)
+
+
+def to_microsecond(epoch: float) -> float:
+    """`epoch` at the microsecond it is shown as: what recallql stores (timestamps have
+    microsecond resolution, as PostgreSQL's ``timestamptz``), the same float a `datetime` of
+    that microsecond converts to. ``to_microsecond(1700000000.1234567) == 1700000000.123457``."""
+    return min(shown_micros(epoch) / 1_000_000, MAX_EPOCH)
+
+
+def shown_as(epoch: float) -> tuple[float, float]:
+    """``[lo, hi)``: exactly the floats (epoch seconds) shown as the microsecond `epoch` is shown
+    as, so that a time copied from output compares equal to what is stored, also for times
+    written before they were stored to the microsecond (near today a float holds about four
+    values per microsecond, so a plain ``epoch ± 0.5 µs`` misses or takes a boundary value).
+    Each end starts at the correctly rounded half-microsecond and is stepped to the float where
+    the shown microsecond changes (a few steps at most)."""
+    shown = shown_micros(epoch)
+    lo = (2 * shown - 1) / 2_000_000
+    while shown_micros(lo) >= shown:
+        lo = math.nextafter(lo, -math.inf)
+    while shown_micros(lo) < shown:
+        lo = math.nextafter(lo, math.inf)
+    hi = (2 * shown + 1) / 2_000_000
+    while shown_micros(hi) > shown:
+        hi = math.nextafter(hi, -math.inf)
+    while shown_micros(hi) <= shown:
+        hi = math.nextafter(hi, math.inf)
+    return lo, hi
+
+
+def microsecond_clock(clock: Callable[[], float]) -> Callable[[], float]:
+    """`clock` (epoch seconds UTC) read to the microsecond (`to_microsecond`), so that times
+    the database takes from its clock are stored as they are shown."""
+    return lambda: to_microsecond(clock())
 
 
 def parse_timestamp(text: str) -> dt.datetime:
@@ -78,19 +121,32 @@ def item_epoch(value: object) -> float:
         value: as `to_epoch`.
 
     Returns:
-        Seconds since 1970-01-01T00:00:00Z, in the valid range.
+        Seconds since 1970-01-01T00:00:00Z, in the valid range, to the microsecond
+        (`to_microsecond`: epoch seconds given with a finer fraction are rounded as shown).
 
     Raises:
         ValueError: as `to_epoch`, or an instant outside years 1..9999 UTC.
     """
     moment = _moment(value)
     if moment is None:
-        return _number_epoch(value)
+        return to_microsecond(_number_epoch(value))
     offset = moment - _EPOCH  # exact (timedelta), even where the float would round
     if not _FIRST <= offset < _END:
         raise ValueError(f"timestamp {show(value)} is {_utc_text(offset)} in UTC, out of range "
                          "(years 1..9999)")
     return min(offset / _SECOND, MAX_EPOCH)
+
+
+def filter_epoch(value: object) -> float:
+    """A filter value as epoch seconds UTC (`to_epoch`), an instant in years 1..9999 as it is
+    stored (the last microseconds of 9999 as `MAX_EPOCH`, where `item_epoch` keeps them)."""
+    moment = _moment(value)
+    if moment is None:
+        return _number_epoch(value)
+    offset = moment - _EPOCH
+    if _FIRST <= offset < _END:
+        return min(offset / _SECOND, MAX_EPOCH)
+    return _datetime_epoch(moment)
 
 
 def _moment(value: object) -> dt.datetime | None:

@@ -18,7 +18,7 @@ from recallql.grammar.keywords import quote_identifier
 from recallql.grammar.suggest import closest, did_you_mean
 from recallql.grammar.timestamps import format_timestamp
 from recallql.index.errors import IngestError
-from recallql.index.timestamps import MAX_EPOCH, MIN_EPOCH, to_epoch
+from recallql.index.timestamps import to_epoch
 from recallql.ui.render import row_text, why
 
 #: Fields a row always carries in `row_json` (the others go under their own names).
@@ -62,8 +62,6 @@ def check_collection(name: str, collections: list[str]) -> None:
 #: How a timestamp filter value may be written, for its error.
 TIMESTAMP_FORMATS = ('ISO-8601 text ("2026-01-05T10:00:00Z", "2026-01-05T12:00:00+02:00", or '
                      'a date "2026-01-05" for its midnight UTC) or epoch seconds')
-#: Half the precision a time is shown with (`format_timestamp`: microseconds, rounded).
-_HALF_MICROSECOND = 5e-7
 
 
 def search_statement(collection: str, *, session: str | None, filters: Mapping[str, Any],
@@ -74,8 +72,8 @@ def search_statement(collection: str, *, session: str | None, filters: Mapping[s
 
     A filter ``field → value`` becomes ``field = :fN``; a list value ``field IN (...)``; on a
     ``list[str]`` field, ``field CONTAINS :fN`` (a list value: any of them). On a timestamp
-    field, a value matches the instant to the microsecond a row shows it with (``created_at``
-    copied from a result finds that row: stored times are finer than they are shown).
+    field, a value matches the microsecond a row shows it with, as in WHERE (``created_at``
+    copied from a result finds that row).
 
     Args:
         field_types: every filterable field of the collection (built-in and declared) and its
@@ -131,8 +129,6 @@ def _condition(name: str, value: Any, kind: str, number: int,
     _check_filter(where, kind, values)
     field = quote_identifier(name)
     keys = [f"f{number}_{i}" for i in range(len(values))]
-    if kind == "timestamp":
-        return _instants(field, keys, [to_epoch(v) for v in values], params)
     params.update(zip(keys, values, strict=True))
     if kind == "list[str]":
         contains = [f"{field} CONTAINS :{k}" for k in keys]
@@ -140,51 +136,6 @@ def _condition(name: str, value: Any, kind: str, number: int,
     if isinstance(value, list):
         return f"{field} IN ({', '.join(':' + k for k in keys)})"
     return f"{field} = :{keys[0]}"
-
-
-def _instants(field: str, keys: list[str], epochs: list[float],
-              params: dict[str, Any]) -> str:
-    """A timestamp field at any of `epochs`, each to the microsecond: ``field >= :k_lo AND
-    field < :k_hi``, the stored times `format_timestamp` shows as that microsecond."""
-    ranges = []
-    for key, epoch in zip(keys, epochs, strict=True):
-        lo, hi = shown_as(epoch)
-        lo = min(lo, MAX_EPOCH)  # the last microsecond of 9999 rounds to 10000-01-01 as a float
-        bounds = []  # a bound outside years 1..9999 holds for every time there is
-        if lo > MIN_EPOCH:
-            params[f"{key}_lo"] = lo
-            bounds.append(f"{field} >= :{key}_lo")
-        if hi <= MAX_EPOCH:
-            params[f"{key}_hi"] = hi
-            bounds.append(f"{field} < :{key}_hi")
-        ranges.append("(" + " AND ".join(bounds) + ")" if len(bounds) > 1 else bounds[0])
-    return ranges[0] if len(ranges) == 1 else "(" + " OR ".join(ranges) + ")"
-
-
-def shown_as(epoch: float) -> tuple[float, float]:
-    """``[lo, hi)``: exactly the epoch seconds (floats) shown as the microsecond `epoch` is
-    shown as. A float near today's epoch holds only about four values per microsecond, so a
-    plain ``epoch ± 0.5 µs`` misses or takes a boundary value; each end is stepped to the
-    float where the shown microsecond changes."""
-    shown = _micros(epoch)
-    lo = epoch - _HALF_MICROSECOND
-    while _micros(lo) >= shown:
-        lo = math.nextafter(lo, -math.inf)
-    while _micros(lo) < shown:
-        lo = math.nextafter(lo, math.inf)
-    hi = epoch + _HALF_MICROSECOND
-    while _micros(hi) > shown:
-        hi = math.nextafter(hi, -math.inf)
-    while _micros(hi) <= shown:
-        hi = math.nextafter(hi, math.inf)
-    return lo, hi
-
-
-def _micros(epoch: float) -> int:
-    """The whole microseconds `format_timestamp` shows for `epoch` (CPython's
-    ``datetime.fromtimestamp``: the fraction rounded half to even)."""
-    fraction, whole = math.modf(epoch)
-    return int(whole) * 1_000_000 + round(fraction * 1e6)
 
 
 def _is_instant(value: Any) -> bool:

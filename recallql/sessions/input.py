@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from recallql.grammar.timestamps import datetime64_to_datetime, format_timestamp
+from recallql.index.timestamps import to_microsecond
 from recallql.sessions import state
 from recallql.sessions.signals import short_repr
 
@@ -70,7 +71,8 @@ def to_epoch(value: datetime | float | int | None, default: float, what: str,
 
     Every session time (start, end, signal, annotation, message, `as_of`) must lie in years
     1..9999 UTC, the range a `datetime` can hold: 0001-01-01T00:00:00Z to
-    9999-12-31T23:59:59.999999Z (stored as at most `session_state.MAX_TIME`).
+    9999-12-31T23:59:59.999999Z (stored as at most `session_state.MAX_TIME`). Times are kept
+    to the microsecond they are shown as (`recallql.index.timestamps.to_microsecond`).
 
     Raises:
         error (`SessionError` by default): not a datetime or a number of seconds, not finite,
@@ -99,7 +101,7 @@ def to_epoch(value: datetime | float | int | None, default: float, what: str,
     if not (state.MIN_TIME <= value <= state.MAX_TIME):  # exact for ints; False for NaN
         raise error(f"{what} must be a finite time in years 1..9999 UTC, got {short_repr(value)} "
                     "(out of range)")
-    return float(value)
+    return to_microsecond(float(value))  # stored as shown (a datetime is to the µs already)
 
 
 def check_text(value: str, what: str, error: type[ValueError] = SessionError,
