@@ -666,8 +666,18 @@ class Database:
         `text` is positional-only, so any name (``text``, ``q``, ...) can be a parameter. A parsed
         statement (from `recallql.grammar.parse_script`) is accepted too.
 
+        Args:
+            text: one statement (a trailing ``;`` is allowed).
+            args: the values of ``?`` parameters, in order.
+            params: the values of ``:name`` parameters, by name (a dict: ``**values``). Python
+                values map to the language's (docs/language.md, Binding): str, int, float,
+                bool, None, datetime / date (naive = UTC), timedelta (``half_life``), a list
+                or 1-D numpy array of floats (``NEAR``), a list / tuple / set (``IN``).
+
         Returns:
-            A `Result` (an `Explain` for EXPLAIN statements).
+            A `Result` (an `Explain` for EXPLAIN statements, which has the `Result`'s
+            accessors too: `ids()`, `rows`, `warnings`, ...; `Database.explain` is typed
+            `Explain`).
 
         Raises:
             QuerySyntaxError, QuerySemanticError, ParameterError: a mistake in the statement

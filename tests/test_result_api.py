@@ -186,3 +186,21 @@ def test_explain_is_a_sequence_of_its_rows(db, statement):
         explain["plan"]
     restored = recallql.engine.models.Explain.model_validate_json(explain.to_json())
     assert list(restored) == entries
+
+
+@pytest.mark.parametrize("statement", ["SEARCH docs MATCHING 'backup' FOR SESSION 's-1' LIMIT 2",
+                                       "SEARCH docs MATCHING 'backup' FOR SESSION 'nope'",
+                                       "RETRIEVE 3 FROM tickets"])
+def test_an_explain_reads_like_the_result_it_explains(db, statement):
+    """`db.execute` is typed `Result | Explain`: every `Result` accessor also works on an
+    `Explain`, giving its result's value (so code taking either needs no isinstance)."""
+    explain = db.execute("EXPLAIN " + statement)
+    result = explain.result
+    names = [n for n in recallql.Result.model_fields if n != "statement"]
+    assert {"warnings", "session_snapshot", "stats", "records", "rows"} <= set(names)
+    for name in names:
+        assert getattr(explain, name) == getattr(result, name), name
+    assert explain.ids() == result.ids() and explain.ids() == [row.id for row in explain]
+    assert explain.model_dump().keys() == recallql.Explain.model_fields.keys()  # no new fields
+    if "nope" in statement:
+        assert [w.code for w in explain.warnings] == [recallql.Reason.SESSION_NOT_FOUND]

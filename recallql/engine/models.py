@@ -226,7 +226,12 @@ class Explain(_Model):
 
     A sequence of its result's `Row`s, as a `Result` is: `len`, iteration, ``explain[i]``
     (a `Row`), ``explain[i:j]`` (a `Result`), `to_dicts()`, `to_pandas()` and `to_arrow()`
-    all see ``explain.result``'s rows in result order.
+    all see ``explain.result``'s rows in result order. It reads like a `Result`, too:
+    `ids()`, `rows`, `warnings`, `session_snapshot`, `stats`, `truncated`, `collection`,
+    `columns`, `records` and `timestamp_fields` are ``explain.result``'s, so code given what
+    `Database.execute` returns (typed ``Result | Explain``) reads them without an
+    ``isinstance`` check; `plan`, `to_text()` and `to_json()` are EXPLAIN's own (use
+    `Database.explain`, typed `Explain`, for them).
     """
 
     statement: str
@@ -242,12 +247,60 @@ class Explain(_Model):
 
     @property
     def rows(self) -> list[Row]:
+        """The explained result's rows, in result order."""
         return self.result.rows
+
+    @property
+    def warnings(self) -> list[Notice]:
+        """The explained result's statement-level warnings (`Result.warnings`)."""
+        return self.result.warnings
+
+    @property
+    def session_snapshot(self) -> SessionSnapshot | None:
+        """The FOR SESSION session's state the statement ran with (`Result.session_snapshot`)."""
+        return self.result.session_snapshot
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """The explained result's execution statistics (`Result.stats`)."""
+        return self.result.stats
+
+    @property
+    def truncated(self) -> bool:
+        """`Result.truncated` of the explained result."""
+        return self.result.truncated
+
+    @property
+    def collection(self) -> str | None:
+        """The collection searched (`Result.collection`)."""
+        return self.result.collection
+
+    @property
+    def columns(self) -> list[str] | None:
+        """`Result.columns`: None, as for every SEARCH and RETRIEVE."""
+        return self.result.columns
+
+    @property
+    def records(self) -> list[dict[str, Any]] | None:
+        """`Result.records`: None, as for every SEARCH and RETRIEVE."""
+        return self.result.records
+
+    @property
+    def timestamp_fields(self) -> list[str]:
+        """`Result.timestamp_fields` of the explained result."""
+        return self.result.timestamp_fields
+
+    def ids(self) -> list[str]:
+        """The row ids in result order (`Result.ids`)."""
+        return self.result.ids()
 
     def __len__(self) -> int:
         return len(self.result)
 
-    def __iter__(self) -> Iterator[Row]:  # type: ignore[override]  # rows, not fields
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # rows, not fields
+        """The rows (`Row`s), in result order; typed as `Result`'s iteration is (``Any``: a
+        `Result` may hold records), so iterating what `Database.execute` returns type-checks
+        for both."""
         return iter(self.result)
 
     def __getitem__(self, index: int | slice) -> Any:
@@ -267,11 +320,16 @@ class Explain(_Model):
         return self.result.to_arrow()
 
     def to_text(self) -> str:
+        """The plan, root first, and each row's score arithmetic, as ``recallql explain``
+        prints them."""
         from recallql.engine.explain_text import render_text
 
         return render_text(self)
 
     def to_json(self, indent: int | None = 2) -> str:
+        """The whole EXPLAIN as JSON (``EXPLAIN FORMAT JSON``): ``plan`` (nested `PlanNode`s),
+        ``result`` (its rows with their reasons) and the rest; `Explain.model_validate_json`
+        reads it back."""
         return self.model_dump_json(indent=indent)
 
     def render(self) -> str:
