@@ -169,6 +169,49 @@ def test_package_is_typed():
     assert (Path(recallql.__file__).parent / "py.typed").is_file()
 
 
+USER_CODE = """\
+import recallql
+from recallql import Database, Explain, Result, Row
+
+
+def top_ids(db: Database, q: str) -> list[str]:
+    return db.execute("SEARCH docs MATCHING :q LIMIT 3", q=q).ids()
+
+
+def best(result: Result) -> Row:
+    return result.rows[0]
+
+
+def root_operator(explain: Explain) -> str:
+    return explain.plan.operator
+
+
+with recallql.connect() as db:
+    notices = [w.message for w in db.execute("SEARCH docs MATCHING 'x'").warnings]
+    sessions = db.execute("SHOW SESSIONS").records or []
+    root_operator(db.explain("SEARCH docs MATCHING 'x'"))
+    wrong: int = recallql.connect()
+"""
+
+
+def test_type_checkers_see_the_public_names(tmp_path, monkeypatch):
+    """`import recallql` names its API lazily (a module `__getattr__`); a type checker must
+    still see each name's real type: `mypy --strict` accepts the natural uses above and
+    rejects only the last line (were the names `Any`, it would reject nothing)."""
+    mypy_api = pytest.importorskip("mypy.api")
+    monkeypatch.setenv("MYPYPATH", str(Path(recallql.__file__).parents[1]))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mypy.ini").write_text("[mypy]\n")
+    out, err, status = mypy_api.run(["--strict", "--follow-imports=silent", "--config-file",
+                                     "mypy.ini", "--cache-dir", str(tmp_path / "cache"),
+                                     "-c", USER_CODE])
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert len(errors) == 1, out + err
+    assert errors[0].startswith(f"<string>:{USER_CODE.count(chr(10))}: error: Incompatible "
+                                'types in assignment (expression has type "Database", '
+                                'variable has type "int")'), out
+
+
 @pytest.mark.parametrize("statement", ["EXPLAIN SEARCH docs MATCHING 'backup' LIMIT 5",
                                        "EXPLAIN ANALYZE RETRIEVE 3 FROM docs"])
 def test_explain_is_a_sequence_of_its_rows(db, statement):
@@ -204,3 +247,23 @@ def test_an_explain_reads_like_the_result_it_explains(db, statement):
     assert explain.model_dump().keys() == recallql.Explain.model_fields.keys()  # no new fields
     if "nope" in statement:
         assert [w.code for w in explain.warnings] == [recallql.Reason.SESSION_NOT_FOUND]
+
+
+@pytest.mark.parametrize("package", ["recallql", "recallql.engine"])
+def test_every_lazy_export_is_imported_for_type_checkers(package):
+    """The `if TYPE_CHECKING:` imports of a lazily exporting package are its `_EXPORTS`, name
+    for name and module for module (a name added to one only would be `Any` to mypy)."""
+    import ast
+    import importlib
+
+    module = importlib.import_module(package)
+    tree = ast.parse(Path(module.__file__).read_text())
+    imported = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "_TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom)
+                for alias in stmt.names:
+                    assert alias.asname == alias.name  # an explicit re-export
+                    imported[alias.name] = stmt.module
+    assert imported == module._EXPORTS
