@@ -267,3 +267,19 @@ def test_every_lazy_export_is_imported_for_type_checkers(package):
                     assert alias.asname == alias.name  # an explicit re-export
                     imported[alias.name] = stmt.module
     assert imported == module._EXPORTS
+
+
+def test_an_explain_shows_as_one_line_and_prints_as_its_text(db):
+    """At the prompt an `Explain` is one line, like a `Result` (it was pydantic's dump of
+    the whole plan tree and every reason); `print` shows what ``recallql explain`` prints."""
+    explain = db.explain("SEARCH docs MATCHING 'backup: the policy' LIMIT 2", analyze=True)
+    first, second = explain.rows
+    assert repr(explain) == (
+        "<Explain ANALYZE SEARCH docs MATCHING 'backup: …: plan TopK, 2 rows "
+        f"[{first.id!r} {first.score:.5f}, {second.id!r} {second.score:.5f}]>")
+    assert str(explain) == explain.to_text() and "\n#1 " in str(explain)
+    as_json = db.execute("EXPLAIN VERBOSE FORMAT JSON SEARCH docs MATCHING 'zzz' LIMIT 1")
+    assert repr(as_json).startswith("<Explain VERBOSE SEARCH docs MATCHING 'zzz' …: plan TopK, ")
+    assert str(as_json) == as_json.to_json()
+    assert repr(db.explain("RETRIEVE 3 FROM docs WHERE id = 'nothing'")) == (
+        "<Explain RETRIEVE 3 FROM docs …: plan TopK, 0 rows>")

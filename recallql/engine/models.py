@@ -335,3 +335,16 @@ class Explain(_Model):
     def render(self) -> str:
         """The statement's own choice: `to_json()` for `EXPLAIN FORMAT JSON`, else `to_text()`."""
         return self.to_json() if self.format == "json" else self.to_text()
+
+    def __repr__(self) -> str:
+        """One line, as a `Result`'s: ``<Explain ANALYZE SEARCH docs MATCHING 'x' …: plan
+        TopK, 2 rows ['a' 1.00066, 'b' 0.50012]>`` (``print(explain)`` shows the plan)."""
+        result = self.result
+        modifiers = [w for w, on in (("ANALYZE", self.analyze), ("VERBOSE", self.verbose)) if on]
+        return (f"<Explain {' '.join([*modifiers, result._words()])}: plan "
+                f"{self.plan.operator}, {result._count()}{result._preview()}>")
+
+    def __str__(self) -> str:
+        """`render()`: the plan and each row's score arithmetic, as ``recallql explain``
+        prints them (JSON for ``EXPLAIN FORMAT JSON``)."""
+        return self.render()
