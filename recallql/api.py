@@ -305,6 +305,10 @@ class Database:
     """A recallql database. Use `connect`. A context manager (closes on exit).
 
     Attributes:
+        sessions: `recallql.sessions.Sessions`: create, annotate, signal, close, archive and
+            sweep sessions (``db.sessions.create("s-1", "agent-7")``).
+        messages: `recallql.sessions.Messages`: append a session's messages
+            (``db.messages.append("s-1", "user", "hello")``, ``extend([...])`` for many).
         store: the underlying `recallql.index.Store`.
     """
 
@@ -354,6 +358,23 @@ class Database:
     def path(self) -> str | None:
         """The database directory, or ``None`` in memory."""
         return None if self.store.path is None else str(self.store.path)
+
+    @property
+    def readonly(self) -> bool:
+        """Whether the database was opened as a reader (``connect(..., readonly=True)``)."""
+        return self.store.readonly
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called (every call then raises `StoreError`)."""
+        return self.store.closed
+
+    def __repr__(self) -> str:
+        """``<recallql.Database '/path/mem.db' writer>`` (``reader``, ``closed``; ``in
+        memory`` for ``connect()``)."""
+        where = "in memory" if self.path is None else repr(self.path)
+        state = "closed" if self.closed else "reader" if self.readonly else "writer"
+        return f"<recallql.Database {where} {state}>"
 
     def _open_collection(self, name: str, text_fields: Sequence[str],
                          fields: Mapping[str, object] | None, dim: int | None,
