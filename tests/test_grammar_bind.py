@@ -201,7 +201,7 @@ def test_extra_named_parameter_is_named() -> None:
 
 def test_extra_positional_value() -> None:
     err = bound_error("SEARCH d MATCHING ?", "x", "y")
-    assert "1 ? parameters, 2 values" in err.message
+    assert "1 ? parameter, 2 values" in err.message
 
 
 @pytest.mark.parametrize(
@@ -312,3 +312,26 @@ def test_in_list_parameter_rejects_non_lists(value):
         bind(parse("SEARCH docs MATCHING 'x' WHERE tag IN :tags"), tags=value)
     assert "IN list for tag (parameter :tags)" in str(err.value)
     assert err.value.column == 39  # the caret is under :tags
+
+
+def test_a_dict_given_positionally_says_to_unpack_it() -> None:
+    """sqlite3's ``execute(sql, {"q": ...})`` habit: the error says what to do."""
+    err = bound_error("SEARCH d MATCHING :q LIMIT :n", {"q": "x", "n": 2})
+    assert err.message == ("the statement uses named parameters (:q, :n), but their values came "
+                           "as one positional mapping")
+    assert err.hint == "unpack it into named values: execute(text, **values)"
+    err = bound_error("SEARCH d MATCHING :q", "x")
+    assert err.message == ("the statement uses named parameters (:q), but 1 positional value "
+                           "was given")
+    assert err.hint == "pass the values by name, e.g. q='backup'"
+
+
+def test_a_tuple_of_every_value_says_to_spread_it() -> None:
+    """sqlite3's ``execute(sql, (a, b))`` habit; a single ? given a list (IN, NEAR) is fine."""
+    err = bound_error("SEARCH d MATCHING ? LIMIT ?", ("x", 2))
+    assert err.message == "missing value for parameter ?2: 2 needed, 1 given"
+    assert err.hint == ("the values went in as one tuple: pass them as separate arguments, "
+                        "execute(text, *values)")
+    assert bound_error("SEARCH d MATCHING ? LIMIT ?", "x").hint is None
+    assert bound_error("SEARCH d MATCHING ?", "x", "y").message == (
+        "too many values: the statement has 1 ? parameter, 2 values given")

@@ -11,7 +11,7 @@ puts the caret under it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import date, datetime, timedelta
 from datetime import time as dt_time
 from typing import Any
@@ -110,16 +110,21 @@ def _positional(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, An
         )
     if len(args) < len(parameters):
         missing = parameters[len(args)]
+        packed = len(args) == 1 and isinstance(args[0], list | tuple) \
+            and len(args[0]) == len(parameters)
         raise ParameterError(
             f"missing value for parameter {missing.label}: {len(parameters)} needed, "
             f"{len(args)} given",
             text=stmt.source,
             span=missing.span,
+            # sqlite3's execute(sql, (a, b)) habit: one sequence holding every value
+            hint=f"the values went in as one {type(args[0]).__name__}: pass them as separate "
+                 "arguments, execute(text, *values)" if packed else None,
         )
     if len(args) > len(parameters):
         raise ParameterError(
             f"too many values: the statement has {len(parameters)} ? "
-            f"parameters, {len(args)} values given"
+            f"parameter{'' if len(parameters) == 1 else 's'}, {len(args)} values given"
         )
     return dict(enumerate(args))
 
@@ -130,10 +135,16 @@ def _named(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, Any]) -
         return params  # exactly the statement's names
     names = ", ".join(dict.fromkeys(p.label for p in parameters))
     if args:
+        if len(args) == 1 and isinstance(args[0], Mapping):  # sqlite3's execute(sql, {...})
+            raise ParameterError(
+                f"the statement uses named parameters ({names}), but their values came as "
+                "one positional mapping",
+                hint="unpack it into named values: execute(text, **values)",
+            )
         raise ParameterError(
             f"the statement uses named parameters ({names}), but "
-            f"{len(args)} positional values were given",
-            hint="pass the values by name, e.g. q='backup'",
+            f"{len(args)} positional value{' was' if len(args) == 1 else 's were'} given",
+            hint=f"pass the values by name, e.g. {parameters[0].name}='backup'",
         )
     for parameter in parameters:
         if parameter.name not in params:
