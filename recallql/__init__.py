@@ -51,6 +51,8 @@ _EXPORTS: dict[str, str] = {
     "Explain": "recallql.engine.models",
     "Notice": "recallql.engine.models",
     "ReasonEntry": "recallql.engine.models",
+    "PlanNode": "recallql.engine.models",
+    "ContextItem": "recallql.engine.models",
     "SessionSnapshot": "recallql.sessions.models",
     "Reason": "recallql.engine.reasons",
     # write reports
@@ -59,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     "SweepReport": "recallql.sessions.sweep",
     "CheckReport": "recallql.index.checks",
     "ImportReport": "recallql.importers.hermes",
+    "CollectionInfo": "recallql.index.schema",
 }
 
 if _TYPE_CHECKING:  # the same names for type checkers and IDEs, which would see `Any` for
@@ -67,8 +70,10 @@ if _TYPE_CHECKING:  # the same names for type checkers and IDEs, which would see
     from recallql.api import connect as connect
     from recallql.engine.legs import LegBatches as LegBatches
     from recallql.engine.merging import merge as merge
+    from recallql.engine.models import ContextItem as ContextItem
     from recallql.engine.models import Explain as Explain
     from recallql.engine.models import Notice as Notice
+    from recallql.engine.models import PlanNode as PlanNode
     from recallql.engine.models import ReasonEntry as ReasonEntry
     from recallql.engine.models import Result as Result
     from recallql.engine.models import Row as Row
@@ -91,6 +96,7 @@ if _TYPE_CHECKING:  # the same names for type checkers and IDEs, which would see
     from recallql.index.errors import IngestError as IngestError
     from recallql.index.errors import SignalRejected as SignalRejected
     from recallql.index.errors import StoreError as StoreError
+    from recallql.index.schema import CollectionInfo as CollectionInfo
     from recallql.sessions import SessionError as SessionError
     from recallql.sessions import SessionNotFound as SessionNotFound
     from recallql.sessions.models import SessionSnapshot as SessionSnapshot

@@ -25,3 +25,30 @@ def test_a_database_shows_its_path_and_state(tmp_path):
     memory.close()
     memory.close()  # twice is harmless
     assert repr(memory) == "<recallql.Database in memory closed>"
+
+
+def test_every_type_the_everyday_api_hands_back_is_importable_from_recallql(tmp_path):
+    """So user code can annotate what it gets (``def walk(node: recallql.PlanNode)``) without
+    reaching into submodules; each name is in `recallql.__all__`."""
+    db = recallql.connect(embedder=HashEmbedder())
+    info = db.create_collection("notes", fields={"team": str})
+    added = db.ingest("notes", [{"id": "a", "title": "backup", "body": "nightly",
+                                 "doc_id": "d", "position": 0},
+                                {"id": "b", "title": "restore", "body": "weekly",
+                                 "doc_id": "d", "position": 1}])
+    snapshot = db.sessions.create("s-1", "agent-7")
+    result = db.execute("SEARCH notes MATCHING 'backup' FOR SESSION 'nope' WITH CONTEXT (before = 1, after = 1)")
+    explain = db.explain("SEARCH notes MATCHING 'backup'")
+    row = result[0]
+    handed_back = {
+        "CollectionInfo": info, "IngestReport": added, "SessionSnapshot": snapshot,
+        "Result": result, "Row": row, "ReasonEntry": row.reasons[0],
+        "ContextItem": row.context[0], "Notice": result.warnings[0], "Explain": explain,
+        "PlanNode": explain.plan, "Reason": row.reasons[0].code,
+        "DeleteReport": db.delete("notes", ["b"]), "CheckReport": db.check(),
+        "SweepReport": db.sessions.sweep(365, dry_run=True), "QueryPlan": db.plan(
+            "SEARCH notes MATCHING 'x'"),
+    }
+    for name, value in handed_back.items():
+        assert type(value) is getattr(recallql, name) and name in recallql.__all__, name
+    db.close()

@@ -185,7 +185,24 @@ class Row(_Model):
 
 
 class PlanNode(_Model):
-    """One operator of an executed plan, root first."""
+    """One operator of an executed plan: `Explain.plan` is the root (the last operator to
+    run, ``TopK``), its inputs are its `children`, down to the legs' scans. EXPLAIN's text
+    prints one line per node: ``operator: properties  rows=in→out time=ms``.
+
+    Attributes:
+        operator: the operator's name (``TopK``, ``RecencyBoost``, ``SessionBoost``,
+            ``ConvexFusion``, ``RrfFusion``, ``LexicalScan``, ``SemanticScan``,
+            ``ContextScan``, ...).
+        properties: its settings and what it found, as the text prints them after the name;
+            the keys depend on the operator (``k`` and ``offset`` of ``TopK``, ``terms`` and
+            ``window`` of ``LexicalScan``, ``bounds`` of ``ConvexFusion``, ...), the values
+            plain JSON (str, int, float, list, dict).
+        rows_in: rows it read from its children (0 for a scan); None without ANALYZE.
+        rows_out: rows it produced; None without ANALYZE.
+        time_ms: the operator's own time in milliseconds (its children's not included);
+            None without ANALYZE.
+        children: its inputs, in plan order (a fusion's legs in fusion order).
+    """
 
     operator: str
     properties: dict[str, Any] = Field(default_factory=dict)
