@@ -238,8 +238,9 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
         DatabaseLocked: creating the database, or migrating one written by an earlier
             version, waited `lock_timeout` for another writer.
         StoreError: not a recallql database, a missing or damaged file (named; nothing is
-            changed), an embedder that does not match, or a text index of an analyser version
-            this recallql does not know.
+            changed), an embedder that does not match (naming the ``embedder=`` that opens
+            it: ``None`` always does), or a text index of an analyser version this recallql
+            does not know.
 
     Warns:
         AnalyzerOutdatedWarning: collections indexed by an older text analyser (they keep it
@@ -331,8 +332,37 @@ class Database:
         for name, (text_fields, fields) in BUILTIN_COLLECTIONS.items():
             if store.readonly and name not in {c.name for c in store.collections()}:
                 continue
+            self._check_builtin_embedder(name, resolved, embedder)
             dim = None if resolved is not None else emb.MINILM_DIM
             self._open_collection(name, text_fields, fields, dim, resolved, builtin=True)
+
+    def _check_builtin_embedder(self, name: str, resolved: emb.Embedder | None,
+                                spec: object) -> None:
+        """Refuse, saying how to open it, a database whose built-in collection `name` was
+        created with another embedder than `connect`'s (its ``embedder="default"`` included).
+
+        Raises:
+            StoreError: naming both embedders and the ``embedder=`` that opens the database.
+        """
+        row = self.store.meta.collection(name)
+        if row is None or resolved is None:
+            return  # new, or embedder=None: attaches nothing
+        stored = row.info
+        if (stored.embedder_name, stored.dim) == (resolved.name, resolved.dim):
+            return
+        if stored.embedder_name is None:
+            built = f"no embedder (vectors from the caller, dim {stored.dim})"
+            fix = "connect(path, embedder=None)"
+        elif stored.embedder_name == emb.MINILM_NAME:
+            built = f"embedder {emb.MINILM_NAME!r} (dim {stored.dim})"
+            fix = 'connect(path) (embedder="default")'
+        else:
+            built = f"embedder {stored.embedder_name!r} (dim {stored.dim})"
+            fix = "connect(path, embedder=...) given that embedder, or embedder=None to attach none"
+        asked = f"{resolved.name!r} (dim {resolved.dim})" + (
+            ", connect's default" if isinstance(spec, str) else "")
+        raise StoreError(f"the database {self.path} was created with {built} for its built-in "
+                         f"collection {name!r}, not {asked}: open it with {fix}")
 
     def _upgrade_messages(self) -> None:
         """Give the `messages` collection of a store an earlier version wrote the fields

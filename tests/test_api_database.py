@@ -37,7 +37,8 @@ def test_every_type_the_everyday_api_hands_back_is_importable_from_recallql(tmp_
                                 {"id": "b", "title": "restore", "body": "weekly",
                                  "doc_id": "d", "position": 1}])
     snapshot = db.sessions.create("s-1", "agent-7")
-    result = db.execute("SEARCH notes MATCHING 'backup' FOR SESSION 'nope' WITH CONTEXT (before = 1, after = 1)")
+    result = db.execute("SEARCH notes MATCHING 'backup' FOR SESSION 'nope' "
+                        "WITH CONTEXT (before = 1, after = 1)")
     explain = db.explain("SEARCH notes MATCHING 'backup'")
     row = result[0]
     handed_back = {
@@ -52,3 +53,27 @@ def test_every_type_the_everyday_api_hands_back_is_importable_from_recallql(tmp_
     for name, value in handed_back.items():
         assert type(value) is getattr(recallql, name) and name in recallql.__all__, name
     db.close()
+
+
+def test_reopening_with_another_embedder_says_which_embedder_opens_it(tmp_path):
+    """`connect(path)` asks for the default embedder; a database built with another one (or
+    with none) was refused naming only the two embedders, not what to pass."""
+    bare, hashed = tmp_path / "bare.db", tmp_path / "hashed.db"
+    recallql.connect(bare, embedder=None).close()
+    with pytest.raises(recallql.StoreError) as info:
+        recallql.connect(bare)
+    assert str(info.value) == (
+        f"the database {bare} was created with no embedder (vectors from the caller, dim 384) "
+        "for its built-in collection 'docs', not 'all-MiniLM-L6-v2-onnx-int8' (dim 384), "
+        "connect's default: open it with connect(path, embedder=None)")
+    with recallql.connect(bare, embedder=None) as db:
+        assert db.embedder("docs") is None
+    recallql.connect(hashed, embedder=HashEmbedder(16)).close()
+    with pytest.raises(recallql.StoreError) as info:
+        recallql.connect(hashed, embedder=HashEmbedder(32), readonly=True)
+    assert str(info.value) == (
+        f"the database {hashed} was created with embedder 'hash-blake2b-16' (dim 16) for its "
+        "built-in collection 'docs', not 'hash-blake2b-32' (dim 32): open it with "
+        "connect(path, embedder=...) given that embedder, or embedder=None to attach none")
+    with recallql.connect(hashed, embedder=HashEmbedder(16)) as db:
+        assert db.embedder("docs").name == "hash-blake2b-16"
