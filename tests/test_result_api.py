@@ -283,3 +283,15 @@ def test_an_explain_shows_as_one_line_and_prints_as_its_text(db):
     assert str(as_json) == as_json.to_json()
     assert repr(db.explain("RETRIEVE 3 FROM docs WHERE id = 'nothing'")) == (
         "<Explain RETRIEVE 3 FROM docs …: plan TopK, 0 rows>")
+
+
+def test_a_reason_prints_as_its_explain_line_and_shows_only_its_fields(db):
+    row = db.execute("SEARCH docs MATCHING 'backup' LIMIT 1")[0]
+    lexical = row.reasons[0]
+    assert lexical.code == recallql.Reason.LEXICAL_MATCH
+    assert str(lexical) == lexical.render() == (
+        f"LEXICAL_MATCH(rank=1, bm25={lexical.bm25:.3f}, norm=1.00000) +0.50000")
+    assert repr(lexical) == (
+        "ReasonEntry(code=<Reason.LEXICAL_MATCH: 'LEXICAL_MATCH'>, contribution=0.5, "
+        f"leg='lexical', rank=1, bm25={lexical.bm25!r}, norm=1.0)")
+    assert "None" not in repr(row.reasons)

@@ -92,8 +92,18 @@ class ReasonEntry(_Model):
         return render_detail(self)
 
     def render(self, precision: int = 5) -> str:
+        """The line as EXPLAIN prints it: ``LEXICAL_MATCH(rank=1, bm25=0.716, norm=1.00000)
+        +0.50000`` (`precision`: the contribution's decimals); also ``str(entry)``."""
         head = f"{self.code.value}({self.detail})" if self.detail else self.code.value
         return f"{head} {self.contribution:+.{precision}f}"
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def __repr_args__(self) -> Any:
+        """The fields that apply to the code, as dumps carry them (a repr listed every one of
+        the 21 fields, None for most)."""
+        return [(k, v) for k, v in super().__repr_args__() if v is not None]
 
 
 def _num(x: float | None, digits: int = 3) -> str:
