@@ -228,6 +228,22 @@ class Result(ResultConversions, _Model):  # type: ignore[misc]  # iterates entri
     A sequence of its entries — the `Row`s of SEARCH / RETRIEVE, the record dicts of SHOW /
     DESCRIBE: `len`, iteration, ``result[i]``, ``result[i:j]``, `to_dicts()`, `to_pandas()`,
     `to_arrow()` (see `recallql.engine.result_api`).
+
+    Attributes:
+        statement: the statement's canonical text, its parameters' values written in.
+        collection: the collection searched (None for SHOW and DESCRIBE).
+        rows: the ranked `Row`s of SEARCH / RETRIEVE (empty for SHOW and DESCRIBE).
+        records: the record dicts of SHOW / DESCRIBE (their times ISO-8601 UTC text), in the
+            order of `columns`; None for SEARCH and RETRIEVE.
+        session_snapshot: the FOR SESSION session's state the statement ran with (None
+            without FOR SESSION, or when the session does not exist: see `warnings`).
+        warnings: statement-level `Notice`s (``code``, ``message``): an unknown FOR SESSION
+            session, a leg that could not run, hits hidden as live context, ...
+        truncated: the rows are a safe ranked prefix: GROUP BY CONVERSATION's lineage budget
+            ran out (with a ``LINEAGE_BUDGET_TRUNCATED`` warning).
+        stats: how it ran, as EXPLAIN's ``stats:`` line prints it: ``legs`` (per leg
+            ``rows``, ``window``, and e.g. ``filter``, ``method``), ``window``, ``now``
+            (ISO-8601 text) and ``embed_ms`` when the MATCHING text was embedded.
     """
 
     statement: str = ""
