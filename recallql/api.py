@@ -308,7 +308,7 @@ class Database:
     Attributes:
         sessions: `recallql.sessions.Sessions`: create, annotate, signal, close, archive and
             sweep sessions (``db.sessions.create("s-1", "agent-7")``).
-        messages: `recallql.sessions.Messages`: append a session's messages
+        messages: `recallql.sessions.messages.Messages`: append a session's messages
             (``db.messages.append("s-1", "user", "hello")``, ``extend([...])`` for many).
         store: the underlying `recallql.index.Store`.
     """
