@@ -173,6 +173,15 @@ class Row(_Model):
     items around it under `WITH CONTEXT` (None without the clause), in document order.
 
     Attributes:
+        id: the item's id (a chunk's, under GROUP BY DOCUMENT the document's best chunk's;
+            ``msg:<message_id>`` for a message).
+        collection: the collection it comes from.
+        score: the row's score, the sum of its `reasons`' contributions.
+        reasons: its score arithmetic, one `ReasonEntry` per part, in EXPLAIN's order.
+        session_id, message_id: a message's session and message id (None for other items).
+        conversation_root: under ``GROUP BY CONVERSATION``, the row's conversation root (the
+            first session of its chain of compressed sessions); None otherwise.
+        context: the items around it under ``WITH CONTEXT`` (`ContextItem`s), else None.
         fields: the stored fields as stored: ``id``, ``doc_id``, ``entity``, ``position``,
             the text fields and the declared fields as ingested (None when missing), and the
             timestamps — ``created_at`` and the collection's declared timestamp fields — as
