@@ -241,7 +241,9 @@ class Result(ResultConversions, _Model):  # type: ignore[misc]  # iterates entri
     Attributes:
         statement: the statement's canonical text, its parameters' values written in.
         collection: the collection searched (None for SHOW and DESCRIBE).
-        rows: the ranked `Row`s of SEARCH / RETRIEVE (empty for SHOW and DESCRIBE).
+        rows: the ranked `Row`s of SEARCH / RETRIEVE (empty for SHOW and DESCRIBE); typed
+            ``list[Row]``, where iteration and ``result[i]`` are typed ``Any`` (an entry may
+            be a record dict).
         records: the record dicts of SHOW / DESCRIBE (their times ISO-8601 UTC text), in the
             order of `columns`; None for SEARCH and RETRIEVE.
         session_snapshot: the FOR SESSION session's state the statement ran with (None
