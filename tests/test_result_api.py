@@ -295,3 +295,13 @@ def test_a_reason_prints_as_its_explain_line_and_shows_only_its_fields(db):
         "ReasonEntry(code=<Reason.LEXICAL_MATCH: 'LEXICAL_MATCH'>, contribution=0.5, "
         f"leg='lexical', rank=1, bm25={lexical.bm25!r}, norm=1.0)")
     assert "None" not in repr(row.reasons)
+
+
+def test_rows_go_in_sets(db):
+    """A frozen `Row` is hashable (pydantic's field hash failed on its `fields` dict), so
+    the rows of two searches deduplicate in a set."""
+    first = db.execute("SEARCH docs MATCHING 'backup'")
+    again = db.execute("SEARCH docs MATCHING 'backup'")
+    assert len(first) >= 2 and list(first) == list(again)
+    assert len(set(first) | set(again)) == len(first)
+    assert {row: row.score for row in first}[again[0]] == again[0].score

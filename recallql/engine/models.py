@@ -202,6 +202,11 @@ class Row(_Model):
     conversation_root: str | None = None
     context: list[ContextItem] | None = None
 
+    def __hash__(self) -> int:
+        """By collection, id and score (equal rows have equal ones), so rows go in sets and
+        dict keys: pydantic's hash of every field failed on `fields` (unhashable dict)."""
+        return hash((self.collection, self.id, self.score))
+
 
 class PlanNode(_Model):
     """One operator of an executed plan: `Explain.plan` is the root (the last operator to
