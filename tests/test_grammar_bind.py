@@ -335,3 +335,22 @@ def test_a_tuple_of_every_value_says_to_spread_it() -> None:
     assert bound_error("SEARCH d MATCHING ? LIMIT ?", "x").hint is None
     assert bound_error("SEARCH d MATCHING ?", "x", "y").message == (
         "too many values: the statement has 1 ? parameter, 2 values given")
+
+
+def test_an_embedders_one_row_matrix_at_near_says_to_pass_the_row() -> None:
+    """``embedder(["text"])`` is a (1, d) array; NEAR takes its row."""
+    err = bound_error("SEARCH d NEAR :v", v=np.ones((1, 4), dtype=np.float32))
+    assert err.message.startswith("NEAR (parameter :v) must be a 1-D vector of numbers, got "
+                                  "ndarray")
+    assert err.hint == ("it has shape (1, 4), one row as an embedder returns for one text: "
+                        "pass that row (vectors[0])")
+    assert bound_error("SEARCH d NEAR :v", v=np.ones((2, 4))).hint is None
+
+
+@pytest.mark.parametrize("values", [["ops", "dev"], ("ops",), {"ops"}, np.array(["ops"])])
+def test_a_list_for_an_equality_says_to_write_in(values: object) -> None:
+    err = bound_error("SEARCH d MATCHING 'x' WHERE team = :t", t=values)
+    assert err.message.startswith("value for team (parameter :t) must be a str, bool, int, "
+                                  "float, datetime or None")
+    assert err.hint == "to match any of several values, write IN :t (WHERE field IN :t)"
+    assert underlined(err) == ":t"

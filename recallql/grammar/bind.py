@@ -41,7 +41,12 @@ __all__ = ["bind"]
 
 
 class _Mistyped(Exception):
-    """A value that cannot go in a slot; the message completes "<what> must be ..."."""
+    """A value that cannot go in a slot; the message completes "<what> must be ...", `hint`
+    says what to pass instead (or None)."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
 
 
 def bind(statement: StatementBase, /, *args: Any, **params: Any) -> StatementBase:
@@ -93,7 +98,7 @@ def _binder(statement: StatementBase, values: dict[Any, Any]) -> Callable[[Slot,
         try:
             bound = _CONVERTERS[slot.kind](value, node)
         except _Mistyped as exc:
-            fail(f"{what} must be {exc}, got {_describe(value)}")
+            fail(f"{what} must be {exc}, got {_describe(value)}", exc.hint)
         check_value(slot, what, bound, fail)
         return bound
 
@@ -247,9 +252,13 @@ def _value(value: Any, node: Parameter) -> Node:
         return _number(value, node)
     if isinstance(value, date):
         return _timestamp(value, node)
+    several = isinstance(value, list | tuple | set | frozenset) or (
+        isinstance(value, np.ndarray) and value.ndim == 1)
     raise _Mistyped(
         "a str, bool, int, float, datetime or None (vectors go only at NEAR, "
-        "durations only where a duration is expected)"
+        "durations only where a duration is expected)",
+        hint=f"to match any of several values, write IN {node.label} (WHERE field IN "
+             f"{node.label})" if several else None,
     )
 
 
@@ -282,7 +291,10 @@ def _vector(value: Any, node: Parameter) -> Node:
     except (ValueError, TypeError):
         raise _Mistyped("a vector of numbers") from None
     if array.dtype.kind not in "iuf" or array.ndim != 1:
-        raise _Mistyped("a 1-D vector of numbers")
+        one_row = array.dtype.kind in "iuf" and array.ndim == 2 and array.shape[0] == 1
+        raise _Mistyped("a 1-D vector of numbers", hint=(
+            f"it has shape {array.shape}, one row as an embedder returns for one text: pass "
+            "that row (vectors[0])") if one_row else None)
     if array.size == 0:
         raise _Mistyped("a non-empty vector")
     if array.dtype == np.float32:
