@@ -354,3 +354,11 @@ def test_a_list_for_an_equality_says_to_write_in(values: object) -> None:
                                   "float, datetime or None")
     assert err.hint == "to match any of several values, write IN :t (WHERE field IN :t)"
     assert underlined(err) == ":t"
+
+
+def test_values_inside_one_keyword_mapping_say_to_unpack_it() -> None:
+    """``execute(text, params={"q": ...})``: :q is missing, and the hint finds it."""
+    err = bound_error("SEARCH d MATCHING :q LIMIT :n", params={"q": "x", "n": 2})
+    assert err.message == "missing value for parameter :q"
+    assert err.hint == "it is inside params=: unpack that mapping, execute(text, **params)"
+    assert bound_error("SEARCH d MATCHING :q", other={"z": 1}).hint == "pass q=..."

@@ -153,11 +153,14 @@ def _named(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, Any]) -
         )
     for parameter in parameters:
         if parameter.name not in params:
+            holder = next((k for k, v in params.items()  # execute(text, params={"q": ...})
+                           if isinstance(v, Mapping) and parameter.name in v), None)
             raise ParameterError(
                 f"missing value for parameter {parameter.label}",
                 text=stmt.source,
                 span=parameter.span,
-                hint=f"pass {parameter.name}=...",
+                hint=f"pass {parameter.name}=..." if holder is None else
+                f"it is inside {holder}=: unpack that mapping, execute(text, **{holder})",
             )
     extra = [name for name in params if name not in {p.name for p in parameters}]
     if extra:
