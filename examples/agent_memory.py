@@ -65,7 +65,7 @@ def recall(db: recallql.Database) -> None:
     print("-- lineage of s-3 (a branch) and s-2 (a compression continuation)")
     for s in ("s-3", "s-2"):
         print(f"   {s}:", [(r["session_id"], r["edge"]) for r in
-                           db.execute("SHOW LINEAGE :s", s=s).records])
+                           db.execute("SHOW LINEAGE :s", s=s)])  # a Result of records
 
     q = "restore postgres backups"
     print("-- SEARCH messages ... GROUP BY CONVERSATION: one row per conversation")
@@ -88,7 +88,7 @@ def recall(db: recallql.Database) -> None:
 
 def main(path: str) -> None:
     with recallql.connect(path, clock=at(120).timestamp) as db:
-        if db.execute("SHOW SESSIONS WHERE id = 's-1'").records:
+        if len(db.execute("SHOW SESSIONS WHERE id = 's-1'")):
             print(f"-- {path} holds an earlier run's memory: asking it again")
         else:
             remember(db)

@@ -75,7 +75,9 @@ def main() -> None:
         now=pinned)
 
     # A vector is only ever a parameter: here the embedding of a sentence.
-    vector = db.embedder("docs")(["Restore the latest snapshot"])[0]
+    embedder = db.embedder("docs")  # None when a collection's vectors come from the caller
+    assert embedder is not None
+    vector = embedder(["Restore the latest snapshot"])[0]
     run(db, "a vector parameter (NEAR :v)", VECTOR, v=vector)
 
     # Mistakes are errors with a caret, never a traceback from a parser or index.

@@ -64,7 +64,7 @@ def main() -> None:
           [f"{w.code.value}: {w.message}" for w in missing.warnings])
 
     step("4. EXPLAIN ANALYZE (rows and time per operator) and FORMAT JSON")
-    analyzed = db.execute("EXPLAIN ANALYZE SEARCH docs MATCHING :q LIMIT 2", q=query)
+    analyzed = db.explain("SEARCH docs MATCHING :q LIMIT 2", q=query, analyze=True)
     print(analyzed.to_text().split("\n#1")[0])
     as_json = json.loads(db.explain("SEARCH docs MATCHING :q LIMIT 1", q=query).to_json())
     print("JSON plan root:", as_json["plan"]["operator"], "| first row reasons:",

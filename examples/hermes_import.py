@@ -44,13 +44,13 @@ def main(store: Path, directory: Path) -> None:
 
         sessions = db.execute("SHOW SESSIONS LIMIT 20")
         print(f"-- {len(sessions)} sessions, e.g.",
-              [(r["id"], r["end_reason"]) for r in sessions.records[:6]])
-        tip = next((r["id"] for r in sessions.records if r["id"] == "conv-tip"),
-                   sessions.records[-1]["id"] if sessions.records else None)
+              [(r["id"], r["end_reason"]) for r in sessions[:6]])  # a Result of records
+        tip = next((r["id"] for r in sessions if r["id"] == "conv-tip"),
+                   sessions[-1]["id"] if len(sessions) else None)
         if tip:
             print(f"-- SHOW LINEAGE {tip!r}:",
                   [(r["session_id"], r["edge"]) for r in
-                   db.execute("SHOW LINEAGE :s", s=tip).records])
+                   db.execute("SHOW LINEAGE :s", s=tip)])
         print("-- SEARCH messages ... GROUP BY CONVERSATION")
         result = db.execute("SEARCH messages MATCHING :q GROUP BY CONVERSATION LIMIT 5",
                             q="kubernetes migration")

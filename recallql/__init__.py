@@ -14,6 +14,7 @@ Names are imported lazily so that `import recallql` stays cheap for the CLI.
 from __future__ import annotations
 
 import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 __version__ = "0.1.0"
@@ -50,6 +51,8 @@ _EXPORTS: dict[str, str] = {
     "Explain": "recallql.engine.models",
     "Notice": "recallql.engine.models",
     "ReasonEntry": "recallql.engine.models",
+    "PlanNode": "recallql.engine.models",
+    "ContextItem": "recallql.engine.models",
     "SessionSnapshot": "recallql.sessions.models",
     "Reason": "recallql.engine.reasons",
     # write reports
@@ -58,7 +61,47 @@ _EXPORTS: dict[str, str] = {
     "SweepReport": "recallql.sessions.sweep",
     "CheckReport": "recallql.index.checks",
     "ImportReport": "recallql.importers.hermes",
+    "CollectionInfo": "recallql.index.schema",
 }
+
+if _TYPE_CHECKING:  # the same names for type checkers and IDEs, which would see `Any` for
+    # each through the lazy `__getattr__` below (`X as X`: an explicit re-export)
+    from recallql.api import Database as Database
+    from recallql.api import connect as connect
+    from recallql.engine.legs import LegBatches as LegBatches
+    from recallql.engine.merging import merge as merge
+    from recallql.engine.models import ContextItem as ContextItem
+    from recallql.engine.models import Explain as Explain
+    from recallql.engine.models import Notice as Notice
+    from recallql.engine.models import PlanNode as PlanNode
+    from recallql.engine.models import ReasonEntry as ReasonEntry
+    from recallql.engine.models import Result as Result
+    from recallql.engine.models import Row as Row
+    from recallql.engine.plan import QueryPlan as QueryPlan
+    from recallql.engine.reasons import Reason as Reason
+    from recallql.grammar import bind as bind
+    from recallql.grammar import parse as parse
+    from recallql.grammar import parse_script as parse_script
+    from recallql.grammar.errors import ParameterError as ParameterError
+    from recallql.grammar.errors import QueryError as QueryError
+    from recallql.grammar.errors import QuerySemanticError as QuerySemanticError
+    from recallql.grammar.errors import QuerySyntaxError as QuerySyntaxError
+    from recallql.importers.hermes import ImportReport as ImportReport
+    from recallql.index.batch import DeleteReport as DeleteReport
+    from recallql.index.batch import IngestReport as IngestReport
+    from recallql.index.checks import CheckReport as CheckReport
+    from recallql.index.errors import AnalyzerOutdatedWarning as AnalyzerOutdatedWarning
+    from recallql.index.errors import DatabaseLocked as DatabaseLocked
+    from recallql.index.errors import IdempotencyKeyReused as IdempotencyKeyReused
+    from recallql.index.errors import IngestError as IngestError
+    from recallql.index.errors import SignalRejected as SignalRejected
+    from recallql.index.errors import StoreError as StoreError
+    from recallql.index.schema import CollectionInfo as CollectionInfo
+    from recallql.sessions import SessionError as SessionError
+    from recallql.sessions import SessionNotFound as SessionNotFound
+    from recallql.sessions.models import SessionSnapshot as SessionSnapshot
+    from recallql.sessions.signals import SignalPolicy as SignalPolicy
+    from recallql.sessions.sweep import SweepReport as SweepReport
 
 __all__ = sorted(_EXPORTS)
 

@@ -240,8 +240,9 @@ def connect(path: str | os.PathLike | None = None, *, embedder: object = "defaul
         DatabaseLocked: creating the database, or migrating one written by an earlier
             version, waited `lock_timeout` for another writer.
         StoreError: not a recallql database, a missing or damaged file (named; nothing is
-            changed), an embedder that does not match, or a text index of an analyser version
-            this recallql does not know.
+            changed), an embedder that does not match (naming the ``embedder=`` that opens
+            it: ``None`` always does), or a text index of an analyser version this recallql
+            does not know.
 
     Warns:
         AnalyzerOutdatedWarning: collections indexed by an older text analyser (they keep it
@@ -308,6 +309,10 @@ class Database:
     """A recallql database. Use `connect`. A context manager (closes on exit).
 
     Attributes:
+        sessions: `recallql.sessions.Sessions`: create, annotate, signal, close, archive and
+            sweep sessions (``db.sessions.create("s-1", "agent-7")``).
+        messages: `recallql.sessions.messages.Messages`: append a session's messages
+            (``db.messages.append("s-1", "user", "hello")``, ``extend([...])`` for many).
         store: the underlying `recallql.index.Store`.
     """
 
@@ -330,8 +335,37 @@ class Database:
         for name, (text_fields, fields) in BUILTIN_COLLECTIONS.items():
             if store.readonly and name not in {c.name for c in store.collections()}:
                 continue
+            self._check_builtin_embedder(name, resolved, embedder)
             dim = None if resolved is not None else emb.MINILM_DIM
             self._open_collection(name, text_fields, fields, dim, resolved, builtin=True)
+
+    def _check_builtin_embedder(self, name: str, resolved: emb.Embedder | None,
+                                spec: object) -> None:
+        """Refuse, saying how to open it, a database whose built-in collection `name` was
+        created with another embedder than `connect`'s (its ``embedder="default"`` included).
+
+        Raises:
+            StoreError: naming both embedders and the ``embedder=`` that opens the database.
+        """
+        row = self.store.meta.collection(name)
+        if row is None or resolved is None:
+            return  # new, or embedder=None: attaches nothing
+        stored = row.info
+        if (stored.embedder_name, stored.dim) == (resolved.name, resolved.dim):
+            return
+        if stored.embedder_name is None:
+            built = f"no embedder (vectors from the caller, dim {stored.dim})"
+            fix = "connect(path, embedder=None)"
+        elif stored.embedder_name == emb.MINILM_NAME:
+            built = f"embedder {emb.MINILM_NAME!r} (dim {stored.dim})"
+            fix = 'connect(path) (embedder="default")'
+        else:
+            built = f"embedder {stored.embedder_name!r} (dim {stored.dim})"
+            fix = "connect(path, embedder=...) given that embedder, or embedder=None to attach none"
+        asked = f"{resolved.name!r} (dim {resolved.dim})" + (
+            ", connect's default" if isinstance(spec, str) else "")
+        raise StoreError(f"the database {self.path} was created with {built} for its built-in "
+                         f"collection {name!r}, not {asked}: open it with {fix}")
 
     def _upgrade_messages(self) -> None:
         """Give the `messages` collection of a store an earlier version wrote the fields
@@ -357,6 +391,23 @@ class Database:
     def path(self) -> str | None:
         """The database directory, or ``None`` in memory."""
         return None if self.store.path is None else str(self.store.path)
+
+    @property
+    def readonly(self) -> bool:
+        """Whether the database was opened as a reader (``connect(..., readonly=True)``)."""
+        return self.store.readonly
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called (every call then raises `StoreError`)."""
+        return self.store.closed
+
+    def __repr__(self) -> str:
+        """``<recallql.Database '/path/mem.db' writer>`` (``reader``, ``closed``; ``in
+        memory`` for ``connect()``)."""
+        where = "in memory" if self.path is None else repr(self.path)
+        state = "closed" if self.closed else "reader" if self.readonly else "writer"
+        return f"<recallql.Database {where} {state}>"
 
     def _open_collection(self, name: str, text_fields: Sequence[str],
                          fields: Mapping[str, object] | None, dim: int | None,
@@ -669,8 +720,18 @@ class Database:
         `text` is positional-only, so any name (``text``, ``q``, ...) can be a parameter. A parsed
         statement (from `recallql.grammar.parse_script`) is accepted too.
 
+        Args:
+            text: one statement (a trailing ``;`` is allowed).
+            args: the values of ``?`` parameters, in order.
+            params: the values of ``:name`` parameters, by name (a dict: ``**values``). Python
+                values map to the language's (docs/language.md, Binding): str, int, float,
+                bool, None, datetime / date (naive = UTC), timedelta (``half_life``), a list
+                or 1-D numpy array of floats (``NEAR``), a list / tuple / set (``IN``).
+
         Returns:
-            A `Result` (an `Explain` for EXPLAIN statements).
+            A `Result` (an `Explain` for EXPLAIN statements, which has the `Result`'s
+            accessors too: `ids()`, `rows`, `warnings`, ...; `Database.explain` is typed
+            `Explain`).
 
         Raises:
             QuerySyntaxError, QuerySemanticError, ParameterError: a mistake in the statement

@@ -201,7 +201,7 @@ def test_extra_named_parameter_is_named() -> None:
 
 def test_extra_positional_value() -> None:
     err = bound_error("SEARCH d MATCHING ?", "x", "y")
-    assert "1 ? parameters, 2 values" in err.message
+    assert "1 ? parameter, 2 values" in err.message
 
 
 @pytest.mark.parametrize(
@@ -312,3 +312,53 @@ def test_in_list_parameter_rejects_non_lists(value):
         bind(parse("SEARCH docs MATCHING 'x' WHERE tag IN :tags"), tags=value)
     assert "IN list for tag (parameter :tags)" in str(err.value)
     assert err.value.column == 39  # the caret is under :tags
+
+
+def test_a_dict_given_positionally_says_to_unpack_it() -> None:
+    """sqlite3's ``execute(sql, {"q": ...})`` habit: the error says what to do."""
+    err = bound_error("SEARCH d MATCHING :q LIMIT :n", {"q": "x", "n": 2})
+    assert err.message == ("the statement uses named parameters (:q, :n), but their values came "
+                           "as one positional mapping")
+    assert err.hint == "unpack it into named values: execute(text, **values)"
+    err = bound_error("SEARCH d MATCHING :q", "x")
+    assert err.message == ("the statement uses named parameters (:q), but 1 positional value "
+                           "was given")
+    assert err.hint == "pass the values by name, e.g. q='backup'"
+
+
+def test_a_tuple_of_every_value_says_to_spread_it() -> None:
+    """sqlite3's ``execute(sql, (a, b))`` habit; a single ? given a list (IN, NEAR) is fine."""
+    err = bound_error("SEARCH d MATCHING ? LIMIT ?", ("x", 2))
+    assert err.message == "missing value for parameter ?2: 2 needed, 1 given"
+    assert err.hint == ("the values went in as one tuple: pass them as separate arguments, "
+                        "execute(text, *values)")
+    assert bound_error("SEARCH d MATCHING ? LIMIT ?", "x").hint is None
+    assert bound_error("SEARCH d MATCHING ?", "x", "y").message == (
+        "too many values: the statement has 1 ? parameter, 2 values given")
+
+
+def test_an_embedders_one_row_matrix_at_near_says_to_pass_the_row() -> None:
+    """``embedder(["text"])`` is a (1, d) array; NEAR takes its row."""
+    err = bound_error("SEARCH d NEAR :v", v=np.ones((1, 4), dtype=np.float32))
+    assert err.message.startswith("NEAR (parameter :v) must be a 1-D vector of numbers, got "
+                                  "ndarray")
+    assert err.hint == ("it has shape (1, 4), one row as an embedder returns for one text: "
+                        "pass that row (vectors[0])")
+    assert bound_error("SEARCH d NEAR :v", v=np.ones((2, 4))).hint is None
+
+
+@pytest.mark.parametrize("values", [["ops", "dev"], ("ops",), {"ops"}, np.array(["ops"])])
+def test_a_list_for_an_equality_says_to_write_in(values: object) -> None:
+    err = bound_error("SEARCH d MATCHING 'x' WHERE team = :t", t=values)
+    assert err.message.startswith("value for team (parameter :t) must be a str, bool, int, "
+                                  "float, datetime or None")
+    assert err.hint == "to match any of several values, write IN :t (WHERE field IN :t)"
+    assert underlined(err) == ":t"
+
+
+def test_values_inside_one_keyword_mapping_say_to_unpack_it() -> None:
+    """``execute(text, params={"q": ...})``: :q is missing, and the hint finds it."""
+    err = bound_error("SEARCH d MATCHING :q LIMIT :n", params={"q": "x", "n": 2})
+    assert err.message == "missing value for parameter :q"
+    assert err.hint == "it is inside params=: unpack that mapping, execute(text, **params)"
+    assert bound_error("SEARCH d MATCHING :q", other={"z": 1}).hint == "pass q=..."

@@ -4,6 +4,8 @@ to_dicts / to_pandas / to_arrow; repr and _repr_html_; aware datetimes; py.typed
 from __future__ import annotations
 
 import builtins
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -169,6 +171,50 @@ def test_package_is_typed():
     assert (Path(recallql.__file__).parent / "py.typed").is_file()
 
 
+USER_CODE = """\
+import recallql
+from recallql import Database, Explain, Result, Row
+
+
+def top_ids(db: Database, q: str) -> list[str]:
+    return db.execute("SEARCH docs MATCHING :q LIMIT 3", q=q).ids()
+
+
+def best(result: Result) -> Row:
+    return result.rows[0]
+
+
+def root_operator(explain: Explain) -> str:
+    return explain.plan.operator
+
+
+with recallql.connect() as db:
+    notices = [w.message for w in db.execute("SEARCH docs MATCHING 'x'").warnings]
+    sessions = db.execute("SHOW SESSIONS").records or []
+    root_operator(db.explain("SEARCH docs MATCHING 'x'"))
+    wrong: int = recallql.connect()
+"""
+
+
+def test_type_checkers_see_the_public_names(tmp_path, monkeypatch):
+    """`import recallql` names its API lazily (a module `__getattr__`); a type checker must
+    still see each name's real type: `mypy --strict` accepts the natural uses above and
+    rejects only the last line (were the names `Any`, it would reject nothing)."""
+    pytest.importorskip("mypy")
+    monkeypatch.setenv("MYPYPATH", str(Path(recallql.__file__).parents[1]))
+    (tmp_path / "mypy.ini").write_text("[mypy]\n")
+    # in a process of its own: mypy raises the interpreter's recursion limit for good
+    run = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
+                          "--config-file", "mypy.ini", "--cache-dir", "cache", "-c", USER_CODE],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    out = run.stdout
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert len(errors) == 1, out + run.stderr
+    assert errors[0].startswith(f"<string>:{USER_CODE.count(chr(10))}: error: Incompatible "
+                                'types in assignment (expression has type "Database", '
+                                'variable has type "int")'), out
+
+
 @pytest.mark.parametrize("statement", ["EXPLAIN SEARCH docs MATCHING 'backup' LIMIT 5",
                                        "EXPLAIN ANALYZE RETRIEVE 3 FROM docs"])
 def test_explain_is_a_sequence_of_its_rows(db, statement):
@@ -186,3 +232,79 @@ def test_explain_is_a_sequence_of_its_rows(db, statement):
         explain["plan"]
     restored = recallql.engine.models.Explain.model_validate_json(explain.to_json())
     assert list(restored) == entries
+
+
+@pytest.mark.parametrize("statement", ["SEARCH docs MATCHING 'backup' FOR SESSION 's-1' LIMIT 2",
+                                       "SEARCH docs MATCHING 'backup' FOR SESSION 'nope'",
+                                       "RETRIEVE 3 FROM tickets"])
+def test_an_explain_reads_like_the_result_it_explains(db, statement):
+    """`db.execute` is typed `Result | Explain`: every `Result` accessor also works on an
+    `Explain`, giving its result's value (so code taking either needs no isinstance)."""
+    explain = db.execute("EXPLAIN " + statement)
+    result = explain.result
+    names = [n for n in recallql.Result.model_fields if n != "statement"]
+    assert {"warnings", "session_snapshot", "stats", "records", "rows"} <= set(names)
+    for name in names:
+        assert getattr(explain, name) == getattr(result, name), name
+    assert explain.ids() == result.ids() and explain.ids() == [row.id for row in explain]
+    assert explain.model_dump().keys() == recallql.Explain.model_fields.keys()  # no new fields
+    if "nope" in statement:
+        assert [w.code for w in explain.warnings] == [recallql.Reason.SESSION_NOT_FOUND]
+
+
+@pytest.mark.parametrize("package", ["recallql", "recallql.engine"])
+def test_every_lazy_export_is_imported_for_type_checkers(package):
+    """The `if TYPE_CHECKING:` imports of a lazily exporting package are its `_EXPORTS`, name
+    for name and module for module (a name added to one only would be `Any` to mypy)."""
+    import ast
+    import importlib
+
+    module = importlib.import_module(package)
+    tree = ast.parse(Path(module.__file__).read_text())
+    imported = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "_TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom)
+                for alias in stmt.names:
+                    assert alias.asname == alias.name  # an explicit re-export
+                    imported[alias.name] = stmt.module
+    assert imported == module._EXPORTS
+
+
+def test_an_explain_shows_as_one_line_and_prints_as_its_text(db):
+    """At the prompt an `Explain` is one line, like a `Result` (it was pydantic's dump of
+    the whole plan tree and every reason); `print` shows what ``recallql explain`` prints."""
+    explain = db.explain("SEARCH docs MATCHING 'backup: the policy' LIMIT 2", analyze=True)
+    first, second = explain.rows
+    assert repr(explain) == (
+        "<Explain ANALYZE SEARCH docs MATCHING 'backup: …: plan TopK, 2 rows "
+        f"[{first.id!r} {first.score:.5f}, {second.id!r} {second.score:.5f}]>")
+    assert str(explain) == explain.to_text() and "\n#1 " in str(explain)
+    as_json = db.execute("EXPLAIN VERBOSE FORMAT JSON SEARCH docs MATCHING 'zzz' LIMIT 1")
+    assert repr(as_json).startswith("<Explain VERBOSE SEARCH docs MATCHING 'zzz' …: plan TopK, ")
+    assert str(as_json) == as_json.to_json()
+    assert repr(db.explain("RETRIEVE 3 FROM docs WHERE id = 'nothing'")) == (
+        "<Explain RETRIEVE 3 FROM docs …: plan TopK, 0 rows>")
+
+
+def test_a_reason_prints_as_its_explain_line_and_shows_only_its_fields(db):
+    row = db.execute("SEARCH docs MATCHING 'backup' LIMIT 1")[0]
+    lexical = row.reasons[0]
+    assert lexical.code == recallql.Reason.LEXICAL_MATCH
+    assert str(lexical) == lexical.render() == (
+        f"LEXICAL_MATCH(rank=1, bm25={lexical.bm25:.3f}, norm=1.00000) +0.50000")
+    assert repr(lexical) == (
+        "ReasonEntry(code=<Reason.LEXICAL_MATCH: 'LEXICAL_MATCH'>, contribution=0.5, "
+        f"leg='lexical', rank=1, bm25={lexical.bm25!r}, norm=1.0)")
+    assert "None" not in repr(row.reasons)
+
+
+def test_rows_go_in_sets(db):
+    """A frozen `Row` is hashable (pydantic's field hash failed on its `fields` dict), so
+    the rows of two searches deduplicate in a set."""
+    first = db.execute("SEARCH docs MATCHING 'backup'")
+    again = db.execute("SEARCH docs MATCHING 'backup'")
+    assert len(first) >= 2 and list(first) == list(again)
+    assert len(set(first) | set(again)) == len(first)
+    assert {row: row.score for row in first}[again[0]] == again[0].score

@@ -390,3 +390,26 @@ def test_a_batch_that_is_not_a_list_names_its_type(db, call, value):
         fn(db, value)
     assert f"{what} must be a list of mappings" in str(err.value)
     assert f"got {type(value).__name__}" in str(err.value)
+
+
+REJECTED = {
+    "unknown_session": lambda db: db.sessions.signal("nope", "reward", 1.0),
+    "unknown_name": lambda db: db.sessions.signal("s-1", "rewrd", 1.0),
+    "out_of_bounds": lambda db: db.sessions.signal("s-1", "reward", 5.0),
+    "not_finite": lambda db: db.sessions.signal("s-1", "reward", float("nan")),
+    "bad_signal": lambda db: db.sessions.signal_many([{"session": "s-1", "value": 1.0}]),
+    "empty_text": lambda db: db.sessions.annotate("s-1", "   "),
+    "in_future": lambda db: db.sessions.signal_many(
+        [{"session_id": "s-1", "name": "reward", "value": 1.0},
+         {"session_id": "s-1", "name": "reward", "value": 1.0, "at": T0 + DAY}]),
+}
+
+
+@pytest.mark.parametrize("rule", list(REJECTED))
+def test_a_rejected_signal_names_its_rule_as_an_attribute(db, rule):
+    """An agent tells `unknown_session` from `out_of_bounds` by `err.rule`, not by parsing the
+    message (which names it: ``signal rejected (rule out_of_bounds): ...``)."""
+    with pytest.raises(SignalRejected) as info:
+        REJECTED[rule](db)
+    assert info.value.rule == rule and f"(rule {rule})" in str(info.value)
+    assert SignalRejected("no rule named here").rule is None

@@ -201,7 +201,7 @@ def test_create_collection_and_embedder_checks(tmp_path):
         db.set_embedder("notes", shout)
         assert db.ingest("notes", [{"id": 3, "text": "c"}]).embedded == 1
         assert db.snapshot("notes").has_vector.tolist() == [True, True, True]
-    with pytest.raises(StoreError, match="embedder None.*all-MiniLM"):
+    with pytest.raises(StoreError, match="with no embedder .*not .all-MiniLM.*embedder=None"):
         recallql.connect(path)
 
 
@@ -313,8 +313,9 @@ def test_a_reader_with_the_wrong_embedder_is_refused_at_connect(tmp_path):
     path = tmp_path / "db"
     with recallql.connect(path, embedder=HashEmbedder(16)) as db:
         db.ingest("docs", [{"id": "a", "body": "hello"}])
-    with pytest.raises(StoreError, match=r"'docs' uses embedder 'hash-blake2b-16' \(dim 16\); "
-                                         r"asked for embedder 'hash-blake2b-32' \(dim 32\)"):
+    with pytest.raises(StoreError, match=r"created with embedder 'hash-blake2b-16' \(dim 16\) "
+                                         r"for its built-in collection 'docs', not "
+                                         r"'hash-blake2b-32' \(dim 32\)"):
         recallql.connect(path, embedder=HashEmbedder(32), readonly=True)
     with recallql.connect(path, embedder=HashEmbedder(16), readonly=True) as db:
         assert db.execute("SEARCH docs MATCHING 'hello'").ids() == ["a"]

@@ -11,6 +11,7 @@ The public names below are imported lazily (importing a submodule such as
 from __future__ import annotations
 
 import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 _EXPORTS: dict[str, str] = {
@@ -48,6 +49,42 @@ _EXPORTS: dict[str, str] = {
     "PlanNode": "recallql.engine.models",
     "Reason": "recallql.engine.reasons",
 }
+
+if _TYPE_CHECKING:  # the same names for type checkers and IDEs, which would see `Any` for
+    # each through the lazy `__getattr__` below (`X as X`: an explicit re-export)
+    from recallql.engine.engine import QueryEngine as QueryEngine
+    from recallql.engine.executor import ExecutionError as ExecutionError
+    from recallql.engine.features import Features as Features
+    from recallql.engine.features import Strings as Strings
+    from recallql.engine.features import concat_features as concat_features
+    from recallql.engine.legs import LegBatch as LegBatch
+    from recallql.engine.legs import LegBatches as LegBatches
+    from recallql.engine.legs import competition_ranks as competition_ranks
+    from recallql.engine.legs import run_legs as run_legs
+    from recallql.engine.merging import MergeOutcome as MergeOutcome
+    from recallql.engine.merging import MergeSource as MergeSource
+    from recallql.engine.merging import merge as merge
+    from recallql.engine.merging import merge_outcome as merge_outcome
+    from recallql.engine.metrics import MetricsNode as MetricsNode
+    from recallql.engine.models import Explain as Explain
+    from recallql.engine.models import Notice as Notice
+    from recallql.engine.models import PlanNode as PlanNode
+    from recallql.engine.models import ReasonEntry as ReasonEntry
+    from recallql.engine.models import Result as Result
+    from recallql.engine.models import Row as Row
+    from recallql.engine.operators.base import LegContext as LegContext
+    from recallql.engine.operators.scan import LegScan as LegScan
+    from recallql.engine.operators.scan import register_leg as register_leg
+    from recallql.engine.plan import ExplainSpec as ExplainSpec
+    from recallql.engine.plan import FeatureSpec as FeatureSpec
+    from recallql.engine.plan import FusionSpec as FusionSpec
+    from recallql.engine.plan import LegKind as LegKind
+    from recallql.engine.plan import LegSpec as LegSpec
+    from recallql.engine.plan import QueryPlan as QueryPlan
+    from recallql.engine.reasons import Reason as Reason
+    from recallql.engine.refill import MAX_WINDOW as MAX_WINDOW
+    from recallql.engine.refill import RefillPolicy as RefillPolicy
+    from recallql.engine.refill import run_statement as run_statement
 
 __all__ = sorted(_EXPORTS)
 

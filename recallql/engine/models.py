@@ -92,8 +92,18 @@ class ReasonEntry(_Model):
         return render_detail(self)
 
     def render(self, precision: int = 5) -> str:
+        """The line as EXPLAIN prints it: ``LEXICAL_MATCH(rank=1, bm25=0.716, norm=1.00000)
+        +0.50000`` (`precision`: the contribution's decimals); also ``str(entry)``."""
         head = f"{self.code.value}({self.detail})" if self.detail else self.code.value
         return f"{head} {self.contribution:+.{precision}f}"
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def __repr_args__(self) -> Any:
+        """The fields that apply to the code, as dumps carry them (a repr listed every one of
+        the 21 fields, None for most)."""
+        return [(k, v) for k, v in super().__repr_args__() if v is not None]
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -163,6 +173,15 @@ class Row(_Model):
     items around it under `WITH CONTEXT` (None without the clause), in document order.
 
     Attributes:
+        id: the item's id (a chunk's, under GROUP BY DOCUMENT the document's best chunk's;
+            ``msg:<message_id>`` for a message).
+        collection: the collection it comes from.
+        score: the row's score, the sum of its `reasons`' contributions.
+        reasons: its score arithmetic, one `ReasonEntry` per part, in EXPLAIN's order.
+        session_id, message_id: a message's session and message id (None for other items).
+        conversation_root: under ``GROUP BY CONVERSATION``, the row's conversation root (the
+            first session of its chain of compressed sessions); None otherwise.
+        context: the items around it under ``WITH CONTEXT`` (`ContextItem`s), else None.
         fields: the stored fields as stored: ``id``, ``doc_id``, ``entity``, ``position``,
             the text fields and the declared fields as ingested (None when missing), and the
             timestamps — ``created_at`` and the collection's declared timestamp fields — as
@@ -183,9 +202,31 @@ class Row(_Model):
     conversation_root: str | None = None
     context: list[ContextItem] | None = None
 
+    def __hash__(self) -> int:
+        """By collection, id and score (equal rows have equal ones), so rows go in sets and
+        dict keys: pydantic's hash of every field failed on `fields` (unhashable dict)."""
+        return hash((self.collection, self.id, self.score))
+
 
 class PlanNode(_Model):
-    """One operator of an executed plan, root first."""
+    """One operator of an executed plan: `Explain.plan` is the root (the last operator to
+    run, ``TopK``), its inputs are its `children`, down to the legs' scans. EXPLAIN's text
+    prints one line per node: ``operator: properties  rows=in→out time=ms``.
+
+    Attributes:
+        operator: the operator's name (``TopK``, ``RecencyBoost``, ``SessionBoost``,
+            ``ConvexFusion``, ``RrfFusion``, ``LexicalScan``, ``SemanticScan``,
+            ``ContextScan``, ...).
+        properties: its settings and what it found, as the text prints them after the name;
+            the keys depend on the operator (``k`` and ``offset`` of ``TopK``, ``terms`` and
+            ``window`` of ``LexicalScan``, ``bounds`` of ``ConvexFusion``, ...), the values
+            plain JSON (str, int, float, list, dict).
+        rows_in: rows it read from its children (0 for a scan); None without ANALYZE.
+        rows_out: rows it produced; None without ANALYZE.
+        time_ms: the operator's own time in milliseconds (its children's not included);
+            None without ANALYZE.
+        children: its inputs, in plan order (a fusion's legs in fusion order).
+    """
 
     operator: str
     properties: dict[str, Any] = Field(default_factory=dict)
@@ -201,6 +242,24 @@ class Result(ResultConversions, _Model):  # type: ignore[misc]  # iterates entri
     A sequence of its entries — the `Row`s of SEARCH / RETRIEVE, the record dicts of SHOW /
     DESCRIBE: `len`, iteration, ``result[i]``, ``result[i:j]``, `to_dicts()`, `to_pandas()`,
     `to_arrow()` (see `recallql.engine.result_api`).
+
+    Attributes:
+        statement: the statement's canonical text, its parameters' values written in.
+        collection: the collection searched (None for SHOW and DESCRIBE).
+        rows: the ranked `Row`s of SEARCH / RETRIEVE (empty for SHOW and DESCRIBE); typed
+            ``list[Row]``, where iteration and ``result[i]`` are typed ``Any`` (an entry may
+            be a record dict).
+        records: the record dicts of SHOW / DESCRIBE (their times ISO-8601 UTC text), in the
+            order of `columns`; None for SEARCH and RETRIEVE.
+        session_snapshot: the FOR SESSION session's state the statement ran with (None
+            without FOR SESSION, or when the session does not exist: see `warnings`).
+        warnings: statement-level `Notice`s (``code``, ``message``): an unknown FOR SESSION
+            session, a leg that could not run, hits hidden as live context, ...
+        truncated: the rows are a safe ranked prefix: GROUP BY CONVERSATION's lineage budget
+            ran out (with a ``LINEAGE_BUDGET_TRUNCATED`` warning).
+        stats: how it ran, as EXPLAIN's ``stats:`` line prints it: ``legs`` (per leg
+            ``rows``, ``window``, and e.g. ``filter``, ``method``), ``window``, ``now``
+            (ISO-8601 text) and ``embed_ms`` when the MATCHING text was embedded.
     """
 
     statement: str = ""
@@ -226,7 +285,12 @@ class Explain(_Model):
 
     A sequence of its result's `Row`s, as a `Result` is: `len`, iteration, ``explain[i]``
     (a `Row`), ``explain[i:j]`` (a `Result`), `to_dicts()`, `to_pandas()` and `to_arrow()`
-    all see ``explain.result``'s rows in result order.
+    all see ``explain.result``'s rows in result order. It reads like a `Result`, too:
+    `ids()`, `rows`, `warnings`, `session_snapshot`, `stats`, `truncated`, `collection`,
+    `columns`, `records` and `timestamp_fields` are ``explain.result``'s, so code given what
+    `Database.execute` returns (typed ``Result | Explain``) reads them without an
+    ``isinstance`` check; `plan`, `to_text()` and `to_json()` are EXPLAIN's own (use
+    `Database.explain`, typed `Explain`, for them).
     """
 
     statement: str
@@ -242,12 +306,60 @@ class Explain(_Model):
 
     @property
     def rows(self) -> list[Row]:
+        """The explained result's rows, in result order."""
         return self.result.rows
+
+    @property
+    def warnings(self) -> list[Notice]:
+        """The explained result's statement-level warnings (`Result.warnings`)."""
+        return self.result.warnings
+
+    @property
+    def session_snapshot(self) -> SessionSnapshot | None:
+        """The FOR SESSION session's state the statement ran with (`Result.session_snapshot`)."""
+        return self.result.session_snapshot
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """The explained result's execution statistics (`Result.stats`)."""
+        return self.result.stats
+
+    @property
+    def truncated(self) -> bool:
+        """`Result.truncated` of the explained result."""
+        return self.result.truncated
+
+    @property
+    def collection(self) -> str | None:
+        """The collection searched (`Result.collection`)."""
+        return self.result.collection
+
+    @property
+    def columns(self) -> list[str] | None:
+        """`Result.columns`: None, as for every SEARCH and RETRIEVE."""
+        return self.result.columns
+
+    @property
+    def records(self) -> list[dict[str, Any]] | None:
+        """`Result.records`: None, as for every SEARCH and RETRIEVE."""
+        return self.result.records
+
+    @property
+    def timestamp_fields(self) -> list[str]:
+        """`Result.timestamp_fields` of the explained result."""
+        return self.result.timestamp_fields
+
+    def ids(self) -> list[str]:
+        """The row ids in result order (`Result.ids`)."""
+        return self.result.ids()
 
     def __len__(self) -> int:
         return len(self.result)
 
-    def __iter__(self) -> Iterator[Row]:  # type: ignore[override]  # rows, not fields
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # rows, not fields
+        """The rows (`Row`s), in result order; typed as `Result`'s iteration is (``Any``: a
+        `Result` may hold records), so iterating what `Database.execute` returns type-checks
+        for both."""
         return iter(self.result)
 
     def __getitem__(self, index: int | slice) -> Any:
@@ -267,13 +379,31 @@ class Explain(_Model):
         return self.result.to_arrow()
 
     def to_text(self) -> str:
+        """The plan, root first, and each row's score arithmetic, as ``recallql explain``
+        prints them."""
         from recallql.engine.explain_text import render_text
 
         return render_text(self)
 
     def to_json(self, indent: int | None = 2) -> str:
+        """The whole EXPLAIN as JSON (``EXPLAIN FORMAT JSON``): ``plan`` (nested `PlanNode`s),
+        ``result`` (its rows with their reasons) and the rest; `Explain.model_validate_json`
+        reads it back."""
         return self.model_dump_json(indent=indent)
 
     def render(self) -> str:
         """The statement's own choice: `to_json()` for `EXPLAIN FORMAT JSON`, else `to_text()`."""
         return self.to_json() if self.format == "json" else self.to_text()
+
+    def __repr__(self) -> str:
+        """One line, as a `Result`'s: ``<Explain ANALYZE SEARCH docs MATCHING 'x' …: plan
+        TopK, 2 rows ['a' 1.00066, 'b' 0.50012]>`` (``print(explain)`` shows the plan)."""
+        result = self.result
+        modifiers = [w for w, on in (("ANALYZE", self.analyze), ("VERBOSE", self.verbose)) if on]
+        return (f"<Explain {' '.join([*modifiers, result._words()])}: plan "
+                f"{self.plan.operator}, {result._count()}{result._preview()}>")
+
+    def __str__(self) -> str:
+        """`render()`: the plan and each row's score arithmetic, as ``recallql explain``
+        prints them (JSON for ``EXPLAIN FORMAT JSON``)."""
+        return self.render()

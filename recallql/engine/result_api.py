@@ -181,18 +181,29 @@ class ResultConversions:
 
     # -- display -------------------------------------------------------------------------------
 
-    def _head(self) -> str:
-        words = " ".join(self.statement.split()[:4])
+    def _words(self) -> str:
+        """The statement's first four words (`` …`` after them when there are more)."""
+        words = self.statement.split()
+        return " ".join(words[:4]) + (" …" if len(words) > 4 else "")
+
+    def _count(self) -> str:
         n = len(self)
         noun = ("record" if self.records is not None else "row") + ("" if n == 1 else "s")
-        return f"{words}{' …' if len(self.statement.split()) > 4 else ''}: {n} {noun}"
+        return f"{n} {noun}"
 
-    def __repr__(self) -> str:
+    def _head(self) -> str:
+        return f"{self._words()}: {self._count()}"
+
+    def _preview(self) -> str:
+        """`` ['a' 1.00066, …]``: the first rows' ids and scores ('' for records or no rows)."""
         if self.records is not None:
-            return f"<Result {self._head()}>"
+            return ""
         shown = ", ".join(f"{row.id!r} {row.score:.5f}" for row in self.rows[:PREVIEW])
         more = ", …" if len(self.rows) > PREVIEW else ""
-        return f"<Result {self._head()}{' [' + shown + more + ']' if shown else ''}>"
+        return f" [{shown}{more}]" if shown else ""
+
+    def __repr__(self) -> str:
+        return f"<Result {self._head()}{self._preview()}>"
 
     __str__ = __repr__
 

@@ -11,7 +11,7 @@ puts the caret under it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import date, datetime, timedelta
 from datetime import time as dt_time
 from typing import Any
@@ -41,7 +41,12 @@ __all__ = ["bind"]
 
 
 class _Mistyped(Exception):
-    """A value that cannot go in a slot; the message completes "<what> must be ..."."""
+    """A value that cannot go in a slot; the message completes "<what> must be ...", `hint`
+    says what to pass instead (or None)."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
 
 
 def bind(statement: StatementBase, /, *args: Any, **params: Any) -> StatementBase:
@@ -93,7 +98,7 @@ def _binder(statement: StatementBase, values: dict[Any, Any]) -> Callable[[Slot,
         try:
             bound = _CONVERTERS[slot.kind](value, node)
         except _Mistyped as exc:
-            fail(f"{what} must be {exc}, got {_describe(value)}")
+            fail(f"{what} must be {exc}, got {_describe(value)}", exc.hint)
         check_value(slot, what, bound, fail)
         return bound
 
@@ -110,16 +115,21 @@ def _positional(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, An
         )
     if len(args) < len(parameters):
         missing = parameters[len(args)]
+        packed = len(args) == 1 and isinstance(args[0], list | tuple) \
+            and len(args[0]) == len(parameters)
         raise ParameterError(
             f"missing value for parameter {missing.label}: {len(parameters)} needed, "
             f"{len(args)} given",
             text=stmt.source,
             span=missing.span,
+            # sqlite3's execute(sql, (a, b)) habit: one sequence holding every value
+            hint=f"the values went in as one {type(args[0]).__name__}: pass them as separate "
+                 "arguments, execute(text, *values)" if packed else None,
         )
     if len(args) > len(parameters):
         raise ParameterError(
             f"too many values: the statement has {len(parameters)} ? "
-            f"parameters, {len(args)} values given"
+            f"parameter{'' if len(parameters) == 1 else 's'}, {len(args)} values given"
         )
     return dict(enumerate(args))
 
@@ -130,18 +140,27 @@ def _named(stmt: StatementBase, args: tuple[Any, ...], params: dict[str, Any]) -
         return params  # exactly the statement's names
     names = ", ".join(dict.fromkeys(p.label for p in parameters))
     if args:
+        if len(args) == 1 and isinstance(args[0], Mapping):  # sqlite3's execute(sql, {...})
+            raise ParameterError(
+                f"the statement uses named parameters ({names}), but their values came as "
+                "one positional mapping",
+                hint="unpack it into named values: execute(text, **values)",
+            )
         raise ParameterError(
             f"the statement uses named parameters ({names}), but "
-            f"{len(args)} positional values were given",
-            hint="pass the values by name, e.g. q='backup'",
+            f"{len(args)} positional value{' was' if len(args) == 1 else 's were'} given",
+            hint=f"pass the values by name, e.g. {parameters[0].name}='backup'",
         )
     for parameter in parameters:
         if parameter.name not in params:
+            holder = next((k for k, v in params.items()  # execute(text, params={"q": ...})
+                           if isinstance(v, Mapping) and parameter.name in v), None)
             raise ParameterError(
                 f"missing value for parameter {parameter.label}",
                 text=stmt.source,
                 span=parameter.span,
-                hint=f"pass {parameter.name}=...",
+                hint=f"pass {parameter.name}=..." if holder is None else
+                f"it is inside {holder}=: unpack that mapping, execute(text, **{holder})",
             )
     extra = [name for name in params if name not in {p.name for p in parameters}]
     if extra:
@@ -236,9 +255,13 @@ def _value(value: Any, node: Parameter) -> Node:
         return _number(value, node)
     if isinstance(value, date):
         return _timestamp(value, node)
+    several = isinstance(value, list | tuple | set | frozenset) or (
+        isinstance(value, np.ndarray) and value.ndim == 1)
     raise _Mistyped(
         "a str, bool, int, float, datetime or None (vectors go only at NEAR, "
-        "durations only where a duration is expected)"
+        "durations only where a duration is expected)",
+        hint=f"to match any of several values, write IN {node.label} (WHERE field IN "
+             f"{node.label})" if several else None,
     )
 
 
@@ -271,7 +294,10 @@ def _vector(value: Any, node: Parameter) -> Node:
     except (ValueError, TypeError):
         raise _Mistyped("a vector of numbers") from None
     if array.dtype.kind not in "iuf" or array.ndim != 1:
-        raise _Mistyped("a 1-D vector of numbers")
+        one_row = array.dtype.kind in "iuf" and array.ndim == 2 and array.shape[0] == 1
+        raise _Mistyped("a 1-D vector of numbers", hint=(
+            f"it has shape {array.shape}, one row as an embedder returns for one text: pass "
+            "that row (vectors[0])") if one_row else None)
     if array.size == 0:
         raise _Mistyped("a non-empty vector")
     if array.dtype == np.float32:

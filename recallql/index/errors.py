@@ -5,6 +5,11 @@
 
 from __future__ import annotations
 
+import re
+
+#: How a `SignalRejected` message names its rule.
+_RULE = re.compile(r"\(rule (\w+)\)")
+
 
 def show(value: object, width: int = 80) -> str:
     """`repr(value)` for error messages: safe for huge integers (``repr(10**5000)`` raises),
@@ -36,7 +41,21 @@ class IngestError(ValueError):
 
 
 class SignalRejected(ValueError):
-    """A session signal was rejected by the signal policy (raised by the sessions layer)."""
+    """A session signal or annotation was rejected (raised by the sessions layer); nothing
+    was written.
+
+    Attributes:
+        rule: the rule that refused it, as the message names it (``signal rejected (rule
+            unknown_session): ...``): ``unknown_session``, ``session_not_open``,
+            ``unknown_name``, ``not_finite``, ``out_of_bounds``, ``bad_entity``,
+            ``bad_signal``, ``bad_time``, ``in_future``, ``before_start``, ``empty_text``,
+            ``bad_text``; None when the message names none.
+    """
+
+    @property
+    def rule(self) -> str | None:
+        found = _RULE.search(str(self))
+        return found.group(1) if found else None
 
 
 class DatabaseLocked(RuntimeError):

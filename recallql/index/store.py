@@ -587,6 +587,11 @@ class Store:
             self._broken = (f"recovery after a failed batch failed: {exc}; the committed "
                             "batches are intact on disk: reopen the database")
 
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called."""
+        return self._closed
+
     def check_open(self) -> None:
         """Raise `StoreError` when the store is closed (every read and write path calls it,
         directly or through the metadata store)."""
