@@ -521,3 +521,16 @@ def test_show_session_unknown_is_an_error_with_a_caret(three):
     with pytest.raises(QuerySemanticError, match="no session 'zz'") as err:
         three.execute("SHOW SESSION 'zz'")
     assert "^^^^" in str(err.value)
+
+
+def test_a_snapshot_before_the_session_started_is_not_found(db, clock):
+    """`snapshot(as_of=)` before the start: no session then, as `FOR SESSION ... AS OF` reports
+    SESSION_NOT_FOUND (it was a snapshot of an open session with no history)."""
+    db.sessions.create("s-1", "agent")
+    clock.now = T0 + DAY
+    db.sessions.close("s-1", at=T0 + DAY)
+    with pytest.raises(SessionNotFound, match=r"session 's-1' did not exist yet at "
+                       r"2025-06-14T15:06:40\.000000Z \(it started at 2025-06-15T15:06:40"):
+        db.sessions.snapshot("s-1", as_of=T0 - DAY)
+    assert db.sessions.snapshot("s-1", as_of=T0).status == "open"  # at its start it exists
+    assert db.sessions.snapshot("s-1", as_of=T0 + DAY).status == "closed"

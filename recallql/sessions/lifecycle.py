@@ -417,13 +417,17 @@ class Sessions(LineageAccess):
         """The session's state at `as_of` (datetime or epoch seconds UTC; default now).
 
         Raises:
-            SessionNotFound: no such session.
+            SessionNotFound: no such session, or none yet at `as_of` (before it started, as
+                ``FOR SESSION ... AS OF`` then reports ``SESSION_NOT_FOUND``).
         """
         now = to_epoch(as_of, self._clock(), "as_of")
         with self._meta.read_transaction() as conn:
             found = state.snapshot(conn, id, now, self.policy)
         if found is None:
             raise SessionNotFound(no_session(id))
+        if found.started_at.timestamp() > now:
+            raise SessionNotFound(f"session {id!r} did not exist yet at {format_timestamp(now)} "
+                                  f"(it started at {format_timestamp(found.started_at)})")
         return found
 
     def state(self, id: str, now_ts: float) -> tuple[SessionState, SessionSnapshot] | None:
