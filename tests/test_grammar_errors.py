@@ -217,8 +217,11 @@ def test_option_names_and_places_stay_syntax_errors(text: str, message: str) -> 
     "text",
     ["SEARCH d MATCHING 'x' WITH RECENCY (weight = 0)", "SEARCH d MATCHING 'x' LIMIT 1 OFFSET 0",
      "SEARCH d MATCHING 'x' WITH SIGNAL BOOST (dislike = -0.5)", "SEARCH d MATCHING ' '",
-     "SEARCH d MATCHING 'x' FUSE RRF (k = 0.5)"],
-    ids=["weight-zero", "offset-zero", "negative-signal-weight", "blank-text", "small-k"],
+     "SEARCH d MATCHING 'x' FUSE RRF (k = 0.5)",
+     "SEARCH d MATCHING 'x' WHERE a = -9223372036854775808",
+     "SEARCH d MATCHING 'x' WHERE a = 9223372036854775807"],
+    ids=["weight-zero", "offset-zero", "negative-signal-weight", "blank-text", "small-k",
+         "int64-min", "int64-max"],
 )  # fmt: skip
 def test_boundary_values_are_accepted(text: str) -> None:
     assert parse(text).to_text() == text
@@ -227,9 +230,10 @@ def test_boundary_values_are_accepted(text: str) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [("SEARCH d MATCHING 'x' LIMIT 9223372036854775808", "whole number out of range"),
+     ("SEARCH d MATCHING 'x' WHERE a = -9223372036854775809", "whole number out of range"),
      ("SEARCH d MATCHING 'x' WHERE a = 1e400", "number out of range"),
      ("SEARCH d MATCHING 'x' WHERE " + "NOT " * 100 + "a = 1", "nested more than 64 levels")],
-    ids=["int64", "float", "nesting"],
+    ids=["int64", "below-int64", "float", "nesting"],
 )  # fmt: skip
 def test_limits(text: str, message: str) -> None:
     with pytest.raises(QuerySyntaxError, match=message):
