@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, overload
 
+from recallql.grammar.errors import printable
 from recallql.grammar.timestamps import format_timestamp
 from recallql.index.timestamps import parse_timestamp
 
@@ -182,7 +183,7 @@ class ResultConversions:
     # -- display -------------------------------------------------------------------------------
 
     def _head(self) -> str:
-        words = " ".join(self.statement.split()[:4])
+        words = printable(" ".join(self.statement.split()[:4]))  # a bound text may hold ESC
         n = len(self)
         noun = ("record" if self.records is not None else "row") + ("" if n == 1 else "s")
         return f"{words}{' …' if len(self.statement.split()) > 4 else ''}: {n} {noun}"
