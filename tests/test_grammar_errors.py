@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pickle
 import re
+import unicodedata
 from pathlib import Path
 
 import pytest
+import wcwidth
 
 from recallql.grammar import (
     ParameterError,
@@ -282,6 +284,23 @@ def test_long_lines_are_cut_around_the_caret(column: int) -> None:
     shown, caret = str(err).splitlines()[2:4]
     assert len(shown) <= 2 + 100 + 2
     assert shown[caret.index("^")] == "#"
+
+
+@pytest.mark.parametrize("filler", ["日本語", "😀", "\x1b", "e\u0301", "\t"],
+                         ids=["cjk", "emoji", "escape", "combining", "tab"])
+def test_long_lines_are_cut_by_terminal_columns(filler: str) -> None:
+    """Was: the cut counted characters, so 100 CJK characters (200 columns) or escapes
+    (`\x1b`: 4 columns each) made an excerpt that wraps in a terminal, where the caret no
+    longer stands under its token; a cut could also start with a lone combining mark."""
+    text = "SEARCH d MATCHING '" + filler * 150 + "' LIMIT ten"
+    with pytest.raises(QuerySyntaxError) as info:
+        parse(text)
+    shown, caret = str(info.value).splitlines()[2:4]
+    expanded = shown.expandtabs(8)
+    assert wcwidth.wcswidth(expanded) <= 2 + 100 + 2
+    column = caret.expandtabs(8).index("^")
+    assert wcwidth.wcswidth(expanded[:expanded.index("ten")]) == column
+    assert caret.endswith("^^^") and unicodedata.combining(shown[3]) == 0  # "  …" then a base
 
 
 def test_errors_pickle() -> None:
