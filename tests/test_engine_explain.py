@@ -261,3 +261,19 @@ def test_plan_floats_print_without_float_noise(db):
     text = db.explain("SEARCH kb MATCHING 'backup' WITH RECENCY (weight = 0.123456789012345)"
                       ).to_text()
     assert "weight=0.123456789012 " in text
+
+
+def test_huge_whole_floats_in_the_plan_stay_floats(db):
+    """Was: `FUSE RRF (k = 1e300)` printed `k=1000000000000000052504760255204420248704468…`
+    (301 digits, in the text and as an int in JSON) because whole floats became ints."""
+    explain = db.explain("SEARCH kb MATCHING 'backup' WITH RECENCY (weight = 1e20, "
+                         "half_life = 1e300 DAYS) FUSE RRF (k = 1e300, weights = (lexical = 1e300))"
+                         " LIMIT 1")
+    text = explain.to_text()
+    assert "weight=1e+20 half_life='1e+300d'" in text
+    assert "k=1e+300 " in text and "weights=(lexical=1e+300)" in text
+    recency = explain.plan.children[0]
+    fusion = recency.children[0]
+    assert recency.properties["weight"] == 1e20 and isinstance(recency.properties["weight"], float)
+    assert fusion.properties["k"] == 1e300 and isinstance(fusion.properties["k"], float)
+    assert "k=60 " in db.explain("SEARCH kb MATCHING 'backup' FUSE RRF LIMIT 1").to_text()

@@ -73,12 +73,15 @@ def test_explain_binds_its_statement() -> None:
     ("value", "cls", "text"),
     [("a'b", StringLiteral, "'a''b'"), (True, BooleanLiteral, "TRUE"),
      (False, BooleanLiteral, "FALSE"), (7, IntegerLiteral, "7"), (-2.5, FloatLiteral, "-2.5"),
+     (-2**63, IntegerLiteral, "-9223372036854775808"),
+     (2**63 - 1, IntegerLiteral, "9223372036854775807"),
      (None, NullLiteral, "NULL"), (np.int64(4), IntegerLiteral, "4"),
      (np.float32(0.5), FloatLiteral, "0.5"), (np.bool_(True), BooleanLiteral, "TRUE"),
      (datetime(2025, 1, 31, 8, 0), TimestampLiteral, "TIMESTAMP '2025-01-31T08:00:00.000000Z'"),
      (datetime(2025, 1, 31, 10, 0, tzinfo=timezone(timedelta(hours=2))), TimestampLiteral,
       "TIMESTAMP '2025-01-31T08:00:00.000000Z'")],
-    ids=["str", "true", "false", "int", "float", "none", "np-int", "np-float", "np-bool",
+    ids=["str", "true", "false", "int", "float", "int64-min", "int64-max", "none", "np-int",
+         "np-float", "np-bool",
          "naive-datetime", "aware-datetime"],
 )  # fmt: skip
 def test_python_values_map_to_literals(value: object, cls: type, text: str) -> None:
@@ -235,6 +238,7 @@ MISTYPED = [
     ("where-dict", "SEARCH d MATCHING 'x' WHERE a = :p", {"a": 1}, "value for a"),
     ("where-inf", "SEARCH d MATCHING 'x' WHERE a = :p", float("inf"), "finite"),
     ("where-bigint", "SEARCH d MATCHING 'x' WHERE a = :p", 2**70, "64-bit"),
+    ("where-below-int64", "SEARCH d MATCHING 'x' WHERE a = :p", -2**63 - 1, "64-bit"),
     ("like-int", "SEARCH d MATCHING 'x' WHERE a LIKE :p", 5, "LIKE pattern for a"),
     ("show-session-none", "SHOW SESSION :p", None, "session id"),
 ]  # fmt: skip

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pickle
 import re
+import unicodedata
 from pathlib import Path
 
 import pytest
+import wcwidth
 
 from recallql.grammar import (
     ParameterError,
@@ -217,8 +219,11 @@ def test_option_names_and_places_stay_syntax_errors(text: str, message: str) -> 
     "text",
     ["SEARCH d MATCHING 'x' WITH RECENCY (weight = 0)", "SEARCH d MATCHING 'x' LIMIT 1 OFFSET 0",
      "SEARCH d MATCHING 'x' WITH SIGNAL BOOST (dislike = -0.5)", "SEARCH d MATCHING ' '",
-     "SEARCH d MATCHING 'x' FUSE RRF (k = 0.5)"],
-    ids=["weight-zero", "offset-zero", "negative-signal-weight", "blank-text", "small-k"],
+     "SEARCH d MATCHING 'x' FUSE RRF (k = 0.5)",
+     "SEARCH d MATCHING 'x' WHERE a = -9223372036854775808",
+     "SEARCH d MATCHING 'x' WHERE a = 9223372036854775807"],
+    ids=["weight-zero", "offset-zero", "negative-signal-weight", "blank-text", "small-k",
+         "int64-min", "int64-max"],
 )  # fmt: skip
 def test_boundary_values_are_accepted(text: str) -> None:
     assert parse(text).to_text() == text
@@ -227,9 +232,10 @@ def test_boundary_values_are_accepted(text: str) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [("SEARCH d MATCHING 'x' LIMIT 9223372036854775808", "whole number out of range"),
+     ("SEARCH d MATCHING 'x' WHERE a = -9223372036854775809", "whole number out of range"),
      ("SEARCH d MATCHING 'x' WHERE a = 1e400", "number out of range"),
      ("SEARCH d MATCHING 'x' WHERE " + "NOT " * 100 + "a = 1", "nested more than 64 levels")],
-    ids=["int64", "float", "nesting"],
+    ids=["int64", "below-int64", "float", "nesting"],
 )  # fmt: skip
 def test_limits(text: str, message: str) -> None:
     with pytest.raises(QuerySyntaxError, match=message):
@@ -278,6 +284,23 @@ def test_long_lines_are_cut_around_the_caret(column: int) -> None:
     shown, caret = str(err).splitlines()[2:4]
     assert len(shown) <= 2 + 100 + 2
     assert shown[caret.index("^")] == "#"
+
+
+@pytest.mark.parametrize("filler", ["日本語", "😀", "\x1b", "e\u0301", "\t"],
+                         ids=["cjk", "emoji", "escape", "combining", "tab"])
+def test_long_lines_are_cut_by_terminal_columns(filler: str) -> None:
+    """Was: the cut counted characters, so 100 CJK characters (200 columns) or escapes
+    (`\x1b`: 4 columns each) made an excerpt that wraps in a terminal, where the caret no
+    longer stands under its token; a cut could also start with a lone combining mark."""
+    text = "SEARCH d MATCHING '" + filler * 150 + "' LIMIT ten"
+    with pytest.raises(QuerySyntaxError) as info:
+        parse(text)
+    shown, caret = str(info.value).splitlines()[2:4]
+    expanded = shown.expandtabs(8)
+    assert wcwidth.wcswidth(expanded) <= 2 + 100 + 2
+    column = caret.expandtabs(8).index("^")
+    assert wcwidth.wcswidth(expanded[:expanded.index("ten")]) == column
+    assert caret.endswith("^^^") and unicodedata.combining(shown[3]) == 0  # "  …" then a base
 
 
 def test_errors_pickle() -> None:

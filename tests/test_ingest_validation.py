@@ -293,6 +293,23 @@ def test_last_microsecond_of_9999_is_kept_inside_the_range(tmp_path):
         assert [r["created_at"] for r in rows] == [MAX_EPOCH, MIN_EPOCH]
 
 
+@pytest.mark.parametrize("text", ["9999-12-31T23:59:59.999999Z", "9999-12-31T23:59:59.99999Z",
+                                  "0001-01-01T00:00:00Z", "2025-01-31T08:00:00.123456Z"],
+                         ids=["last-microsecond", "last-30us", "first", "ordinary"])
+def test_a_filter_on_an_items_own_instant_matches_it(text):
+    """A filter value is the float the item stored for the same instant, also in the last
+    microseconds of 9999 (stored as MAX_EPOCH, where `datetime.timestamp()` rounds up to
+    10000-01-01)."""
+    assert to_epoch(text) == item_epoch(text)
+    with recallql.connect(embedder=None) as db:
+        db.create_collection("c", ("text",), dim=2, embedder=None)
+        db.ingest("c", [{"id": "a", "text": "alpha", "created_at": text, "vector": [1.0, 0.0]}])
+        for op in ("=", "<=", ">="):
+            result = db.execute(f"SEARCH c MATCHING 'alpha' WHERE created_at {op} "
+                                f"TIMESTAMP '{text}'")
+            assert [row.id for row in result.rows] == ["a"], op
+
+
 def test_to_epoch_for_filters_keeps_offsets_outside_the_item_range():
     """Filter values (to_epoch) are converted, not range-checked, when given as datetimes."""
     moment = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=_MINUS5)

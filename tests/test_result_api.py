@@ -167,6 +167,14 @@ def test_repr_is_short_and_html_escapes(db):
     db.delete("docs", ["<x>"])
 
 
+def test_repr_escapes_control_characters_of_the_statement(db):
+    """Was: a bound MATCHING text with ESC printed it raw in the repr (a REPL echoing the
+    result obeyed `\x1b[2J`); row ids were escaped already."""
+    text = repr(db.execute("SEARCH docs MATCHING :q LIMIT 1", q="backup\x1b[2J\u202e"))
+    assert text.startswith("<Result SEARCH docs MATCHING 'backup\\x1b[2J\\u202e' …: 1 row [")
+    assert "\x1b" not in text and "\u202e" not in text
+
+
 def test_package_is_typed():
     assert (Path(recallql.__file__).parent / "py.typed").is_file()
 

@@ -179,6 +179,31 @@ def test_overflowing_signal_sum_saturates_instead_of_counting_zero():
     assert result.ids()[0] == "a", [(r.id, r.score, r.reasons) for r in result.rows]
 
 
+def test_signals_that_cancel_sum_to_zero_not_to_an_overflow():
+    """Was: decayed sums were added in recording order, so `+1.7e308, +1.7e308, -1.7e308,
+    -1.7e308` (allowed by a permissive policy) overflowed to inf on the way and the entity, net
+    zero, got the saturated boost (and the session velocity inf) over one rewarded once."""
+    big = 1.7e308
+    policy = recallql.SignalPolicy(bounds={"reward": (-big, big)})
+    db = recallql.connect(embedder=None, clock=lambda: NOW_TS, signal_policy=policy)
+    db.create_collection("kb", dim=4, embedder=None)
+    db.ingest("kb", [doc("a", "alpha", "", vec(1, 0, 0, 0)),
+                     doc("b", "alpha", "", vec(1, 0, 0, 0))])
+    db.sessions.create("s1", "agent", started_at=NOW_TS - 10)
+    for value in (big, big, -big, -big):
+        db.sessions.signal("s1", "reward", value, entity="a", at=NOW_TS - 5)
+    db.sessions.signal("s1", "reward", 1.0, entity="b", at=NOW_TS - 5)
+    result = db.execute("RETRIEVE FROM kb FOR SESSION 's1' WITHOUT RECENCY")
+    assert result.ids() == ["b", "a"], [(r.id, r.score, r.reasons) for r in result.rows]
+    snapshot = db.sessions.snapshot("s1")
+    assert snapshot.entities["a"] == 0.0 and math.isfinite(snapshot.velocity)
+    assert snapshot.velocity == snapshot.entities["b"] > 0
+    with contextlib.suppress(recallql.SignalRejected):
+        db.sessions.signal("s1", "reward", big, entity="c", at=NOW_TS - 5)
+        db.sessions.signal("s1", "reward", big, entity="c", at=NOW_TS - 5)
+        assert db.sessions.snapshot("s1").entities["c"] == math.inf  # a true overflow: inf
+
+
 def test_as_of_the_last_microsecond_of_9999_runs():
     """Was: `AS OF TIMESTAMP '9999-12-31T23:59:59.999999Z'` (valid literal) and
     `AS OF :t` with `datetime.max` raise builtins.ValueError "year 10000 is out of range"

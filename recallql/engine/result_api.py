@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, overload
 
+from recallql.grammar.errors import printable
 from recallql.grammar.timestamps import format_timestamp
 from recallql.index.timestamps import parse_timestamp
 
@@ -183,7 +184,7 @@ class ResultConversions:
 
     def _words(self) -> str:
         """The statement's first four words (`` …`` after them when there are more)."""
-        words = self.statement.split()
+        words = printable(" ".join(self.statement.split())).split(" ")  # a bound text may hold ESC
         return " ".join(words[:4]) + (" …" if len(words) > 4 else "")
 
     def _count(self) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 from recallql.grammar.checks import Slot, check_value, map_slots
 from recallql.grammar.construct import trusted
 from recallql.grammar.errors import ParameterError
-from recallql.grammar.literals import INT64_MAX
+from recallql.grammar.literals import INT64_MAX, INT64_MIN
 from recallql.grammar.nodes import (
     BooleanLiteral,
     Duration,
@@ -202,7 +202,7 @@ def _integer(value: Any, node: Parameter) -> Node:
     value = _scalar(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Mistyped("a whole number (int)")
-    if abs(value) > INT64_MAX:
+    if not INT64_MIN <= value <= INT64_MAX:
         raise _Mistyped("a whole number within the 64-bit range")
     return trusted(IntegerLiteral, {"value": value, "span": node.span})
 

@@ -96,7 +96,7 @@ def _unexpected_token(exc: UnexpectedToken, text: str) -> QuerySyntaxError:
         span = (start, token.end_pos or start)
         previous, expected = _replay(text, start)
     prev = previous[-1] if previous else None
-    names = describe_expected(expected, prev)
+    names = describe_expected(_clauses_left(expected, previous), prev)
     message = f"expected {join_or(names)}{_after(prev)}, found {describe_found(token)}"
     hint = hints.for_token(token, expected, prev, previous)
     return QuerySyntaxError(message, text=text, span=span, expected=names, hint=hint)
@@ -110,9 +110,40 @@ def _unexpected_character(exc: UnexpectedCharacters, text: str) -> QuerySyntaxEr
     if special is not None:
         message, width, hint = special
         return QuerySyntaxError(message, text=text, span=(pos, pos + width), hint=hint)
-    names = describe_expected(expected, prev)
+    names = describe_expected(_clauses_left(expected, previous), prev)
     message = f"expected {join_or(names)}{_after(prev)}, found unexpected character {text[pos]!r}"
     return QuerySyntaxError(message, text=text, span=(pos, pos + 1), expected=names)
+
+
+#: The keyword that opens each clause, with its place in the clause order (clauses.py); the
+#: boosts (WITH, WITHOUT) share a place and may repeat. These words open nothing else.
+_CLAUSE_RANK = {"MATCHING": 0, "USING": 1, "NEAR": 2, "WHERE": 3, "FOR": 4, "WITH": 5,
+                "WITHOUT": 5, "FUSE": 6, "GROUP": 7, "AS": 8, "LIMIT": 9, "OFFSET": 10}
+_SHOW_SESSIONS_CLAUSES = frozenset({"WHERE", "LIMIT", "OFFSET"})
+
+
+def _clauses_left(expected: set[str], previous: list[Token]) -> set[str]:
+    """`expected` without the clauses that cannot come next in the statement being parsed.
+
+    The grammar takes clauses in any order (the transformer names a misplaced one), so the
+    parser accepts every clause keyword after each clause; "expected MATCHING, USING, ...
+    after LIMIT 5" would be wrong. Only clauses after the furthest one written (and another
+    boost after a boost) remain; SHOW SESSIONS takes WHERE, LIMIT, OFFSET; `RETRIEVE n` no
+    LIMIT.
+    """
+    start = max((i + 1 for i, t in enumerate(previous) if t.type == "SEMI"), default=0)
+    tokens = [t.type for t in previous[start:]]
+    ranks = [_CLAUSE_RANK[t] for t in tokens if t in _CLAUSE_RANK]
+    last = max(ranks, default=-1)
+    left = {name for name in expected if name not in _CLAUSE_RANK or _CLAUSE_RANK[name] > last
+            or (_CLAUSE_RANK[name] == last and name in ("WITH", "WITHOUT"))}
+    if tokens[:2] == ["SHOW", "SESSIONS"]:
+        left -= set(_CLAUSE_RANK) - _SHOW_SESSIONS_CLAUSES
+    if "RETRIEVE" in tokens:
+        at = tokens.index("RETRIEVE") + 1
+        if at < len(tokens) and tokens[at] != "FROM":
+            left.discard("LIMIT")
+    return left
 
 
 def _after(prev: Token | None) -> str:

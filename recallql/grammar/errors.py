@@ -160,14 +160,32 @@ def _width(shown: str) -> int:
 
 
 def _window(line: str, column: int, width: int, size: int = EXCERPT_WIDTH) -> tuple[str, int, int]:
-    """Cut a long line to about ``size`` characters around the caret, marking cuts with '…'."""
-    if len(line) <= size:
+    """Cut a long line to about ``size`` terminal columns around the caret, marking cuts with
+    '…': columns as shown, so a line of CJK text or escapes does not wrap (a wrapped excerpt
+    puts the caret under the wrong place), and a cut never leaves a combining mark without its
+    base character."""
+    cells = [8 if ch == "\t" else _width(_shown(ch)) for ch in line]  # a tab: at most 8
+    if sum(cells) <= size:
         return line, column, width
-    width = min(width, size // 2)
-    left = max(0, min(column - size // 3, len(line) - size))
-    right = left + size
+    width = max(1, min(width, _fits(cells, column, size // 2)))
+    left = column - _fits(cells[column - 1 :: -1] if column else [], 0, size // 3)
+    while left > 0 and sum(cells[left - 1 :]) <= size:  # near the end: fill the window
+        left -= 1
+    while 0 < left < column and cells[left] == 0:
+        left += 1
+    right = left + _fits(cells, left, size)
     shown = ("…" if left else "") + line[left:right] + ("…" if right < len(line) else "")
     return shown, column - left + (1 if left else 0), width
+
+
+def _fits(cells: list[int], start: int, size: int) -> int:
+    """How many characters from `start` fit in `size` columns."""
+    used = count = 0
+    for cell in cells[start:]:
+        if used + cell > size:
+            break
+        used, count = used + cell, count + 1
+    return count
 
 
 def _rebuild(cls: type[QueryError], message: str, kwargs: dict[str, Any]) -> QueryError:

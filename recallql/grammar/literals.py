@@ -23,6 +23,7 @@ from recallql.grammar.nodes import (
 __all__ = ["span_of", "token_at", "token_literal", "timestamp", "duration", "decode_string"]
 
 INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
 
 _UNITS = {"DAY": "DAYS", "HOUR": "HOURS", "MINUTE": "MINUTES", "SECOND": "SECONDS"}
 
@@ -53,12 +54,12 @@ def number(token: Token, text: str) -> int | float:
     """
     if token.type == "INT":
         value: int | float = int(token)
-        if abs(value) > INT64_MAX:
+        if not INT64_MIN <= value <= INT64_MAX:
             raise QuerySyntaxError(
                 "whole number out of range",
                 text=text,
                 span=span_of(token),
-                hint=f"whole numbers go up to {INT64_MAX}",
+                hint=f"whole numbers go from {INT64_MIN} to {INT64_MAX}",
             )
         return value
     value = float(token)

@@ -31,7 +31,7 @@ import numpy as np
 from recallql.index.columns import ListColumn, NumberColumn, StrArray, StrColumn, make_column
 from recallql.index.errors import FilterError
 from recallql.index.schema import FieldType
-from recallql.index.timestamps import filter_epoch, shown_as
+from recallql.index.timestamps import shown_as, to_epoch
 
 if TYPE_CHECKING:
     from recallql.index.columns import Column
@@ -168,7 +168,7 @@ def _coerce(column: Column, value: object, name: str) -> object:
         ok = isinstance(value, bool | np.bool_)
     elif kind is FieldType.TIMESTAMP:
         try:
-            return filter_epoch(value)
+            return to_epoch(value)
         except ValueError as exc:
             raise FilterError(f"field {name!r}: {exc}") from None
     else:

@@ -103,13 +103,20 @@ def to_epoch(value: object) -> float:
             seconds (int or float).
 
     Returns:
-        Seconds since 1970-01-01T00:00:00Z, as a float.
+        Seconds since 1970-01-01T00:00:00Z, as a float: for an instant of years 1..9999 UTC
+        the float `item_epoch` stores for it (the last microseconds of 9999 as `MAX_EPOCH`), so
+        a filter on an item's own instant matches it.
 
     Raises:
         ValueError: unparseable string, non-finite or out-of-range number, or another type.
     """
     moment = _moment(value)
-    return _number_epoch(value) if moment is None else _datetime_epoch(moment)
+    if moment is None:
+        return _number_epoch(value)
+    offset = moment - _EPOCH
+    if _FIRST <= offset < _END:
+        return min(offset / _SECOND, MAX_EPOCH)
+    return _datetime_epoch(moment)
 
 
 def item_epoch(value: object) -> float:
@@ -135,18 +142,6 @@ def item_epoch(value: object) -> float:
         raise ValueError(f"timestamp {show(value)} is {_utc_text(offset)} in UTC, out of range "
                          "(years 1..9999)")
     return min(offset / _SECOND, MAX_EPOCH)
-
-
-def filter_epoch(value: object) -> float:
-    """A filter value as epoch seconds UTC (`to_epoch`), an instant in years 1..9999 as it is
-    stored (the last microseconds of 9999 as `MAX_EPOCH`, where `item_epoch` keeps them)."""
-    moment = _moment(value)
-    if moment is None:
-        return _number_epoch(value)
-    offset = moment - _EPOCH
-    if _FIRST <= offset < _END:
-        return min(offset / _SECOND, MAX_EPOCH)
-    return _datetime_epoch(moment)
 
 
 def _moment(value: object) -> dt.datetime | None:

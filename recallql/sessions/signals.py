@@ -225,6 +225,24 @@ def decayed(records: Iterable[SignalRecord], now_ts: float, policy: SignalPolicy
     return np.asarray(out, dtype=np.float64)
 
 
+def signal_sum(values: Iterable[float]) -> float:
+    """The sum of decayed signal values, added in recording order; when that overflows (a
+    policy may allow values near the largest float), the exact sum instead, so signals that
+    cancel (`+1e308, +1e308, -1e308, -1e308`) sum to 0, not inf, and only a sum whose true
+    value is beyond the largest float is inf (which saturates to 1)."""
+    values = list(values)
+    total = 0.0
+    for v in values:
+        total += v
+    if math.isfinite(total):
+        return total
+    try:
+        return math.fsum(values)
+    except OverflowError:  # a partial sum overflowed: sum the values scaled by 2^-k, exactly
+        k = len(values).bit_length() + 1
+        return math.fsum(math.ldexp(v, -k) for v in values) * 2.0 ** k
+
+
 def keywords_from(annotations: Iterable[str]) -> tuple[str, ...]:
     """Session keywords: annotation text split on whitespace, NFKC case folded
     (`recallql.index.analysis.normalize`: lower-cased, and NFC/NFD or full-width spellings made

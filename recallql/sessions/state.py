@@ -20,6 +20,7 @@ from recallql.sessions.signals import (
     decayed,
     keywords_from,
     reference_time,
+    signal_sum,
 )
 
 SESSION_COLUMNS = ("id, agent_id, status, parent_session_id, source, end_reason, branched_from, "
@@ -171,12 +172,14 @@ def live_snapshot(conn: Any, id: str, now: float, policy: SignalPolicy) -> Sessi
     recs = [SignalRecord(name, value, at, ent, status, ended) for name, value, at, ent in
             conn.execute("SELECT name, value, at, entity FROM signals WHERE session_id = ? "
                          "AND at <= ? ORDER BY at, id", (sid, ref))]
-    scores: dict[str, float] = {}
-    entities: dict[str, float] = {}
+    by_name: dict[str, list[float]] = {}
+    by_entity: dict[str, list[float]] = {}
     for rec, v in zip(recs, decayed(recs, now, policy), strict=True):
-        scores[rec.name] = scores.get(rec.name, 0.0) + float(v)
+        by_name.setdefault(rec.name, []).append(float(v))
         if rec.entity is not None:
-            entities[rec.entity] = entities.get(rec.entity, 0.0) + float(v)
+            by_entity.setdefault(rec.entity, []).append(float(v))
+    scores = {name: signal_sum(vs) for name, vs in by_name.items()}
+    entities = {entity: signal_sum(vs) for entity, vs in by_entity.items()}
     return SessionSnapshot(
         id=sid, agent_id=agent, status=status, source=source, parent_session_id=parent,
         end_reason=end_reason, branched_from=branched, delegate_from=delegate,
@@ -203,12 +206,12 @@ def entity_sums(conn: Any, entities: list[str], names: list[str], now: float,
                f"WHERE g.entity IN ({','.join('?' * len(chunk))}) "
                f"AND g.name IN ({name_marks}) ORDER BY g.id")
         records.extend(SignalRecord(*r) for r in conn.execute(sql, [*chunk, *names]))
-    out: dict[str, dict[str, float]] = {}
+    parts: dict[str, dict[str, list[float]]] = {}
     for rec, v in zip(records, decayed(records, now, policy), strict=True):
-        by_entity = out.setdefault(rec.name, {})
         entity: str = rec.entity  # type: ignore[assignment]  # the IN list excludes NULL
-        by_entity[entity] = by_entity.get(entity, 0.0) + float(v)
-    return out
+        parts.setdefault(rec.name, {}).setdefault(entity, []).append(float(v))
+    return {name: {entity: signal_sum(vs) for entity, vs in by_entity.items()}
+            for name, by_entity in parts.items()}
 
 
 def session_dicts(conn: Any) -> list[dict[str, Any]]:

@@ -19,7 +19,13 @@ from recallql.engine.scoring import DecayShape, recency_boost, saturate
 
 
 def _fmt(x: float) -> Any:
-    return int(x) if float(x).is_integer() else x
+    """A whole number as an int (`60`, not `60.0`) while every digit of it is exact; larger
+    floats stay floats (`1e+300`, not three hundred digits)."""
+    return int(x) if float(x).is_integer() and abs(x) <= _EXACT else x
+
+
+#: Below 2**53 every whole float is exact, and its int has at most 16 digits.
+_EXACT = 2.0**53
 
 
 @dataclass(frozen=True, eq=False)

@@ -241,4 +241,10 @@ def _positions(rowid: np.ndarray, wanted: np.ndarray) -> np.ndarray:
 
 
 def _num(x: float) -> Any:
-    return int(x) if float(x).is_integer() else x
+    """A whole number as an int (`60`, not `60.0`) while every digit of it is exact; larger
+    floats stay floats (`1e+300`, not three hundred digits)."""
+    return int(x) if float(x).is_integer() and abs(x) <= _EXACT else x
+
+
+#: Below 2**53 every whole float is exact, and its int has at most 16 digits.
+_EXACT = 2.0**53
