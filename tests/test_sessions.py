@@ -534,3 +534,9 @@ def test_a_snapshot_before_the_session_started_is_not_found(db, clock):
         db.sessions.snapshot("s-1", as_of=T0 - DAY)
     assert db.sessions.snapshot("s-1", as_of=T0).status == "open"  # at its start it exists
     assert db.sessions.snapshot("s-1", as_of=T0 + DAY).status == "closed"
+
+
+def test_a_session_dated_ahead_of_the_clock_is_shown_now(db, clock):
+    db.sessions.create("s-ahead", "agent", started_at=T0 + 200)  # allowed: ≤ 300 s ahead
+    assert db.sessions.snapshot("s-ahead").status == "open"
+    assert db.execute("SHOW SESSION 's-ahead'").records[0]["id"] == "s-ahead"

@@ -104,7 +104,9 @@ def _show_session(db: Any, stmt: s.ShowSession, now_ts: float) -> tuple:
     from recallql.sessions.lifecycle import SessionNotFound
 
     try:
-        snap = db.sessions.snapshot(_session_id(stmt), as_of=now_ts)
+        # now, as the database's clock reads it (`now_ts`): no AS OF, so a session dated up to
+        # the allowed 300 s ahead of the clock is shown, not "did not exist yet"
+        snap = db.sessions.snapshot(_session_id(stmt))
     except SessionNotFound:
         raise QuerySemanticError(f"no session '{_session_id(stmt)}'", text=stmt.source,
                                  span=stmt.session.span) from None

@@ -417,15 +417,16 @@ class Sessions(LineageAccess):
         """The session's state at `as_of` (datetime or epoch seconds UTC; default now).
 
         Raises:
-            SessionNotFound: no such session, or none yet at `as_of` (before it started, as
-                ``FOR SESSION ... AS OF`` then reports ``SESSION_NOT_FOUND``).
+            SessionNotFound: no such session, or none yet at a given `as_of` (before it
+                started, as ``FOR SESSION ... AS OF`` then reports ``SESSION_NOT_FOUND``; a
+                start up to 300 s ahead of the clock still answers for now).
         """
         now = to_epoch(as_of, self._clock(), "as_of")
         with self._meta.read_transaction() as conn:
             found = state.snapshot(conn, id, now, self.policy)
         if found is None:
             raise SessionNotFound(no_session(id))
-        if found.started_at.timestamp() > now:
+        if as_of is not None and found.started_at.timestamp() > now:
             raise SessionNotFound(f"session {id!r} did not exist yet at {format_timestamp(now)} "
                                   f"(it started at {format_timestamp(found.started_at)})")
         return found
