@@ -36,7 +36,7 @@ from recallql.engine.legs import LegBatches
 from recallql.engine.models import Explain, Result
 from recallql.engine.plan import QueryPlan
 from recallql.engine.surrounding import Surrounding, surrounding
-from recallql.grammar.errors import QueryError
+from recallql.grammar.errors import ParameterError, QueryError
 from recallql.importers.hermes_store import HermesFormatError, HermesStoreBusy
 from recallql.index import embedders as emb
 from recallql.index.analysis import CURRENT_VERSION, describe
@@ -739,7 +739,16 @@ class Database:
             StoreError: the database is closed.
         """
         self.store.check_open()
-        return self._engine.execute(text, *args, **params)
+        try:
+            return self._engine.execute(text, *args, **params)
+        except ParameterError as exc:
+            options = sorted(k for k in ("analyze", "verbose") if isinstance(params.get(k), bool))
+            if options and any(f":{k}" in exc.message for k in options):
+                given = ", ".join(f"{k}={params[k]}" for k in options)
+                exc.hint = (f"{given} is an option of db.explain, not a parameter: call "
+                            f"db.explain(text, {given}), or write EXPLAIN ANALYZE / EXPLAIN "
+                            "VERBOSE before the statement")
+            raise
 
     query = execute
 
@@ -749,8 +758,12 @@ class Database:
 
         Raises:
             QueryError: as `execute`; also when `text` is not a SEARCH or RETRIEVE.
+            TypeError: `analyze` or `verbose` is not a bool.
             StoreError: the database is closed.
         """
+        for name, flag in (("analyze", analyze), ("verbose", verbose)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be True or False, got {flag!r}")
         self.store.check_open()
         from recallql.grammar import bind, parse
         from recallql.grammar import statements as st

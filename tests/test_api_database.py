@@ -77,3 +77,20 @@ def test_reopening_with_another_embedder_says_which_embedder_opens_it(tmp_path):
         "connect(path, embedder=...) given that embedder, or embedder=None to attach none")
     with recallql.connect(hashed, embedder=HashEmbedder(16)) as db:
         assert db.embedder("docs").name == "hash-blake2b-16"
+
+
+def test_explain_options_given_to_execute_point_to_explain(tmp_path):
+    db = recallql.connect(tmp_path / "db", embedder=None)
+    db.create_collection("kb", text_fields=("body",), dim=4, embedder=None)
+    with pytest.raises(recallql.ParameterError) as err:
+        db.execute("SEARCH kb MATCHING :q", q="x", analyze=True)
+    assert err.value.hint == ("analyze=True is an option of db.explain, not a parameter: call "
+                              "db.explain(text, analyze=True), or write EXPLAIN ANALYZE / "
+                              "EXPLAIN VERBOSE before the statement")
+    with pytest.raises(recallql.ParameterError) as err:  # a real parameter named analyze: no hint
+        db.execute("SEARCH kb MATCHING :analyze LIMIT :n", analyze="x")
+    assert err.value.hint is None or "db.explain" not in err.value.hint
+    with pytest.raises(TypeError, match="analyze must be True or False, got 'yes'"):
+        db.explain("SEARCH kb MATCHING 'x'", analyze="yes")
+    assert db.explain("SEARCH kb MATCHING 'x'", analyze=True).rows == []
+    db.close()
