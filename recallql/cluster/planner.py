@@ -38,6 +38,7 @@ from recallql.grammar.errors import QuerySemanticError
 from recallql.index.analysis import analyzer, prepare
 from recallql.index.embedders import Embedder, by_name
 from recallql.index.schema import CollectionInfo
+from recallql.index.timestamps import microsecond_clock
 
 #: Query vectors the coordinator keeps, keyed by embedder name and text.
 QUERY_VECTORS = 256
@@ -103,7 +104,7 @@ class Planner:
     def __init__(self, fetch: Callable[[str], PlanContext | None],
                  clock: Callable[[], float] | None) -> None:
         self._fetch = fetch
-        self._clock = clock or time.time
+        self._clock = microsecond_clock(clock or time.time)  # as a database reads it
         self._contexts: dict[str, PlanContext] = {}
         self._embedders: dict[str, Embedder] = {}
         self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
