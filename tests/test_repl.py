@@ -216,6 +216,27 @@ def test_tables_drop_columns_empty_in_every_record():
     assert header.split() == ["id", "status"]
 
 
+@pytest.mark.parametrize("width", [80, 120])
+def test_wide_characters_are_measured_in_terminal_cells(tmp_path, width):
+    """A CJK character takes two cells: the text column was cut by characters, so it came out
+    twice as wide as its room and the #, id and score columns were squeezed to '…' or
+    dropped."""
+    from rich.cells import cell_len
+
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder()) as db:
+        db.ingest("docs", [{"id": "cjk-1", "title": "日本語のバックアップ方針",
+                            "body": "毎日バックアップを取る。backup 保持期間は三十日。" * 3},
+                           {"id": "plain-2", "title": "backup", "body": "backup"}])
+        out = io.StringIO()
+        shell = Repl(db, console=Console(file=out, width=width, color_system=None))
+        shell.run_lines(["SEARCH docs MATCHING 'backup';\n"])
+    lines = out.getvalue().splitlines()
+    assert lines[0].split()[:3] == ["#", "id", "score"], out.getvalue()
+    ids = [line.split()[1] for line in lines if line[:1].isdigit()]
+    assert sorted(ids) == ["cjk-1", "plain-2"], out.getvalue()
+    assert max(cell_len(line) for line in lines) <= width
+
+
 def test_long_reason_lines_wrap_between_reasons():
     from recallql.ui.render import wrap_reasons
 
