@@ -454,6 +454,24 @@ def test_a_pasted_statement_through_prompt_toolkit_costs_the_shell_linear_work(t
     assert 0 < count[0] <= 40 * len(statement)
 
 
+def test_a_history_file_that_cannot_be_written_keeps_history_in_memory(tmp_path):
+    """A directory as the history file passed the startup check (touch() succeeds on one),
+    and a history file that stops being writable later failed in prompt_toolkit's Enter
+    handler: each statement printed a traceback and "Press ENTER to continue..."."""
+    from recallql.repl.input import make_session
+
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    later = tmp_path / "history"
+    for path in (directory, later):
+        session = make_session(path, lambda: {"docs": ["body"]}, ["\\q"])
+        if path == later:
+            later.unlink()
+            later.mkdir()  # the file is gone and nothing can be written there now
+        session.history.append_string("SHOW COLLECTIONS;")
+        assert list(session.history.get_strings()) == ["SHOW COLLECTIONS;"]
+
+
 @pytest.mark.parametrize("edits", [
     ["SEARCH docs MATCHING 'a", "SEARCH docs MATCHING 'a'';", "SEARCH docs MATCHING 'a'';\n"],
     ["SHOW COLLECTIONS -", "SHOW COLLECTIONS --", "SHOW COLLECTIONS --;\n;", "SHOW COLLECTIONS -;"],
