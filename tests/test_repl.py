@@ -114,6 +114,23 @@ def test_a_script_stops_at_the_first_error(repl):
     assert "messages" not in text and "BM25 text" not in text and repl.failed
 
 
+@pytest.mark.parametrize(("script", "line"), [
+    ("SHOW COLLECTIONS;\n\n\nSEARCH docs\n MATCHING 'x'\n LIMIT ten;\n", 6),
+    ("SHOW COLLECTIONS; SEARCH dcos\n MATCHING 'x';\n", 1),
+    ("SHOW COLLECTIONS;\nSEARCH docs\n\\timing\nMATCHING 'x'\nLIMIT ten;\n", 5),
+    ("SEARCH docs \\x\n\n MATCHING 'y' LIMIT x;\n", 3),
+    ("SHOW COLLECTIONS;\n\\d nope\n", 2),
+    ("SHOW COLLECTIONS;\nSEARCH docs MATCHING 'unterminated\n", 2),
+], ids=["multi-line", "second-on-a-line", "command-inside", "command-after-head", "backslash-d",
+        "unterminated-at-eof"])
+def test_an_error_in_a_script_names_its_line_in_the_script(repl, script, line):
+    """psql says ``psql:file:6: ERROR``; the shell's caret counts lines within the failing
+    statement, so in a script of many statements the error did not say where it was."""
+    repl.run_lines(io.StringIO(script))
+    text = repl.output.getvalue()
+    assert repl.failed and text.rstrip().endswith(f"at line {line} of the script"), text
+
+
 def test_statements_before_a_syntax_error_on_the_same_line_run(repl):
     repl.run_lines(["DESCRIBE docs; SEARCH docs MATCHING 'x' LIMIT ten; SHOW COLLECTIONS;\n"])
     text = repl.output.getvalue()
@@ -132,7 +149,8 @@ def test_a_parameter_in_the_shell_says_how_to_give_its_value_here(repl):
         "  SEARCH docs MATCHING 'x' WHERE tags CONTAINS :tag LIMIT :n\n"
         "                                               ^^^^\n"
         "  hint: write the value into the statement (MATCHING 'disk full', LIMIT 5), or run it "
-        "with recallql query \"...\" -p name=value\n")
+        "with recallql query \"...\" -p name=value\n"
+        "  at line 1 of the script\n")
     assert repl.failed
 
 
@@ -145,7 +163,8 @@ def test_a_positional_parameter_in_the_shell_is_hinted_to_become_a_named_one(rep
         "  SEARCH docs MATCHING ? LIMIT 3\n"
         "                       ^\n"
         "  hint: write the value into the statement (MATCHING 'disk full', LIMIT 5), or use a "
-        "named parameter :name instead and run it with recallql query \"...\" -p name=value\n")
+        "named parameter :name instead and run it with recallql query \"...\" -p name=value\n"
+        "  at line 1 of the script\n")
     assert repl.failed
 
 
