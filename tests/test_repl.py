@@ -84,7 +84,8 @@ def test_piped_input_runs_statements_and_sets_the_exit_code(db_path):
     bad = subprocess.run([sys.executable, "-m", "recallql.cli", "shell", "--db", str(db_path)],
                          input="SEARCH nope MATCHING 'x';\n", capture_output=True, text=True,
                          env=env, timeout=60)
-    assert bad.returncode == 1 and "unknown collection 'nope'" in bad.stdout
+    assert bad.returncode == 1 and "unknown collection 'nope'" in bad.stderr
+    assert bad.stdout == ""  # errors go to stderr, as psql's: not among a script's results
 
 
 def test_tables_to_a_pipe_or_an_o_file_have_no_trailing_spaces(repl, tmp_path):

@@ -41,12 +41,14 @@ class Repl:
         fmt: ``table``, ``json``, ``jsonl``, ``csv`` or ``markdown``.
         debug: print tracebacks of unexpected errors.
         console: where output goes (default: stdout).
+        errors: where errors go (default: stderr, as in psql, so a script's errors do not end
+            up among the results it writes to a file; `console` when only that is given).
         pager: page results longer than the screen (on a terminal only).
     """
 
     def __init__(self, db: Any, history: Path | None = None, fmt: str = "table",
                  debug: bool = False, console: Console | None = None,
-                 pager: bool = True) -> None:
+                 pager: bool = True, errors: Console | None = None) -> None:
         self.db = db
         self.history = (history or DEFAULT_HISTORY).expanduser()
         self.fmt = fmt
@@ -54,6 +56,7 @@ class Repl:
         self.timing = False
         self.expanded = False
         self.console = console or make_console()
+        self.errors = errors or (self.console if console else make_console(stderr=True))
         self.out = Output(self.console, pager=pager)
         self.failed = False
         self.pending = ""  # a statement kept while a backslash command ran on its last line
@@ -284,20 +287,20 @@ class Repl:
         if isinstance(exc, QueryError) and exc.line:
             first += exc.line - 1
         if isinstance(exc, QueryError):
-            self.console.print(Text(str(exc), style="red"), soft_wrap=True)
+            self.errors.print(Text(str(exc), style="red"), soft_wrap=True)
         elif isinstance(exc, USER_ERRORS):
             self._error(str(exc))
         else:
             self._error(f"internal error: {type(exc).__name__}: {exc}")
             if self.debug:
-                self.console.print(Text(traceback.format_exc()), soft_wrap=True)
+                self.errors.print(Text(traceback.format_exc()), soft_wrap=True)
         if self.lines:
             line = self.lines[min(first, len(self.lines) - 1)]
-            self.console.print(f"  at line {line} of the script", markup=False)
+            self.errors.print(f"  at line {line} of the script", markup=False)
 
     def _error(self, message: str) -> bool:
         self.failed = True
-        self.console.print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
+        self.errors.print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
         return True
 
     # -- catalog -------------------------------------------------------------------------------
