@@ -343,6 +343,13 @@ def test_parse_command():
     assert parse_command("\\d Docs") == ("\\d", "Docs")
 
 
+def test_backslash_d_takes_a_quoted_name_as_psql_does(repl):
+    """``\\d "docs"`` quoted the quotes: unknown collection '"docs"'."""
+    repl.run_lines(['\\d "docs"\n', '\\d "do""cs"\n'])
+    text = repl.output.getvalue()
+    assert "BM25 text" in text and 'unknown collection \'do"cs\'' in text, text
+
+
 def test_timing_takes_on_or_off_like_the_other_switches(repl):
     """``\\timing what`` turned timing on (``\\x maybe`` and ``\\pager maybe`` are errors)."""
     for line in ("\\timing what", "\\timing on", "\\timing", "\\x maybe"):

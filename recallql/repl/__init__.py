@@ -11,6 +11,7 @@ it reads in order, stops at the first error and exits with 1 (0 when all ran).
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 import traceback
@@ -168,7 +169,9 @@ class Repl:
         elif name == "\\d":
             from recallql.grammar.keywords import quote_identifier
 
-            self.execute(f"DESCRIBE {quote_identifier(arg)}" if arg else "SHOW COLLECTIONS")
+            quoted = re.fullmatch(r'"(?:[^"]|"")+"', arg)  # \\d "docs", as psql takes a name
+            name = arg if quoted else quote_identifier(arg)
+            self.execute(f"DESCRIBE {name}" if arg else "SHOW COLLECTIONS")
         else:
             hint = did_you_mean(name, [c for c, *_ in COMMANDS], listing=False)
             return self._error(f"unknown command {name}; " + (hint or "\\help lists the commands"))
