@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -95,10 +96,8 @@ def make_session(history: Path, catalog: Callable[[], dict[str, list[str]]],
         def store_string(self, string: str) -> None:
             # a file that stops being writable (a full disk, a directory put in its place)
             # keeps the entry in memory: prompt_toolkit would print its traceback per Enter
-            try:
+            with contextlib.suppress(OSError):
                 super().store_string(string)
-            except OSError:
-                pass
 
     store: History
     try:
