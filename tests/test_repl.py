@@ -84,7 +84,8 @@ def test_piped_input_runs_statements_and_sets_the_exit_code(db_path):
     bad = subprocess.run([sys.executable, "-m", "recallql.cli", "shell", "--db", str(db_path)],
                          input="SEARCH nope MATCHING 'x';\n", capture_output=True, text=True,
                          env=env, timeout=60)
-    assert bad.returncode == 1 and "unknown collection 'nope'" in bad.stdout
+    assert bad.returncode == 1 and "unknown collection 'nope'" in bad.stderr
+    assert bad.stdout == ""  # errors go to stderr, as psql's: not among a script's results
 
 
 def test_tables_to_a_pipe_or_an_o_file_have_no_trailing_spaces(repl, tmp_path):
@@ -114,6 +115,23 @@ def test_a_script_stops_at_the_first_error(repl):
     assert "messages" not in text and "BM25 text" not in text and repl.failed
 
 
+@pytest.mark.parametrize(("script", "line"), [
+    ("SHOW COLLECTIONS;\n\n\nSEARCH docs\n MATCHING 'x'\n LIMIT ten;\n", 6),
+    ("SHOW COLLECTIONS; SEARCH dcos\n MATCHING 'x';\n", 1),
+    ("SHOW COLLECTIONS;\nSEARCH docs\n\\timing\nMATCHING 'x'\nLIMIT ten;\n", 5),
+    ("SEARCH docs \\x\n\n MATCHING 'y' LIMIT x;\n", 3),
+    ("SHOW COLLECTIONS;\n\\d nope\n", 2),
+    ("SHOW COLLECTIONS;\nSEARCH docs MATCHING 'unterminated\n", 2),
+], ids=["multi-line", "second-on-a-line", "command-inside", "command-after-head", "backslash-d",
+        "unterminated-at-eof"])
+def test_an_error_in_a_script_names_its_line_in_the_script(repl, script, line):
+    """psql says ``psql:file:6: ERROR``; the shell's caret counts lines within the failing
+    statement, so in a script of many statements the error did not say where it was."""
+    repl.run_lines(io.StringIO(script))
+    text = repl.output.getvalue()
+    assert repl.failed and text.rstrip().endswith(f"at line {line} of the script"), text
+
+
 def test_statements_before_a_syntax_error_on_the_same_line_run(repl):
     repl.run_lines(["DESCRIBE docs; SEARCH docs MATCHING 'x' LIMIT ten; SHOW COLLECTIONS;\n"])
     text = repl.output.getvalue()
@@ -132,7 +150,8 @@ def test_a_parameter_in_the_shell_says_how_to_give_its_value_here(repl):
         "  SEARCH docs MATCHING 'x' WHERE tags CONTAINS :tag LIMIT :n\n"
         "                                               ^^^^\n"
         "  hint: write the value into the statement (MATCHING 'disk full', LIMIT 5), or run it "
-        "with recallql query \"...\" -p name=value\n")
+        "with recallql query \"...\" -p name=value\n"
+        "  at line 1 of the script\n")
     assert repl.failed
 
 
@@ -145,7 +164,8 @@ def test_a_positional_parameter_in_the_shell_is_hinted_to_become_a_named_one(rep
         "  SEARCH docs MATCHING ? LIMIT 3\n"
         "                       ^\n"
         "  hint: write the value into the statement (MATCHING 'disk full', LIMIT 5), or use a "
-        "named parameter :name instead and run it with recallql query \"...\" -p name=value\n")
+        "named parameter :name instead and run it with recallql query \"...\" -p name=value\n"
+        "  at line 1 of the script\n")
     assert repl.failed
 
 
@@ -214,6 +234,27 @@ def test_tables_drop_columns_empty_in_every_record():
         records_table(list(records[0]), records, width=100))
     header = out.getvalue().split("\n")[0]
     assert header.split() == ["id", "status"]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_wide_characters_are_measured_in_terminal_cells(tmp_path, width):
+    """A CJK character takes two cells: the text column was cut by characters, so it came out
+    twice as wide as its room and the #, id and score columns were squeezed to '…' or
+    dropped."""
+    from rich.cells import cell_len
+
+    with recallql.connect(tmp_path / "db", embedder=HashEmbedder()) as db:
+        db.ingest("docs", [{"id": "cjk-1", "title": "日本語のバックアップ方針",
+                            "body": "毎日バックアップを取る。backup 保持期間は三十日。" * 3},
+                           {"id": "plain-2", "title": "backup", "body": "backup"}])
+        out = io.StringIO()
+        shell = Repl(db, console=Console(file=out, width=width, color_system=None))
+        shell.run_lines(["SEARCH docs MATCHING 'backup';\n"])
+    lines = out.getvalue().splitlines()
+    assert lines[0].split()[:3] == ["#", "id", "score"], out.getvalue()
+    ids = [line.split()[1] for line in lines if line[:1].isdigit()]
+    assert sorted(ids) == ["cjk-1", "plain-2"], out.getvalue()
+    assert max(cell_len(line) for line in lines) <= width
 
 
 def test_long_reason_lines_wrap_between_reasons():
@@ -300,6 +341,13 @@ def test_completion_of_keywords_collections_fields_and_commands():
 def test_parse_command():
     assert parse_command("\\timing on;") == ("\\timing", "on")
     assert parse_command("\\d Docs") == ("\\d", "Docs")
+
+
+def test_backslash_d_takes_a_quoted_name_as_psql_does(repl):
+    """``\\d "docs"`` quoted the quotes: unknown collection '"docs"'."""
+    repl.run_lines(['\\d "docs"\n', '\\d "do""cs"\n'])
+    text = repl.output.getvalue()
+    assert "BM25 text" in text and 'unknown collection \'do"cs\'' in text, text
 
 
 def test_timing_takes_on_or_off_like_the_other_switches(repl):
@@ -431,6 +479,24 @@ def test_a_pasted_statement_through_prompt_toolkit_costs_the_shell_linear_work(t
             sys.settrace(None)
     assert text == statement
     assert 0 < count[0] <= 40 * len(statement)
+
+
+def test_a_history_file_that_cannot_be_written_keeps_history_in_memory(tmp_path):
+    """A directory as the history file passed the startup check (touch() succeeds on one),
+    and a history file that stops being writable later failed in prompt_toolkit's Enter
+    handler: each statement printed a traceback and "Press ENTER to continue..."."""
+    from recallql.repl.input import make_session
+
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    later = tmp_path / "history"
+    for path in (directory, later):
+        session = make_session(path, lambda: {"docs": ["body"]}, ["\\q"])
+        if path == later:
+            later.unlink()
+            later.mkdir()  # the file is gone and nothing can be written there now
+        session.history.append_string("SHOW COLLECTIONS;")
+        assert list(session.history.get_strings()) == ["SHOW COLLECTIONS;"]
 
 
 @pytest.mark.parametrize("edits", [

@@ -11,6 +11,7 @@ it reads in order, stops at the first error and exits with 1 (0 when all ran).
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 import traceback
@@ -41,12 +42,14 @@ class Repl:
         fmt: ``table``, ``json``, ``jsonl``, ``csv`` or ``markdown``.
         debug: print tracebacks of unexpected errors.
         console: where output goes (default: stdout).
+        errors: where errors go (default: stderr, as in psql, so a script's errors do not end
+            up among the results it writes to a file; `console` when only that is given).
         pager: page results longer than the screen (on a terminal only).
     """
 
     def __init__(self, db: Any, history: Path | None = None, fmt: str = "table",
                  debug: bool = False, console: Console | None = None,
-                 pager: bool = True) -> None:
+                 pager: bool = True, errors: Console | None = None) -> None:
         self.db = db
         self.history = (history or DEFAULT_HISTORY).expanduser()
         self.fmt = fmt
@@ -54,9 +57,11 @@ class Repl:
         self.timing = False
         self.expanded = False
         self.console = console or make_console()
+        self.errors = errors or (self.console if console else make_console(stderr=True))
         self.out = Output(self.console, pager=pager)
         self.failed = False
         self.pending = ""  # a statement kept while a backslash command ran on its last line
+        self.lines: list[int] | None = None  # in a script: the line numbers of the input run
 
     # -- loops ---------------------------------------------------------------------------------
 
@@ -102,15 +107,19 @@ class Repl:
         """Run a script read line by line (a statement may span lines, a line may hold several):
         statements and commands in order, stopping at the first error (`failed` is then
         True)."""
-        buffer = ""
-        for line in lines:
-            buffer += line if line.endswith("\n") else line + "\n"
+        buffer, numbers = "", []  # numbers: the script line of each line of the buffer
+        for number, line in enumerate(lines, start=1):
+            piece = line if line.endswith("\n") else line + "\n"
+            buffer += piece
+            numbers += [number] * piece.count("\n")
             if is_complete(buffer):
-                text, buffer = buffer, ""
+                text, buffer, self.lines = buffer, "", numbers
                 if not self.handle(text) or self.failed:
                     return
                 buffer, self.pending = self.pending, ""
+                numbers = self.lines if buffer else []
         if buffer.strip():
+            self.lines = numbers
             self.handle(buffer)
         self.out.close()
 
@@ -136,6 +145,14 @@ class Repl:
             if ready.strip() and not self.execute(ready):
                 return True
             self.pending = rest.rstrip("\n") + "\n" if rest.strip() else ""
+            if self.lines:  # in a script: the lines of the statement kept
+                at = ready.count("\n")
+                kept = self.lines[at:at + self.pending.count("\n")]
+                self.lines = [self.lines[-1]]  # the command's own, for its errors (\\d)
+                try:
+                    return self.command(cmd)
+                finally:
+                    self.lines = kept
             return self.command(cmd)
         self.execute(text)
         return True
@@ -152,7 +169,9 @@ class Repl:
         elif name == "\\d":
             from recallql.grammar.keywords import quote_identifier
 
-            self.execute(f"DESCRIBE {quote_identifier(arg)}" if arg else "SHOW COLLECTIONS")
+            quoted = re.fullmatch(r'"(?:[^"]|"")+"', arg)  # \\d "docs", as psql takes a name
+            name = arg if quoted else quote_identifier(arg)
+            self.execute(f"DESCRIBE {name}" if arg else "SHOW COLLECTIONS")
         else:
             hint = did_you_mean(name, [c for c, *_ in COMMANDS], listing=False)
             return self._error(f"unknown command {name}; " + (hint or "\\help lists the commands"))
@@ -201,12 +220,16 @@ class Repl:
         within the failing statement. Returns whether all of them ran."""
         from recallql.grammar import parse_script
 
+        at = first = 0  # where the piece being run starts: offset, and line index in `text`
         try:
             for piece in split_statements(text):
+                at = text.index(piece, at)
+                first = text[:at + len(piece) - len(piece.lstrip())].count("\n")
                 for stmt in parse_script(piece.strip()):
                     self.run_statement(stmt)
+                at += len(piece)
         except Exception as exc:  # noqa: BLE001 - the shell reports every error and goes on
-            self.report(exc)
+            self.report(exc, first)
             return False
         return True
 
@@ -254,25 +277,33 @@ class Repl:
             shown = render(outcome, catalog, width=self.out.width)
             self.out.show(shown, soft_wrap=isinstance(shown, Text))
 
-    def report(self, exc: Exception) -> None:
+    def report(self, exc: Exception, first: int = 0) -> None:
         """Print an error: a query error's rendering (with the caret), a one-line message for
-        data and database errors, an internal error otherwise (traceback with --debug)."""
+        data and database errors, an internal error otherwise (traceback with --debug). In a
+        script, also the script line it is on (the statement's first line, `first` lines into
+        the input, for an error without a position): the caret's line and column count within
+        the statement."""
         from recallql.api import USER_ERRORS
         from recallql.grammar.errors import QueryError
 
         self.failed = True
+        if isinstance(exc, QueryError) and exc.line:
+            first += exc.line - 1
         if isinstance(exc, QueryError):
-            self.console.print(Text(str(exc), style="red"), soft_wrap=True)
+            self.errors.print(Text(str(exc), style="red"), soft_wrap=True)
         elif isinstance(exc, USER_ERRORS):
             self._error(str(exc))
         else:
             self._error(f"internal error: {type(exc).__name__}: {exc}")
             if self.debug:
-                self.console.print(Text(traceback.format_exc()), soft_wrap=True)
+                self.errors.print(Text(traceback.format_exc()), soft_wrap=True)
+        if self.lines:
+            line = self.lines[min(first, len(self.lines) - 1)]
+            self.errors.print(f"  at line {line} of the script", markup=False)
 
     def _error(self, message: str) -> bool:
         self.failed = True
-        self.console.print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
+        self.errors.print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
         return True
 
     # -- catalog -------------------------------------------------------------------------------

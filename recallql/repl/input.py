@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -92,10 +93,17 @@ def make_session(history: Path, catalog: Callable[[], dict[str, list[str]]],
         def append_string(self, string: str) -> None:
             super().append_string(history_entry(string))
 
+        def store_string(self, string: str) -> None:
+            # a file that stops being writable (a full disk, a directory put in its place)
+            # keeps the entry in memory: prompt_toolkit would print its traceback per Enter
+            with contextlib.suppress(OSError):
+                super().store_string(string)
+
     store: History
     try:
         history.parent.mkdir(parents=True, exist_ok=True)
-        history.touch(exist_ok=True)
+        with open(history, "ab"):  # fails on a directory, where touch() does not
+            pass
         store = ShellHistory(str(history))
     except OSError:
         store = InMemoryHistory()

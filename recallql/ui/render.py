@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from rich import box
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -75,9 +76,13 @@ class Catalog:
 
 
 def shorten(text: str, width: int = TEXT_WIDTH) -> str:
-    """`text` on one line, cut to `width` characters with an ellipsis."""
+    """`text` on one line, cut to `width` terminal cells with an ellipsis (a CJK character or
+    an emoji takes two cells: cutting by characters made such text twice as wide as its
+    column, and the table squeezed the other columns to nothing)."""
     flat = " ".join(str(text).split())
-    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+    if cell_len(flat) <= width:
+        return flat
+    return set_cell_size(flat, width - 1).rstrip() + "…"
 
 
 def date_of(value: Any) -> str:
@@ -136,7 +141,7 @@ def wrap_parts(text: str, width: int, sep: str = " · ") -> str:
 
 
 def _widths(heads: list[str], rows: list[list[str]]) -> list[int]:
-    return [max([len(h), *(len(line) for r in rows for line in r[i].split("\n"))])
+    return [max([len(h), *(cell_len(line) for r in rows for line in r[i].split("\n"))])
             for i, h in enumerate(heads)]
 
 
@@ -188,7 +193,7 @@ def _fit(heads: list[str], rows: list[list[str]], width: int
         at = heads.index(optional)
         heads, rows = heads[:at] + heads[at + 1:], [r[:at] + r[at + 1:] for r in rows]
     room = _room(heads, rows, width)
-    id_width = max([2, *(len(r[1]) for r in rows)])
+    id_width = max([2, *(cell_len(r[1]) for r in rows)])
     if room < 24 and id_width > 16:
         cut = min(id_width - 16, 24 - room)
         rows = [[r[0], shorten(r[1], id_width - cut), *r[2:]] for r in rows]
@@ -244,10 +249,10 @@ def _single_token(cells: Sequence[str]) -> bool:
 def _least_width(name: str, cells: Sequence[str]) -> int:
     """The narrowest a records column can be without cutting a word: single-token columns (ids,
     timestamps, statuses) need their longest value, others wrap between words."""
-    longest = max([len(name), *(len(c) for c in cells)])
+    longest = max([len(name), *(cell_len(c) for c in cells)])
     if _single_token(cells):
         return longest
-    longest_word = max([len(w) for c in cells for w in c.split()] or [0])
+    longest_word = max([cell_len(w) for c in cells for w in c.split()] or [0])
     return max(len(name), min(longest, max(longest_word, 16)))
 
 
