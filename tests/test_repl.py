@@ -499,6 +499,18 @@ def test_a_history_file_that_cannot_be_written_keeps_history_in_memory(tmp_path)
         assert list(session.history.get_strings()) == ["SHOW COLLECTIONS;"]
 
 
+def test_a_history_that_is_no_regular_file_is_kept_in_memory():
+    """/dev/full reads as endless zeros: loading it as a history file never returned."""
+    from prompt_toolkit.history import InMemoryHistory
+
+    from recallql.repl.input import make_session
+
+    for device in ("/dev/full", "/dev/null"):
+        session = make_session(Path(device), lambda: {"docs": ["body"]}, ["\\q"])
+        assert isinstance(session.history, InMemoryHistory)
+        assert list(session.history.load_history_strings()) == []
+
+
 @pytest.mark.parametrize("edits", [
     ["SEARCH docs MATCHING 'a", "SEARCH docs MATCHING 'a'';", "SEARCH docs MATCHING 'a'';\n"],
     ["SHOW COLLECTIONS -", "SHOW COLLECTIONS --", "SHOW COLLECTIONS --;\n;", "SHOW COLLECTIONS -;"],

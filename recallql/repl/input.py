@@ -80,7 +80,7 @@ def make_session(history: Path, catalog: Callable[[], dict[str, list[str]]],
                  commands: Sequence[str], sessions: Callable[[], list[str]] | None = None
                  ) -> Any:
     """A prompt_toolkit `PromptSession`: file history (in memory when the file cannot be
-    written; see `history_entry`), completion, highlighting, a continuation prompt that shows
+    written or is no regular file, such as /dev/null or /dev/full; see `history_entry`), completion, highlighting, a continuation prompt that shows
     an open string, and Enter that runs the input once it is complete."""
     from prompt_toolkit import PromptSession
     from prompt_toolkit.filters import Condition
@@ -101,6 +101,8 @@ def make_session(history: Path, catalog: Callable[[], dict[str, list[str]]],
 
     store: History
     try:
+        if history.exists() and not history.is_file():  # /dev/full reads zeros for ever
+            raise OSError(f"{history} is not a regular file")
         history.parent.mkdir(parents=True, exist_ok=True)
         with open(history, "ab"):  # fails on a directory, where touch() does not
             pass
