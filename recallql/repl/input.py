@@ -80,8 +80,9 @@ def make_session(history: Path, catalog: Callable[[], dict[str, list[str]]],
                  commands: Sequence[str], sessions: Callable[[], list[str]] | None = None
                  ) -> Any:
     """A prompt_toolkit `PromptSession`: file history (in memory when the file cannot be
-    written or is no regular file, such as /dev/null or /dev/full; see `history_entry`), completion, highlighting, a continuation prompt that shows
-    an open string, and Enter that runs the input once it is complete."""
+    written or is no regular file, such as /dev/null or /dev/full; see `history_entry`),
+    completion, highlighting, a continuation prompt that shows an open string, and Enter that
+    runs the input once it is complete."""
     from prompt_toolkit import PromptSession
     from prompt_toolkit.filters import Condition
     from prompt_toolkit.history import FileHistory, History, InMemoryHistory
