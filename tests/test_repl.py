@@ -280,6 +280,21 @@ def test_format_json_and_timing(repl):
     assert "unknown format 'xml'" in repl.output.getvalue()
 
 
+def test_duckdb_dot_commands_point_to_the_backslash_ones(repl):
+    from recallql.repl.input import is_complete
+
+    assert all(is_complete(t) for t in (".tables", ".mode csv", ".quit"))
+    assert repl.handle(".tables") and repl.handle(".mode csv") and repl.handle(".foo")
+    text = repl.output.getvalue()
+    assert "unknown command .tables; this shell's commands start with a backslash: use \\d" \
+        in text
+    assert "unknown command .mode; this shell's commands start with a backslash: use " \
+        "\\format" in text
+    assert "unknown command .foo; this shell's commands start with a backslash (\\? lists " \
+        "them)" in text
+    assert repl.handle(".quit") is False and repl.handle(".EXIT;") is False
+
+
 def test_backslash_commands(repl):
     repl.run_lines(["\\timing\n", "\\d\n", "\\help\n", "\\nope\n"])
     text = repl.output.getvalue()

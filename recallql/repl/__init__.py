@@ -24,7 +24,13 @@ from rich.text import Text
 
 from recallql.grammar import did_you_mean
 from recallql.repl.commands import COMMANDS, HELP, Command, parse_command
-from recallql.repl.input import is_complete, split_command, split_ready, split_statements
+from recallql.repl.input import (
+    DOT_COMMAND,
+    is_complete,
+    split_command,
+    split_ready,
+    split_statements,
+)
 from recallql.repl.output import Output
 from recallql.ui.render import make_console
 
@@ -32,6 +38,10 @@ __all__ = ["Repl", "is_complete"]
 
 DEFAULT_HISTORY = Path("~/.recallql_history")
 
+
+#: DuckDB / sqlite3 dot commands and this shell's command for each (``.quit`` / ``.exit`` quit).
+DOT_COMMANDS = {".help": "\\?", ".tables": "\\d", ".schema": "\\d <collection>",
+                ".mode": "\\format", ".output": "\\o", ".once": "\\o", ".timer": "\\timing"}
 
 class Repl:
     """An interactive shell over a `Database`.
@@ -133,8 +143,14 @@ class Repl:
         stripped = text.strip()
         if not stripped:
             return True
-        if stripped.rstrip(";").strip().lower() in ("quit", "exit"):
+        if stripped.rstrip(";").strip().lower() in ("quit", "exit", ".quit", ".exit"):
             return False
+        if DOT_COMMAND.fullmatch(stripped):  # a DuckDB / sqlite3 dot command
+            name = stripped.split()[0]
+            same = DOT_COMMANDS.get(name.lower())
+            return self._error(f"unknown command {name}; this shell's commands start "
+                               "with a backslash" + (f": use {same}" if same else
+                                                     " (\\? lists them)"))
         head, command = split_command(text)
         if command is not None:
             cmd = parse_command(command)

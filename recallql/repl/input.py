@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from recallql.repl.scanning import quote_before_line, scan
 
-_QUIT_WORDS = ("quit", "exit")
+_QUIT_WORDS = ("quit", "exit", ".quit", ".exit")
+#: A DuckDB / sqlite3 dot command on a line of its own (``.tables``, ``.mode csv``).
+DOT_COMMAND = re.compile(r"\.[A-Za-z]+(?:[ \t][^\n]*)?")
 
 
 def split_statements(text: str) -> list[str]:
@@ -54,6 +57,8 @@ def is_complete(text: str) -> bool:
     if not stripped or split_command(text)[1] is not None:
         return True
     if stripped.rstrip(";").strip().lower() in _QUIT_WORDS:
+        return True
+    if DOT_COMMAND.fullmatch(stripped):  # `.tables`: answered at once with the \ command
         return True
     found = scan(text)
     return found.last == ";" and not found.open_quote
