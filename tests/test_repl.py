@@ -88,6 +88,19 @@ def test_piped_input_runs_statements_and_sets_the_exit_code(db_path):
     assert bad.stdout == ""  # errors go to stderr, as psql's: not among a script's results
 
 
+def test_a_script_with_bytes_that_are_not_utf8_says_so(db_path):
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120"}
+    done = subprocess.run([sys.executable, "-m", "recallql.cli", "shell", "--db", str(db_path)],
+                          input=b"SEARCH docs MATCHING 'caf\xe9';\n", capture_output=True,
+                          env=env, timeout=60)
+    err = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 1 and "hint: the input holds bytes that are not UTF-8: the shell " \
+        "reads UTF-8 text" in err and "as a parameter" not in err
+    assert "Traceback" not in err
+
+
 def test_tables_to_a_pipe_or_an_o_file_have_no_trailing_spaces(repl, tmp_path):
     """rich pads each line's last cell; the shell's tables in a pipe (its console is not a
     terminal here) and in a ``\\o`` file carried those spaces, as the CLI's did."""

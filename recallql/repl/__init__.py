@@ -305,6 +305,9 @@ class Repl:
         self.failed = True
         if isinstance(exc, QueryError) and exc.line:
             first += exc.line - 1
+        if isinstance(exc, QueryError) and "lone surrogate" in exc.message:
+            # bytes that are not UTF-8, read with surrogateescape: the shell has no parameters
+            exc.hint = "the input holds bytes that are not UTF-8: the shell reads UTF-8 text"
         if isinstance(exc, QueryError):
             self.errors.print(Text(str(exc), style="red"), soft_wrap=True)
         elif isinstance(exc, USER_ERRORS):
