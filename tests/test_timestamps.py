@@ -216,6 +216,10 @@ def test_times_stored_finer_than_shown_compare_at_the_shown_microsecond():
     assert rows_mask(Cmp("t", ">=", shown), rows, fields).tolist() == [True, True, False]
     assert rows_mask(Cmp("t", ">", shown), rows, fields).tolist() == [False, False, False]
     assert rows_mask(In("t", (shown,)), rows, fields).tolist() == [True, True, False]
+    more = [*rows, {"t": None}, {"t": 1.0}]
+    assert rows_mask(In("t", ("2023-11-14T22:13:20.123456Z", 1.0000004, shown)), more,
+                     fields).tolist() == [True, True, True, False, True]
+    assert rows_mask(In("t", (1.0000006,)), more, fields).tolist() == [False] * 5
     assert rows_mask(Between("t", shown, shown), rows, fields).tolist() == [True, True, False]
     assert rows_mask(Cmp("t", "=", 1700000000.1234571), rows, fields).tolist() == [True, True,
                                                                                   False]

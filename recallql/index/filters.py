@@ -222,6 +222,20 @@ def _instant_cmp(values: np.ndarray, op: str, epoch: float) -> np.ndarray:
     return ~inside if op in ("!=", "<>") else inside
 
 
+def _instants_in(values: np.ndarray, epochs: Sequence[float]) -> np.ndarray:
+    """bool[n]: stored times `values` shown as the microsecond of any of `epochs` — one binary
+    search per row in the sorted, disjoint ``[lo, hi)`` ends (O(n log m), not n·m)."""
+    ends = sorted({shown_as(float(e)) for e in epochs})
+    if not ends:
+        return np.zeros(len(values), bool)
+    los = np.array([lo for lo, _ in ends])
+    his = np.array([hi for _, hi in ends])
+    at = np.searchsorted(los, values, side="right") - 1
+    inside = at >= 0
+    inside[inside] = values[inside] < his[at[inside]]
+    return inside
+
+
 def _leaf(expr: FilterExpr, column: Column, size: int) -> np.ndarray:
     name = expr.field  # type: ignore[union-attr]
     if isinstance(expr, Cmp):
@@ -236,9 +250,7 @@ def _leaf(expr: FilterExpr, column: Column, size: int) -> np.ndarray:
     if isinstance(expr, In):
         values: list[Any] = [_coerce(column, v, name) for v in expr.values if v is not None]
         if isinstance(column, NumberColumn) and column.kind is FieldType.TIMESTAMP:
-            stored = column.values(size)
-            return np.logical_or.reduce([_instant_cmp(stored, "=", v) for v in values],
-                                        initial=False) | np.zeros(size, bool)
+            return _instants_in(column.values(size), values)
         if isinstance(column, NumberColumn):
             return np.isin(column.values(size), values)
         if isinstance(column, StrColumn | StrArray):  # postings: no test per row
