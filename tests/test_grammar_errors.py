@@ -103,6 +103,18 @@ def test_hints_for_common_mistakes(text: str, hint: str) -> None:
     assert hint in info.value.hint
 
 
+@pytest.mark.parametrize(("text", "hint"), [
+    ("SHOW SESSIONS MATCHNG", None),                     # SHOW SESSIONS never takes MATCHING
+    ("SHOW SESSIONS LIMT 5", "did you mean 'LIMIT'?"),
+    ("RETRIEVE 5 FROM docs LIMT 3", None),               # the count is given: no LIMIT
+    ("SEARCH docs LIMIT 5 MATCHNG 'x'", "did you mean 'MATCHING'?"),  # out of order, spelt
+])
+def test_a_misspelt_keyword_is_matched_to_the_clauses_the_statement_takes(text, hint):
+    with pytest.raises(QueryError) as info:
+        parse(text)
+    assert info.value.hint == hint
+
+
 VALUE_CHECKS = [
     ("weight", "SEARCH d MATCHING 'x' WITH RECENCY (weight = -1)", "weight", "-1"),
     ("weight-float", "SEARCH d MATCHING 'x' WITH RECENCY (weight = -0.5)", "weight", "-0.5"),

@@ -98,7 +98,7 @@ def _unexpected_token(exc: UnexpectedToken, text: str) -> QuerySyntaxError:
     prev = previous[-1] if previous else None
     names = describe_expected(_clauses_left(expected, previous), prev)
     message = f"expected {join_or(names)}{_after(prev)}, found {describe_found(token)}"
-    hint = hints.for_token(token, expected, prev, previous)
+    hint = hints.for_token(token, _clauses_taken(expected, previous), prev, previous)
     return QuerySyntaxError(message, text=text, span=span, expected=names, hint=hint)
 
 
@@ -131,12 +131,26 @@ def _clauses_left(expected: set[str], previous: list[Token]) -> set[str]:
     boost after a boost) remain; SHOW SESSIONS takes WHERE, LIMIT, OFFSET; `RETRIEVE n` no
     LIMIT.
     """
-    start = max((i + 1 for i, t in enumerate(previous) if t.type == "SEMI"), default=0)
-    tokens = [t.type for t in previous[start:]]
+    tokens = _statement_tokens(previous)
     ranks = [_CLAUSE_RANK[t] for t in tokens if t in _CLAUSE_RANK]
     last = max(ranks, default=-1)
-    left = {name for name in expected if name not in _CLAUSE_RANK or _CLAUSE_RANK[name] > last
+    return {name for name in _clauses_taken(expected, previous)
+            if name not in _CLAUSE_RANK or _CLAUSE_RANK[name] > last
             or (_CLAUSE_RANK[name] == last and name in ("WITH", "WITHOUT"))}
+
+
+def _statement_tokens(previous: list[Token]) -> list[str]:
+    """The token types of the statement being parsed (after the last ``;``)."""
+    start = max((i + 1 for i, t in enumerate(previous) if t.type == "SEMI"), default=0)
+    return [t.type for t in previous[start:]]
+
+
+def _clauses_taken(expected: set[str], previous: list[Token]) -> set[str]:
+    """`expected` without the clauses the statement being parsed never takes (SHOW SESSIONS
+    takes WHERE, LIMIT, OFFSET; `RETRIEVE n` no LIMIT), in any order: what a misspelt
+    keyword may be (a clause out of order is named by the transformer once it is spelt)."""
+    tokens = _statement_tokens(previous)
+    left = set(expected)
     if tokens[:2] == ["SHOW", "SESSIONS"]:
         left -= set(_CLAUSE_RANK) - _SHOW_SESSIONS_CLAUSES
     if "RETRIEVE" in tokens:
