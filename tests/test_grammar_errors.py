@@ -49,6 +49,8 @@ def test_golden_rendering(text: str, rendered: str) -> None:
 
 HINTS = [
     ("misspelled-keyword", "SEARCH docs MATCHNG 'x'", "did you mean 'MATCHING'?"),
+    ("using-option-first", "SEARCH d MATCHING 'x' USING SEMANTIC (ef = 64)",
+     "hold a method first: (exact), (ann) or (ann, ef = 64)"),
     ("misspelled-statement", "SERCH docs MATCHING 'x'", "did you mean 'SEARCH'?"),
     ("not-a-statement", "SELECT * FROM docs", "statements start with SEARCH"),
     ("no-separator", "SHOW COLLECTIONS SHOW SESSIONS", "separate statements with ';'"),

@@ -151,7 +151,18 @@ def _misspelled(token: Token, expected: set[str], prev: Token | None, _: list) -
     return did_you_mean(str(token), sorted(k for k in expected if k in KEYWORDS), listing=False)
 
 
+def _using_method(token: Token, expected: set[str], prev: Token | None,
+                  previous: list[Token]) -> str | None:
+    """``USING SEMANTIC (k = 1)``: the parentheses hold a method first, then its option."""
+    if len(previous) < 3 or previous[-2].type != "LPAR" or previous[-3].type not in (
+            "HYBRID", "LEXICAL", "SEMANTIC") or token.type != "EQ":
+        return None
+    return ("the parentheses after USING hold a method first: (exact), (ann) or "
+            "(ann, ef = 64)")
+
+
 _RULES: tuple[Rule, ...] = (
+    _using_method,
     _backslash,
     _double_quotes,
     _glued,
