@@ -23,8 +23,9 @@ sessions through `Sessions.state` / `Sessions.entity_sums` and lineage through
 
 from recallql.sessions.input import SessionError, SessionNotFound
 from recallql.sessions.lifecycle import Sessions
+from recallql.sessions.messages import Messages
 from recallql.sessions.models import SessionSnapshot, SessionState
 from recallql.sessions.signals import SignalPolicy
 
-__all__ = ["SessionError", "SessionNotFound", "SessionSnapshot", "SessionState", "Sessions",
-           "SignalPolicy"]
+__all__ = ["Messages", "SessionError", "SessionNotFound", "SessionSnapshot", "SessionState",
+           "Sessions", "SignalPolicy"]
