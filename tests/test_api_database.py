@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import recallql
+from recallql import sessions
 from recallql.index.embedders import HashEmbedder
 
 
@@ -52,11 +53,9 @@ def test_every_type_the_everyday_api_hands_back_is_importable_from_recallql(tmp_
     }
     for name, value in handed_back.items():
         assert type(value) is getattr(recallql, name) and name in recallql.__all__, name
-    import recallql.sessions
-
     for name, value in {"Sessions": db.sessions, "Messages": db.messages}.items():
-        assert type(value) is getattr(recallql.sessions, name), name  # db.sessions / .messages
-        assert name in recallql.sessions.__all__
+        assert type(value) is getattr(sessions, name), name  # db.sessions / .messages
+        assert name in sessions.__all__
     db.close()
 
 
