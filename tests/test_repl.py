@@ -570,3 +570,14 @@ def test_typing_at_the_end_scans_only_the_new_characters():
         scanner.scan(text)
         scanner.quote_before_line(text, text.count("\n"))
     assert scanner.steps == len(text)
+
+
+def test_markdown_escapes_control_characters_and_csv_keeps_them():
+    """A markdown table is a document to read: ESC, CR and bidi controls are shown escaped
+    (a stored ESC sequence drove the terminal); csv keeps the data as stored."""
+    from recallql.ui.formats import to_csv, to_markdown
+
+    rows = [{"id": "a|b", "body": "red\x1b[31m\rtext\u202e\nnext"}]
+    assert to_markdown(["id", "body"], rows).splitlines()[2] == \
+        "| a\\|b | red\\x1b[31m\\rtext\\u202e<br>next |"
+    assert "\x1b[31m\r" in to_csv(["id", "body"], rows)

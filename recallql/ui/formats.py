@@ -7,7 +7,7 @@ Every format shows the full text of each row (a table cuts it to the terminal's 
 - ``json``: the statement's outcome as one JSON object (rows with reasons, warnings, stats);
 - ``jsonl``: one JSON object per row or record (`flat_rows`), for ``jq`` or DuckDB;
 - ``csv``: a header and a line per row or record (RFC 4180 quoting);
-- ``markdown``: a pipe table (``|`` and newlines escaped).
+- ``markdown``: a pipe table (``|``, newlines and control characters escaped).
 
 EXPLAIN prints its text format in ``csv`` and ``markdown`` (its JSON in ``json``/``jsonl``).
 """
@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Group, RenderableType
 
 from recallql.engine.models import Explain, Result
+from recallql.grammar.errors import printable
 from recallql.grammar.timestamps import format_timestamp
 from recallql.ui.render import Catalog, cell, record_view, row_text, to_json, why
 
@@ -68,9 +69,12 @@ def to_csv(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def to_markdown(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
-    """A GitHub-flavoured Markdown pipe table (``|`` escaped, newlines as ``<br>``)."""
+    """A GitHub-flavoured Markdown pipe table (``|`` escaped, newlines as ``<br>``, control and
+    bidi characters as escapes such as ``\\x1b``, as the table view shows them: a document to
+    read, unlike csv and json, which keep the data as stored)."""
     def esc(value: Any) -> str:
-        return _plain(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>")
+        text = printable(_plain(value).replace("\\", "\\\\"))
+        return text.replace("|", "\\|").replace("\n", "<br>")
 
     lines = ["| " + " | ".join(esc(c) for c in columns) + " |",
              "|" + "|".join("---" for _ in columns) + "|"]
