@@ -378,6 +378,15 @@ def test_backslash_d_takes_a_quoted_name_as_psql_does(repl):
     assert "BM25 text" in text and 'unknown collection \'do"cs\'' in text, text
 
 
+def test_backslash_d_ignores_extra_arguments_as_psql_does(repl):
+    """``\\d docs extra`` described a collection named 'docs extra'."""
+    repl.run_lines(['\\d docs extra more\n', '\\d "docs" x\n'])
+    text = repl.output.getvalue()
+    assert text.count("BM25 text (concatenated)") == 4, text  # two fields, twice
+    assert "\\d: extra arguments extra more ignored" in text
+    assert "\\d: extra argument x ignored" in text
+
+
 def test_timing_takes_on_or_off_like_the_other_switches(repl):
     """``\\timing what`` turned timing on (``\\x maybe`` and ``\\pager maybe`` are errors)."""
     for line in ("\\timing what", "\\timing on", "\\timing", "\\x maybe"):

@@ -185,7 +185,13 @@ class Repl:
         elif name == "\\d":
             from recallql.grammar.keywords import quote_identifier
 
-            quoted = re.fullmatch(r'"(?:[^"]|"")+"', arg)  # \\d "docs", as psql takes a name
+            # \\d "docs", as psql takes a name; extra arguments are ignored, as psql does
+            found = re.fullmatch(r'("(?:[^"]|"")+"|\S+)(?:\s+(.*))?', arg, re.DOTALL)
+            if found is not None and found.group(2):
+                arg, extra = found.group(1), found.group(2).split()
+                self.errors.print(f"\\d: extra argument{'s' if len(extra) > 1 else ''} "
+                                  f"{' '.join(extra)} ignored", markup=False)
+            quoted = arg.startswith('"') and arg.endswith('"') and len(arg) > 1
             name = arg if quoted else quote_identifier(arg)
             self.execute(f"DESCRIBE {name}" if arg else "SHOW COLLECTIONS")
         else:
