@@ -205,9 +205,16 @@ def test_unknown_collection_is_a_semantic_error(db):
     (["query", "SHOW COLLECTIONS", "--param", "novalue"], "name=value"),
     (["query", "SHOW COLLECTIONS", "-p", "x=1"], "not used by the statement: x"),
     (["explain", "SEARCH docs MATCHING 'x'", "-p", "x=1"], "not used by the statement: x"),
+    (["query", "SEARCH docs MATCHING :q", "-p", "qq=1"],
+     "not used by the statement: qq (did you mean 'q'?)"),
+    (["query", "SEARCH docs MATCHING :q LIMIT :n", "-p", "q=a", "-p", "n=1", "-p", "zzz=1"],
+     "not used by the statement: zzz (its parameters: :q, :n)"),
+    (["query", "SHOW COLLECTIONS", "-p", "x=1"],
+     "not used by the statement: x (it has no :name parameters)"),
     (["nosuchcommand"], "No such command"),
     (["explain", "SEARCH docs MATCHING 'x'", "--frobnicate"], "No such option"),
 ], ids=["missing-statement", "bad-param", "unused-param", "explain-unused-param",
+        "unused-param-did-you-mean", "unused-param-lists-the-used", "unused-param-none-used",
         "unknown-command", "unknown-option"])
 def test_usage_errors_exit_2(db, args, message):
     done = cli(*args, "--db", str(db))
