@@ -195,6 +195,15 @@ def test_help_lists_every_exit_code():
         cli("--help").stdout.split())
 
 
+def test_python_dash_m_recallql_is_the_command_line():
+    """`python -m recallql` runs the CLI, as `python -m pip` does (it said "No module named
+    recallql.__main__"), for an environment whose scripts are not on PATH."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "COLUMNS": "120"}
+    done = subprocess.run([sys.executable, "-m", "recallql", "--version"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout == cli("--version").stdout != ""
+
+
 def test_unknown_collection_is_a_semantic_error(db):
     done = cli("query", "SEARCH dcos MATCHING 'x'", "--db", str(db))
     assert done.returncode == 1 and "did you mean 'docs'?" in done.stderr
