@@ -223,7 +223,7 @@ def test_nothing_to_ingest_says_where_it_looked(tmp_path):
     assert result.exit_code == 1 and result.stdout == ""
     assert "error: nothing to ingest into docs in" in result.stderr
     assert ".md" in result.stderr and ".jsonl" in result.stderr and "--format" in result.stderr
-    assert "skipped 1 files of other types" in result.stderr
+    assert f"skipped 1 file of other types in {tmp_path / 'papers'} (.pdf)" in result.stderr
     assert not (tmp_path / "db").exists()  # no empty database left behind
 
 
