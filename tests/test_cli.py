@@ -385,6 +385,8 @@ def test_explain_as_json_says_its_format_is_json(db, args):
 def test_explain_of_a_catalog_statement_exits_1(db):
     done = cli("explain", "SHOW COLLECTIONS", "--db", str(db))
     assert done.returncode == 1 and "EXPLAIN applies to SEARCH and RETRIEVE" in done.stderr
+    assert done.stderr.endswith("  hint: SHOW and DESCRIBE have no plan or scores to explain: "
+                                "run them as they are\n")
 
 
 def test_explain_of_two_statements_points_at_the_second_with_a_hint_for_the_cli(db):
