@@ -266,7 +266,9 @@ def test_shell_refuses_a_missing_database_unless_asked_to_create_it(tmp_path):
     assert "--create" in done.stderr and "recallql ingest" in done.stderr
     created = cli("shell", "--db", str(missing), "--create", stdin="SHOW COLLECTIONS;\n")
     assert created.returncode == 0 and "messages" in created.stdout
-    assert "created an empty database" in created.stderr
+    assert created.stderr.startswith(
+        f"created an empty database at {missing}; the shell only reads it: fill it with "
+        f"`recallql ingest FILES --db {missing}` (or from Python)")
 
 
 @pytest.mark.parametrize("command", [["query", "SHOW COLLECTIONS"], ["sessions", "list"],

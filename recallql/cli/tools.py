@@ -85,7 +85,8 @@ def _create_empty(db: Path, create: bool) -> None:
                                    f"--create`, or ingest first: `recallql ingest FILES --db "
                                    f"{db}`"))
     open_db(db, write=True, create=True).close()
-    err.print(f"created an empty database at {db}", markup=False)
+    err.print(f"created an empty database at {db}; the shell only reads it: fill it with "
+              f"`recallql ingest FILES --db {db}` (or from Python)", markup=False, soft_wrap=True)
 
 
 def demo(
