@@ -130,6 +130,8 @@ def _stop_on_interrupt(worker: Any) -> None:
     KeyboardInterrupt would leave the server running until the next line of input arrived.
     Instead the handler wakes a thread (through a pipe: a signal handler takes no locks) that
     finishes the queued requests, closes the database and exits."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread may set a signal handler (serve() run from a thread)
     read_end, write_end = os.pipe()
 
     def stop() -> None:
