@@ -259,6 +259,24 @@ def test_missing_database_is_a_clear_error(tmp_path):
     assert "no recallql database at" in done.stderr and "recallql ingest" in done.stderr
 
 
+def test_a_missing_default_database_points_at_the_demo_one_beside_it(tmp_path):
+    """After `make demo`, `recallql query ...` without --db looked for ./recallql.db and
+    suggested building a demo there, though the demo's database was ./recallql-demo.db."""
+    import recallql
+
+    recallql.connect(tmp_path / "recallql-demo.db", embedder=None).close()
+    for args in (["query", "SHOW COLLECTIONS"], ["shell"], ["sessions", "list"]):
+        done = cli(*args, cwd=tmp_path, stdin="")
+        assert done.returncode == 1 and done.stderr.startswith(
+            "error: no recallql database at recallql.db (the demo's database here is "
+            "recallql-demo.db: pass --db recallql-demo.db; or "), (args, done.stderr)
+    assert not (tmp_path / "recallql.db").exists()
+    (tmp_path / "other").mkdir()  # no demo database there: no word of one
+    assert cli("query", "SHOW COLLECTIONS", cwd=tmp_path / "other").stderr == (
+        "error: no recallql database at recallql.db (create one with `recallql ingest FILES "
+        "--db recallql.db` or `recallql demo --db recallql.db`)\n")
+
+
 def test_shell_refuses_a_missing_database_unless_asked_to_create_it(tmp_path):
     missing = tmp_path / "none"
     done = cli("shell", "--db", str(missing), stdin="SHOW COLLECTIONS;\n")

@@ -11,6 +11,7 @@ import typer
 
 from recallql.cli.common import (
     DEFAULT_DB,
+    DEMO_DB,
     Command,
     DbOption,
     EmbedderOption,
@@ -93,7 +94,7 @@ def demo(
     db: Annotated[Path, typer.Option("--db", metavar="PATH",
                                      help="Where to build the demo database (rebuilt if it was "
                                           "built by the demo and not written to since)."
-                                     )] = Path("recallql-demo.db"),
+                                     )] = DEMO_DB,
     small: Annotated[bool, typer.Option("--small", help="A few hundred documents and "
                                         "messages (seconds, for tests).")] = False,
     all_docs: Annotated[bool, typer.Option("--all", help="Every changelog entry on the "
