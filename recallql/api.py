@@ -775,7 +775,9 @@ class Database:
                                         verbose=verbose or stmt.verbose)
         if not isinstance(stmt, st.Search | st.Retrieve):
             raise QuerySemanticError("EXPLAIN applies to SEARCH and RETRIEVE statements",
-                                     text=stmt.source, span=(0, len(stmt.source)))
+                                     text=stmt.source, span=(0, len(stmt.source)),
+                                     hint="SHOW and DESCRIBE have no plan or scores to explain: "
+                                          "run them as they are")
         return self._engine.explain(stmt, analyze=analyze, verbose=verbose)
 
     def plan(self, text: str, /, *args: object, **params: object) -> QueryPlan:

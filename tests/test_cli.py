@@ -195,6 +195,15 @@ def test_help_lists_every_exit_code():
         cli("--help").stdout.split())
 
 
+def test_python_dash_m_recallql_is_the_command_line():
+    """`python -m recallql` runs the CLI, as `python -m pip` does (it said "No module named
+    recallql.__main__"), for an environment whose scripts are not on PATH."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "COLUMNS": "120"}
+    done = subprocess.run([sys.executable, "-m", "recallql", "--version"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout == cli("--version").stdout != ""
+
+
 def test_unknown_collection_is_a_semantic_error(db):
     done = cli("query", "SEARCH dcos MATCHING 'x'", "--db", str(db))
     assert done.returncode == 1 and "did you mean 'docs'?" in done.stderr
@@ -205,9 +214,16 @@ def test_unknown_collection_is_a_semantic_error(db):
     (["query", "SHOW COLLECTIONS", "--param", "novalue"], "name=value"),
     (["query", "SHOW COLLECTIONS", "-p", "x=1"], "not used by the statement: x"),
     (["explain", "SEARCH docs MATCHING 'x'", "-p", "x=1"], "not used by the statement: x"),
+    (["query", "SEARCH docs MATCHING :q", "-p", "qq=1"],
+     "not used by the statement: qq (did you mean 'q'?)"),
+    (["query", "SEARCH docs MATCHING :q LIMIT :n", "-p", "q=a", "-p", "n=1", "-p", "zzz=1"],
+     "not used by the statement: zzz (its parameters: :q, :n)"),
+    (["query", "SHOW COLLECTIONS", "-p", "x=1"],
+     "not used by the statement: x (it has no :name parameters)"),
     (["nosuchcommand"], "No such command"),
     (["explain", "SEARCH docs MATCHING 'x'", "--frobnicate"], "No such option"),
 ], ids=["missing-statement", "bad-param", "unused-param", "explain-unused-param",
+        "unused-param-did-you-mean", "unused-param-lists-the-used", "unused-param-none-used",
         "unknown-command", "unknown-option"])
 def test_usage_errors_exit_2(db, args, message):
     done = cli(*args, "--db", str(db))
@@ -243,6 +259,24 @@ def test_missing_database_is_a_clear_error(tmp_path):
     assert "no recallql database at" in done.stderr and "recallql ingest" in done.stderr
 
 
+def test_a_missing_default_database_points_at_the_demo_one_beside_it(tmp_path):
+    """After `make demo`, `recallql query ...` without --db looked for ./recallql.db and
+    suggested building a demo there, though the demo's database was ./recallql-demo.db."""
+    import recallql
+
+    recallql.connect(tmp_path / "recallql-demo.db", embedder=None).close()
+    for args in (["query", "SHOW COLLECTIONS"], ["shell"], ["sessions", "list"]):
+        done = cli(*args, cwd=tmp_path, stdin="")
+        assert done.returncode == 1 and done.stderr.startswith(
+            "error: no recallql database at recallql.db (the demo's database here is "
+            "recallql-demo.db: pass --db recallql-demo.db; or "), (args, done.stderr)
+    assert not (tmp_path / "recallql.db").exists()
+    (tmp_path / "other").mkdir()  # no demo database there: no word of one
+    assert cli("query", "SHOW COLLECTIONS", cwd=tmp_path / "other").stderr == (
+        "error: no recallql database at recallql.db (create one with `recallql ingest FILES "
+        "--db recallql.db` or `recallql demo --db recallql.db`)\n")
+
+
 def test_shell_refuses_a_missing_database_unless_asked_to_create_it(tmp_path):
     missing = tmp_path / "none"
     done = cli("shell", "--db", str(missing), stdin="SHOW COLLECTIONS;\n")
@@ -250,7 +284,9 @@ def test_shell_refuses_a_missing_database_unless_asked_to_create_it(tmp_path):
     assert "--create" in done.stderr and "recallql ingest" in done.stderr
     created = cli("shell", "--db", str(missing), "--create", stdin="SHOW COLLECTIONS;\n")
     assert created.returncode == 0 and "messages" in created.stdout
-    assert "created an empty database" in created.stderr
+    assert created.stderr.startswith(
+        f"created an empty database at {missing}; the shell only reads it: fill it with "
+        f"`recallql ingest FILES --db {missing}` (or from Python)")
 
 
 @pytest.mark.parametrize("command", [["query", "SHOW COLLECTIONS"], ["sessions", "list"],
@@ -369,6 +405,8 @@ def test_explain_as_json_says_its_format_is_json(db, args):
 def test_explain_of_a_catalog_statement_exits_1(db):
     done = cli("explain", "SHOW COLLECTIONS", "--db", str(db))
     assert done.returncode == 1 and "EXPLAIN applies to SEARCH and RETRIEVE" in done.stderr
+    assert done.stderr.endswith("  hint: SHOW and DESCRIBE have no plan or scores to explain: "
+                                "run them as they are\n")
 
 
 def test_explain_of_two_statements_points_at_the_second_with_a_hint_for_the_cli(db):

@@ -223,7 +223,7 @@ def test_nothing_to_ingest_says_where_it_looked(tmp_path):
     assert result.exit_code == 1 and result.stdout == ""
     assert "error: nothing to ingest into docs in" in result.stderr
     assert ".md" in result.stderr and ".jsonl" in result.stderr and "--format" in result.stderr
-    assert "skipped 1 files of other types" in result.stderr
+    assert f"skipped 1 file of other types in {tmp_path / 'papers'} (.pdf)" in result.stderr
     assert not (tmp_path / "db").exists()  # no empty database left behind
 
 
@@ -486,3 +486,21 @@ def test_an_unknown_collection_names_the_known_ones_and_how_to_add_one(tmp_path,
     assert typo.exit_code == 1
     assert "no collection 'doc' in db (did you mean 'docs'? collections: docs, messages)" in (
         " ".join(typo.stderr.split()))
+
+
+def test_an_ingest_without_db_says_where_it_created_the_database(tmp_path, monkeypatch):
+    """With no --db, ingest created ./recallql.db silently; a newcomer who then ran the next
+    command elsewhere (or with --db mem.db, as the README) could not find the notes."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RECALLQL_DB", raising=False)
+    (tmp_path / "note.md").write_text("# Note\n\nHello world.\n")
+    first = _ingest("note.md", "--embedder", "hash")
+    assert first.exit_code == 0, first.output
+    assert first.stderr == (f"created the database {tmp_path / 'recallql.db'} (no --db given: "
+                            "./recallql.db is every command's default, so run them from this "
+                            "directory, or pass --db)\n")
+    (tmp_path / "other.md").write_text("# Other\n\nMore.\n")
+    again = _ingest("other.md", "--embedder", "hash")  # it exists now: nothing to say
+    named = _ingest("note.md", "--db", str(tmp_path / "mem.db"), "--embedder", "hash")
+    assert again.exit_code == named.exit_code == 0
+    assert again.stderr == named.stderr == ""

@@ -190,11 +190,22 @@ def test_show_and_lineage_of_a_missing_session_name_it_without_a_caret(db, comma
     """The caret went under ':s' of 'SHOW SESSION :s', a statement the user never typed."""
     plain = cli("sessions", command, "nobody", "--db", str(db))
     assert plain.returncode == 1
-    assert plain.stderr == "error: no session 'nobody'\n"
+    assert plain.stderr == ("error: no session 'nobody' (recallql sessions list lists the "
+                            "sessions there are)\n")
     if command == "lineage":
         as_json = cli("sessions", command, "nobody", "--json", "--db", str(db))
         assert as_json.returncode == 1 and json.loads(as_json.stderr)["error"] == (
             "no session 'nobody'")
+
+
+@pytest.mark.parametrize("command", ["show", "lineage"])
+def test_a_mistyped_session_id_gets_a_did_you_mean(db, command):
+    """A near miss of an existing id is named (it was a bare "no session 's-4'")."""
+    made = cli("sessions", "create", f"{command}-s-42", "--agent", "a", "--db", str(db))
+    assert made.returncode == 0
+    done = cli("sessions", command, f"{command}-s-4", "--db", str(db))
+    assert done.returncode == 1
+    assert done.stderr == f"error: no session '{command}-s-4' (did you mean '{command}-s-42'?)\n"
 
 
 @pytest.mark.parametrize("args", [

@@ -318,6 +318,25 @@ def test_two_http_clients_at_once_share_commits(http_server):
     assert status["writes"] == 16 and status["batches"] < 16 and status["largest_group"] > 1
 
 
+def test_stdio_server_on_a_terminal_says_so_and_stops_on_ctrl_c(tmp_path):
+    """Run by hand (stdin a terminal), the stdio server says what it is waiting for, and
+    Ctrl-C stops it at once with status 130 (it used to wait for another line of input: the
+    SDK reads stdin in a thread that cancellation cannot interrupt)."""
+    pexpect = pytest.importorskip("pexpect")
+    child = pexpect.spawn(RECALLQL, ["mcp", "--db", str(tmp_path / "db"), "--embedder", "hash"],
+                          env={**os.environ, "COLUMNS": "100"}, encoding="utf-8", timeout=60)
+    child.expect("over stdio, the way an MCP client launches it")
+    child.expect("Ctrl-C stops it")
+    child.sendintr()
+    child.expect(pexpect.EOF, timeout=20)
+    child.close()
+    assert child.exitstatus == 130
+    import recallql
+
+    with recallql.connect(tmp_path / "db", readonly=True, embedder=None) as db:  # closed cleanly
+        assert db.check().ok
+
+
 def test_http_refuses_a_non_loopback_address(tmp_path):
     out = subprocess.run([RECALLQL, "mcp", "--db", str(tmp_path / "db"), "--http",
                           "0.0.0.0:8765"], capture_output=True, text=True, timeout=60)

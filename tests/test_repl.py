@@ -293,6 +293,14 @@ def test_format_json_and_timing(repl):
     assert "unknown format 'xml'" in repl.output.getvalue()
 
 
+def test_a_bare_help_prints_the_help_as_in_psql(repl):
+    """`help` typed alone is answered at once (it used to continue as a statement, then fail
+    as a syntax error at 'help')."""
+    assert repl.handle("help") is True and repl.handle("Help;") is True
+    text = repl.output.getvalue()
+    assert text.count("\\format") >= 2 and "QuerySyntaxError" not in text
+
+
 def test_duckdb_dot_commands_point_to_the_backslash_ones(repl):
     from recallql.repl.input import is_complete
 
@@ -328,6 +336,9 @@ def test_backslash_commands(repl):
     ('DESCRIBE "a;b"', False),
     ("\\timing", True),
     ("quit", True),
+    ("help", True),
+    ("HELP;", True),
+    ("SEARCH docs MATCHING 'x'\nhelp", False),
 ], ids=lambda v: repr(v))
 def test_statement_completion(text, complete):
     assert is_complete(text) is complete

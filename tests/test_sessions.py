@@ -521,6 +521,11 @@ def test_show_session_unknown_is_an_error_with_a_caret(three):
     with pytest.raises(QuerySemanticError, match="no session 'zz'") as err:
         three.execute("SHOW SESSION 'zz'")
     assert "^^^^" in str(err.value)
+    assert err.value.hint == "SHOW SESSIONS lists the sessions there are"
+    for statement in ("SHOW SESSION 's-'", "SHOW LINEAGE 's-'"):  # a near miss is named
+        with pytest.raises(QuerySemanticError, match="no session 's-'") as err:
+            three.execute(statement)
+        assert err.value.hint is not None and err.value.hint.startswith("did you mean 's-")
 
 
 def test_a_snapshot_before_the_session_started_is_not_found(db, clock):

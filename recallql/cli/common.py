@@ -27,6 +27,8 @@ err = make_console(stderr=True)
 out = make_console()
 
 DEFAULT_DB = Path("recallql.db")
+#: Where `recallql demo` builds its database (in the current directory, as `make demo` runs it).
+DEMO_DB = Path("recallql-demo.db")
 EMBEDDERS = ("auto", "default", "none", "hash")
 
 
@@ -280,6 +282,8 @@ def no_database(path: Path, create: str | None = None) -> str:
         return f"{path} is a directory but not a recallql database; {existing}"
     create = create or (f"create one with `recallql ingest FILES --db {path}` or "
                         f"`recallql demo --db {path}`")
+    if not path.exists() and is_database(DEMO_DB) and path.absolute() != DEMO_DB.absolute():
+        create = f"the demo's database here is {DEMO_DB}: pass --db {DEMO_DB}; or {create}"
     return f"no recallql database at {path} ({create})"
 
 

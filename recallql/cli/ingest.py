@@ -8,6 +8,7 @@ the batches already committed and says how many.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -310,6 +311,10 @@ def ingest(
             shutil.rmtree(db, ignore_errors=True)  # nothing was committed: leave no empty database
         raise
     _summary(collection, tally, time.perf_counter() - started, paths)
+    if created and db == DEFAULT_DB and "RECALLQL_DB" not in os.environ:
+        err.print(f"created the database {db.absolute()} (no --db given: ./{DEFAULT_DB} is "
+                  "every command's default, so run them from this directory, or pass --db)",
+                  markup=False, soft_wrap=True)
 
 
 def _no_collection(collection: str, db: Path, names: Sequence[str]) -> str:

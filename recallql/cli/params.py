@@ -148,11 +148,22 @@ def check_unused(statements: Sequence[Any], params: dict[str, Param]) -> None:
     Raises:
         typer.BadParameter: (exit 2) naming the unused parameters.
     """
-    used = {p.name for s in statements for p in getattr(s, "parameters", ()) if p.name}
-    unused = sorted(set(params) - used)
-    if unused:
-        raise typer.BadParameter(f"not used by the statement: {', '.join(unused)}",
-                                 param_hint="--param")
+    from recallql.grammar import did_you_mean
+
+    used = list(dict.fromkeys(p.name for s in statements for p in getattr(s, "parameters", ())
+                              if p.name))
+    unused = sorted(set(params) - set(used))
+    if not unused:
+        return
+    close = did_you_mean(unused[0], used, listing=False) if len(unused) == 1 else None
+    if close:
+        why = close
+    elif used:
+        why = "its parameters: " + ", ".join(f":{name}" for name in used)
+    else:
+        why = "it has no :name parameters"
+    raise typer.BadParameter(f"not used by the statement: {', '.join(unused)} ({why})",
+                             param_hint="--param")
 
 
 def used_by(stmt: Any, values: dict[str, T]) -> dict[str, T]:

@@ -14,6 +14,7 @@ from recallql.cli.common import (
     Command,
     DbOption,
     JsonOption,
+    State,
     err,
     fail,
     group_db,
@@ -113,7 +114,9 @@ def _show(database: Any, statement: str, session: str) -> Any:
     try:
         return database.execute(statement, s=session)
     except QueryError as exc:
-        raise fail(exc.message) from None
+        hint = (exc.hint or "").replace("SHOW SESSIONS lists", "recallql sessions list lists")
+        raise fail(f"{exc.message} ({hint})" if hint and not State.json else exc.message
+                   ) from None
 
 
 @app.command(cls=Command, short_help="Show a session's chain of parents.")

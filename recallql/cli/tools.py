@@ -11,6 +11,7 @@ import typer
 
 from recallql.cli.common import (
     DEFAULT_DB,
+    DEMO_DB,
     Command,
     DbOption,
     EmbedderOption,
@@ -85,14 +86,15 @@ def _create_empty(db: Path, create: bool) -> None:
                                    f"--create`, or ingest first: `recallql ingest FILES --db "
                                    f"{db}`"))
     open_db(db, write=True, create=True).close()
-    err.print(f"created an empty database at {db}", markup=False)
+    err.print(f"created an empty database at {db}; the shell only reads it: fill it with "
+              f"`recallql ingest FILES --db {db}` (or from Python)", markup=False, soft_wrap=True)
 
 
 def demo(
     db: Annotated[Path, typer.Option("--db", metavar="PATH",
                                      help="Where to build the demo database (rebuilt if it was "
                                           "built by the demo and not written to since)."
-                                     )] = Path("recallql-demo.db"),
+                                     )] = DEMO_DB,
     small: Annotated[bool, typer.Option("--small", help="A few hundred documents and "
                                         "messages (seconds, for tests).")] = False,
     all_docs: Annotated[bool, typer.Option("--all", help="Every changelog entry on the "

@@ -100,6 +100,17 @@ def _session_id(stmt: Any) -> str:
     return stmt.session.value
 
 
+def _no_session(db: Any, stmt: s.ShowSession | s.ShowLineage) -> QuerySemanticError:
+    """The error for SHOW SESSION / SHOW LINEAGE of an id no session has: a did-you-mean
+    among the ids there are (a read of every session, on this error path only), or where to
+    find them."""
+    wanted = _session_id(stmt)
+    hint = did_you_mean(wanted, [row["id"] for row in db.sessions.rows()], listing=False)
+    return QuerySemanticError(f"no session '{wanted}'", text=stmt.source,
+                              span=stmt.session.span,
+                              hint=hint or "SHOW SESSIONS lists the sessions there are")
+
+
 def _show_session(db: Any, stmt: s.ShowSession, now_ts: float) -> tuple:
     from recallql.sessions.lifecycle import SessionNotFound
 
@@ -108,8 +119,7 @@ def _show_session(db: Any, stmt: s.ShowSession, now_ts: float) -> tuple:
         # the allowed 300 s ahead of the clock is shown, not "did not exist yet"
         snap = db.sessions.snapshot(_session_id(stmt))
     except SessionNotFound:
-        raise QuerySemanticError(f"no session '{_session_id(stmt)}'", text=stmt.source,
-                                 span=stmt.session.span) from None
+        raise _no_session(db, stmt) from None
     record = snap.model_dump(mode="json")
     return list(record), [record], snap
 
@@ -124,8 +134,7 @@ def _show_lineage(db: Any, stmt: s.ShowLineage, now_ts: float) -> tuple:
         resolver = LineageResolver(db.sessions.fetcher(conn), budget=LINEAGE_SHOW_STEPS + 2)
         chain = resolver.chain(_session_id(stmt), max_steps=LINEAGE_SHOW_STEPS)
         if chain and chain[0][0] is None:
-            raise QuerySemanticError(f"no session '{_session_id(stmt)}'", text=stmt.source,
-                                     span=stmt.session.span)
+            raise _no_session(db, stmt)
         stored = db.sessions.stored_roots(conn, [row.id for row, _ in chain if row is not None])
         records = [_lineage_record(depth, row, verdict, resolver, stored.get(row.id))
                    for depth, (row, verdict) in enumerate(chain) if row is not None]

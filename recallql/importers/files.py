@@ -400,8 +400,9 @@ def walked(root: Path, kind: str, seen: Seen) -> Iterator[tuple[Path, str]]:
             yield file, own
     if others:
         kinds = ", ".join(f"{s} ×{n}" if n > 1 else s for s, n in sorted(others.items()))
-        seen.skipped.append(f"skipped {sum(others.values())} files of other types in {root} "
-                            f"({kinds}); name a file to read it as text")
+        count = sum(others.values())
+        seen.skipped.append(f"skipped {count} {'file' if count == 1 else 'files'} of other "
+                            f"types in {root} ({kinds}); name a file to read it as text")
 
 
 #: Keys the built-in loaders add beyond the `docs` collection's fields.

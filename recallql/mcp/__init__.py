@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +108,11 @@ def serve(path: Path, *, http: tuple[str, int] | None = None, read_only: bool = 
                                       why_read_only=why))
     try:
         if http is None:
+            _stop_on_interrupt(worker)
+            if sys.stdin.isatty():
+                print(f"recallql mcp: serving {path} over stdio, the way an MCP client "
+                      "launches it (it reads JSON-RPC on stdin; typing here does nothing "
+                      "useful). Ctrl-C stops it.", file=sys.stderr, flush=True)
             server.run("stdio")
         else:
             host, port = http
@@ -114,6 +121,28 @@ def serve(path: Path, *, http: tuple[str, int] | None = None, read_only: bool = 
             server.run("streamable-http", host=host, port=port)
     finally:
         worker.close()
+
+
+def _stop_on_interrupt(worker: Any) -> None:
+    """Make Ctrl-C (SIGINT) end a stdio server at once, exit status 130.
+
+    The SDK reads stdin in a thread that cancellation cannot interrupt, so Python's
+    KeyboardInterrupt would leave the server running until the next line of input arrived.
+    Instead the handler wakes a thread (through a pipe: a signal handler takes no locks) that
+    finishes the queued requests, closes the database and exits."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread may set a signal handler (serve() run from a thread)
+    read_end, write_end = os.pipe()
+
+    def stop() -> None:
+        os.read(read_end, 1)
+        try:
+            worker.close()
+        finally:
+            os._exit(130)
+
+    threading.Thread(target=stop, name="recallql-mcp-interrupt", daemon=True).start()
+    signal.signal(signal.SIGINT, lambda *_: os.write(write_end, b"\0"))
 
 
 def _url_host(host: str) -> str:

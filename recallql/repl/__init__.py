@@ -26,6 +26,7 @@ from recallql.grammar import did_you_mean
 from recallql.repl.commands import COMMANDS, HELP, Command, parse_command
 from recallql.repl.input import (
     DOT_COMMAND,
+    HELP_WORDS,
     is_complete,
     split_command,
     split_ready,
@@ -143,8 +144,11 @@ class Repl:
         stripped = text.strip()
         if not stripped:
             return True
-        if stripped.rstrip(";").strip().lower() in ("quit", "exit", ".quit", ".exit"):
+        word = stripped.rstrip(";").strip().lower()
+        if word in ("quit", "exit", ".quit", ".exit"):
             return False
+        if word in HELP_WORDS:  # psql answers a bare `help` too (it is no statement)
+            return self.command(parse_command("\\help"))
         if DOT_COMMAND.fullmatch(stripped):  # a DuckDB / sqlite3 dot command
             name = stripped.split()[0]
             same = DOT_COMMANDS.get(name.lower())

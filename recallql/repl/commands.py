@@ -14,7 +14,7 @@ class Command(NamedTuple):
 
 #: (command, arguments, what it does)
 COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("\\help", "", "this help (also \\h, \\?)"),
+    ("\\help", "", "this help (also \\h, \\?, help)"),
     ("\\q", "", "quit (also \\quit, quit, exit, Ctrl-D)"),
     ("\\r", "", "reset (clear) the statement being typed"),
     ("\\timing", "[on|off]", "print each statement's wall time"),

@@ -11,6 +11,8 @@ from typing import Any
 from recallql.repl.scanning import quote_before_line, scan
 
 _QUIT_WORDS = ("quit", "exit", ".quit", ".exit")
+#: Typed alone, these words are answered at once, as psql does: `help` prints the help.
+HELP_WORDS = ("help",)
 #: A DuckDB / sqlite3 dot command on a line of its own (``.tables``, ``.mode csv``).
 DOT_COMMAND = re.compile(r"\.[A-Za-z]+(?:[ \t][^\n]*)?")
 
@@ -51,12 +53,12 @@ def split_ready(text: str) -> tuple[str, str]:
 
 def is_complete(text: str) -> bool:
     """Whether the input is ready to run: blank, a backslash command (also on a continuation
-    line), ``quit``/``exit``, or statements whose last character (outside strings and
+    line), ``quit``/``exit``/``help``, or statements whose last character (outside strings and
     comments) is ``;``."""
     stripped = text.strip()
     if not stripped or split_command(text)[1] is not None:
         return True
-    if stripped.rstrip(";").strip().lower() in _QUIT_WORDS:
+    if stripped.rstrip(";").strip().lower() in (*_QUIT_WORDS, *HELP_WORDS):
         return True
     if DOT_COMMAND.fullmatch(stripped):  # `.tables`: answered at once with the \ command
         return True
