@@ -322,8 +322,11 @@ class Cluster:
             if owner is not None:
                 return owner
             if isinstance(stmt, st.ShowSession | st.ShowLineage):  # a database's answer
-                raise QuerySemanticError(f"no session '{session_node.value}'",
-                                         text=stmt.source, span=session_node.span)
+                wanted = str(session_node.value)
+                hint = did_you_mean(wanted, self.placement.session_ids(), listing=False)
+                raise QuerySemanticError(f"no session '{wanted}'", text=stmt.source,
+                                         span=session_node.span,
+                                         hint=hint or "SHOW SESSIONS lists the sessions there are")
         if isinstance(query, st.Search | st.Retrieve):
             info = self._tenant_info(query.collection.name)
             if info is not None:  # a mistake in the statement is a database's error first

@@ -147,6 +147,10 @@ class Placement:
                          (session_id, tenant))
         self._sessions.pop(session_id, None)
 
+    def session_ids(self) -> list[str]:
+        """Every session created through the cluster (for a not-found error's did-you-mean)."""
+        return [str(r[0]) for r in self._conn.execute("SELECT session_id FROM sessions")]
+
     def session_tenant(self, session_id: str) -> str | None:
         """The owner of a session created through the cluster, or None."""
         hit = self._sessions.get(session_id)
