@@ -89,18 +89,24 @@ def test_reindex_migrates_an_old_database(old_db):
             assert _lexical(db, "cafe\u0301") == ["cafe"]
 
 
-def test_an_analyser_2_database_keeps_its_terms_until_reindex_upgrades_it(tmp_path,
-                                                                             monkeypatch):
-    path = tmp_path / "db"
-    monkeypatch.setattr("recallql.index.text.CURRENT_VERSION", 2)  # as an older recallql wrote
+def _written_by_analyser(path, monkeypatch, version: int, items: list[dict]):
+    """A database at `path` whose `items` an older recallql (text analyser `version`) wrote,
+    opened again now: it warns that the collections are indexed by `version`."""
+    monkeypatch.setattr("recallql.index.text.CURRENT_VERSION", version)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", recallql.AnalyzerOutdatedWarning)
         with recallql.connect(path, embedder=HashEmbedder(8)) as db:
-            db.ingest("docs", [{"id": "tr", "title": "İstanbul 🎉"},
-                               {"id": "x", "title": "other"}])
+            db.ingest("docs", items)
     monkeypatch.undo()
-    with pytest.warns(recallql.AnalyzerOutdatedWarning, match="indexed by text analyser 2"):
-        db = recallql.connect(path, embedder=HashEmbedder(8))
+    with pytest.warns(recallql.AnalyzerOutdatedWarning,
+                      match=f"indexed by text analyser {version}"):
+        return recallql.connect(path, embedder=HashEmbedder(8))
+
+
+def test_an_analyser_2_database_keeps_its_terms_until_reindex_upgrades_it(tmp_path,
+                                                                             monkeypatch):
+    db = _written_by_analyser(tmp_path / "db", monkeypatch, 2, [
+        {"id": "tr", "title": "İstanbul 🎉"}, {"id": "x", "title": "other"}])
     with db:
         assert db.store.analyzer_versions()["docs"] == 2
         assert _lexical(db, "İstanbul") == ["tr"]  # query terms in the index's analyser
@@ -115,15 +121,8 @@ def test_an_analyser_3_database_keeps_its_terms_until_reindex_moves_it_to_4(tmp_
     """Analyser 4 makes a zero width space a word break; a collection indexed by analyser 3
     (which removed it) analyses its documents and its queries with 3 until `reindex`."""
     path = tmp_path / "db"
-    monkeypatch.setattr("recallql.index.text.CURRENT_VERSION", 3)  # as an older recallql wrote
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", recallql.AnalyzerOutdatedWarning)
-        with recallql.connect(path, embedder=HashEmbedder(8)) as db:
-            db.ingest("docs", [{"id": "zw", "title": "foo\u200bbar ฉัน\u200bกิน"},
-                               {"id": "x", "title": "other"}])
-    monkeypatch.undo()
-    with pytest.warns(recallql.AnalyzerOutdatedWarning, match="indexed by text analyser 3"):
-        db = recallql.connect(path, embedder=HashEmbedder(8))
+    db = _written_by_analyser(path, monkeypatch, 3, [
+        {"id": "zw", "title": "foo\u200bbar ฉัน\u200bกิน"}, {"id": "x", "title": "other"}])
     with db:
         assert db.store.analyzer_versions() == {"docs": 3, "messages": 3}
         assert db.snapshot("docs").analyze("foo\u200bbar") == ["foobar"]  # the query, with 3

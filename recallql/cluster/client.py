@@ -31,6 +31,7 @@ from recallql.cluster.runtime import ClusterError, start
 from recallql.cluster.shard import EMPTY_READS
 from recallql.cluster.transport import InProcess, RayShards, Then, Transport
 from recallql.engine.analyzer import analyze
+from recallql.engine.info import no_session_error
 from recallql.engine.models import Explain, Result
 from recallql.engine.plan import ExplainSpec, QueryPlan
 from recallql.engine.refill import run_statement
@@ -322,11 +323,7 @@ class Cluster:
             if owner is not None:
                 return owner
             if isinstance(stmt, st.ShowSession | st.ShowLineage):  # a database's answer
-                wanted = str(session_node.value)
-                hint = did_you_mean(wanted, self.placement.session_ids(), listing=False)
-                raise QuerySemanticError(f"no session '{wanted}'", text=stmt.source,
-                                         span=session_node.span,
-                                         hint=hint or "SHOW SESSIONS lists the sessions there are")
+                raise no_session_error(stmt, self.placement.session_ids())
         if isinstance(query, st.Search | st.Retrieve):
             info = self._tenant_info(query.collection.name)
             if info is not None:  # a mistake in the statement is a database's error first

@@ -101,11 +101,17 @@ def _session_id(stmt: Any) -> str:
 
 
 def _no_session(db: Any, stmt: s.ShowSession | s.ShowLineage) -> QuerySemanticError:
-    """The error for SHOW SESSION / SHOW LINEAGE of an id no session has: a did-you-mean
-    among the ids there are (a read of every session, on this error path only), or where to
-    find them."""
+    """The error for SHOW SESSION / SHOW LINEAGE of an id no session has (a read of every
+    session, on this error path only)."""
+    return no_session_error(stmt, [row["id"] for row in db.sessions.rows()])
+
+
+def no_session_error(stmt: s.ShowSession | s.ShowLineage,
+                     ids: list[str]) -> QuerySemanticError:
+    """``no session 'x'`` under the id, with a did-you-mean among `ids` (the sessions there
+    are), or where to find them; one database's and a cluster's error alike."""
     wanted = _session_id(stmt)
-    hint = did_you_mean(wanted, [row["id"] for row in db.sessions.rows()], listing=False)
+    hint = did_you_mean(wanted, ids, listing=False)
     return QuerySemanticError(f"no session '{wanted}'", text=stmt.source,
                               span=stmt.session.span,
                               hint=hint or "SHOW SESSIONS lists the sessions there are")

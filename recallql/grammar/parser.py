@@ -40,6 +40,11 @@ def _parse_cached(text: str) -> tuple[StatementBase, ...]:
     return tuple(validate(statement) for statement in statements)
 
 
+#: The error for a statement holding a lone surrogate (e.g. bytes that are not UTF-8, read with
+#: ``surrogateescape``); the shell, which has no parameters, gives it its own hint.
+NOT_UNICODE = "the statement is not valid Unicode text (a lone surrogate)"
+
+
 def _checked(text: object) -> str:
     if not isinstance(text, str):
         raise TypeError(f"query text must be a str, not {type(text).__name__}")
@@ -48,7 +53,7 @@ def _checked(text: object) -> str:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise QuerySyntaxError(
-                "the statement is not valid Unicode text (a lone surrogate)", text=text,
+                NOT_UNICODE, text=text,
                 span=(exc.start, exc.end), hint="pass text as a parameter, decoded as UTF-8"
             ) from None
     return text

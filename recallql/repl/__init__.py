@@ -23,10 +23,12 @@ from rich.console import Console
 from rich.text import Text
 
 from recallql.grammar import did_you_mean
+from recallql.grammar.parser import NOT_UNICODE
 from recallql.repl.commands import COMMANDS, HELP, Command, parse_command
 from recallql.repl.input import (
     DOT_COMMAND,
     HELP_WORDS,
+    QUIT_WORDS,
     is_complete,
     split_command,
     split_ready,
@@ -145,7 +147,7 @@ class Repl:
         if not stripped:
             return True
         word = stripped.rstrip(";").strip().lower()
-        if word in ("quit", "exit", ".quit", ".exit"):
+        if word in QUIT_WORDS:
             return False
         if word in HELP_WORDS:  # psql answers a bare `help` too (it is no statement)
             return self.command(parse_command("\\help"))
@@ -315,7 +317,7 @@ class Repl:
         self.failed = True
         if isinstance(exc, QueryError) and exc.line:
             first += exc.line - 1
-        if isinstance(exc, QueryError) and "lone surrogate" in exc.message:
+        if isinstance(exc, QueryError) and exc.message == NOT_UNICODE:
             # bytes that are not UTF-8, read with surrogateescape: the shell has no parameters
             exc.hint = "the input holds bytes that are not UTF-8: the shell reads UTF-8 text"
         if isinstance(exc, QueryError):

@@ -10,7 +10,7 @@ from typing import Any
 
 from recallql.repl.scanning import quote_before_line, scan
 
-_QUIT_WORDS = ("quit", "exit", ".quit", ".exit")
+QUIT_WORDS = ("quit", "exit", ".quit", ".exit")
 #: Typed alone, these words are answered at once, as psql does: `help` prints the help.
 HELP_WORDS = ("help",)
 #: A DuckDB / sqlite3 dot command on a line of its own (``.tables``, ``.mode csv``).
@@ -58,7 +58,7 @@ def is_complete(text: str) -> bool:
     stripped = text.strip()
     if not stripped or split_command(text)[1] is not None:
         return True
-    if stripped.rstrip(";").strip().lower() in (*_QUIT_WORDS, *HELP_WORDS):
+    if stripped.rstrip(";").strip().lower() in (*QUIT_WORDS, *HELP_WORDS):
         return True
     if DOT_COMMAND.fullmatch(stripped):  # `.tables`: answered at once with the \ command
         return True
